@@ -1,0 +1,153 @@
+"""The backends hfexport offers, as a registry.
+
+A backend is a `transformers.exporters` export format plus what hfexport adds around it: the
+subfolder its files go to on the Hub, the tolerance its validation is held to, and whether it can
+run on this machine. Adding one is "write a config function and decorate it":
+
+    @register_backend("onnx", export_format="onnx", subfolder="onnx", packages=("onnxruntime",))
+    def onnx(dynamic_shapes):
+        return OnnxConfig(dynamic=True, dynamic_shapes=dynamic_shapes)
+
+The config function receives the plan's `dynamic_shapes` (or `None` for a generation split, where
+the exporter marks every axis dynamic itself) and returns a `transformers.exporters` config.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UnknownBackendError
+
+# Max abs diff allowed between eager and exported outputs, per dtype. XNNPACK and ONNX Runtime
+# fuse and reorder float ops, so they get a looser bound than the torch program itself.
+_TOLERANCE_EXACT = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
+_TOLERANCE_FUSED = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 1e-1}
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    export_format: str
+    subfolder: str
+    make_config: Callable[[dict | None], Any]
+    packages: tuple[str, ...] = ()
+    needs_cuda: bool = False
+    tolerance: dict[str, float] = field(default_factory=lambda: dict(_TOLERANCE_FUSED))
+    # A loaded program runs code (pickled `.pt2`): from_pretrained needs trust_remote_code.
+    loads_pickle: bool = False
+    # Offered only when its packages are installed (OpenVINO); others are always listed.
+    optional: bool = False
+    runner_device: str | None = None
+
+    def unavailable_reason(self) -> str | None:
+        """Why this backend cannot run on this machine, or `None` if it can."""
+        missing = [p for p in self.packages if importlib.util.find_spec(p) is None]
+        if missing:
+            return f"package(s) not installed: {', '.join(missing)} (pip install {' '.join(missing)})"
+        if self.needs_cuda:
+            import torch
+
+            if not torch.cuda.is_available():
+                return "needs a CUDA GPU and none is visible (run it on a GPU runner)"
+        return None
+
+
+BACKENDS: dict[str, Backend] = {}
+
+
+def register_backend(name: str, **options: Any) -> Callable:
+    """Decorator: register `fn(dynamic_shapes) -> ExportConfig` as backend `name`."""
+
+    def decorate(fn: Callable[[dict | None], Any]) -> Callable:
+        BACKENDS[name] = Backend(name=name, make_config=fn, **options)
+        return fn
+
+    return decorate
+
+
+def get_backend(name: str) -> Backend:
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise UnknownBackendError(
+            f"Unknown backend {name!r}.",
+            f"Use one of: {', '.join(offered_backends())} (comma-separated, e.g. --backends dynamo,onnx).",
+        ) from None
+
+
+def offered_backends() -> list[str]:
+    """Backends a user may ask for here: every non-optional one, and optional ones whose packages are installed."""
+    return [n for n, b in BACKENDS.items() if not b.optional or b.unavailable_reason() is None]
+
+
+def parse_backends(spec: str | list[str] | None) -> list[str]:
+    """`"dynamo,onnx"` or a list → validated, de-duplicated names in the given order."""
+    if spec is None:
+        return list(DEFAULT_BACKENDS)
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    names = [n.strip() for n in names if n.strip()]
+    if not names:
+        raise UnknownBackendError("No backend was named.", f"Pass --backends with some of: {', '.join(offered_backends())}.")
+    for n in names:
+        get_backend(n)
+    return list(dict.fromkeys(names))
+
+
+# ── The built-in backends ────────────────────────────────────────────────────
+
+
+@register_backend(
+    "dynamo",
+    export_format="dynamo",
+    subfolder="dynamo",
+    packages=("torch",),
+    tolerance=dict(_TOLERANCE_EXACT),
+    loads_pickle=True,
+)
+def _dynamo(dynamic_shapes):
+    from transformers.exporters import DynamoConfig
+
+    return DynamoConfig(dynamic=True, dynamic_shapes=dynamic_shapes)
+
+
+@register_backend("onnx", export_format="onnx", subfolder="onnx", packages=("onnx", "onnxscript", "onnxruntime"))
+def _onnx(dynamic_shapes):
+    from transformers.exporters import OnnxConfig
+
+    return OnnxConfig(dynamic=True, dynamic_shapes=dynamic_shapes)
+
+
+@register_backend("executorch", export_format="executorch", subfolder="executorch/xnnpack", packages=("executorch",))
+def _executorch_xnnpack(dynamic_shapes):
+    from transformers.exporters import ExecutorchConfig
+
+    return ExecutorchConfig(dynamic=True, dynamic_shapes=dynamic_shapes, backend="xnnpack")
+
+
+@register_backend(
+    "executorch-cuda",
+    export_format="executorch",
+    subfolder="executorch/cuda",
+    packages=("executorch",),
+    needs_cuda=True,
+    # The CUDA partitioner casts to bfloat16 (AOTInductor kernels), whatever the source dtype.
+    tolerance={"float32": 5e-2, "float16": 5e-2, "bfloat16": 1e-1},
+    runner_device="cuda",
+)
+def _executorch_cuda(dynamic_shapes):
+    from transformers.exporters import ExecutorchConfig
+
+    return ExecutorchConfig(dynamic=True, dynamic_shapes=dynamic_shapes, backend="cuda")
+
+
+@register_backend("openvino", export_format="openvino", subfolder="openvino", packages=("openvino",), optional=True)
+def _openvino(dynamic_shapes):
+    from transformers.exporters import OpenVINOConfig
+
+    return OpenVINOConfig(dynamic=True, dynamic_shapes=dynamic_shapes)
+
+
+DEFAULT_BACKENDS = ("dynamo", "onnx", "executorch")

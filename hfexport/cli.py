@@ -1,0 +1,176 @@
+"""The `hfexport` command line (typer + rich).
+
+Exit codes: 0 every backend that ran validated · 1 a backend failed (the report says which and
+why; the others' exports are kept) · 2 bad input (nothing written) · 130 interrupted.
+Progress and tables go to stderr, so `--json` leaves stdout machine-readable.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .errors import HfExportError
+
+app = typer.Typer(
+    name="hfexport",
+    help=(
+        "Turn a Hugging Face model into verified torch.export (.pt2), ONNX and ExecuTorch exports.\n\n"
+        "Every export is reloaded on its own runtime and compared with the original model on inputs\n"
+        "of a different shape than it was traced with. Start with:\n\n"
+        "  hfexport doctor                      # what can run here\n\n"
+        "  hfexport export ./my-model           # a local folder\n\n"
+        "  hfexport export org/model --backends onnx --json"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+
+
+def _fail(e: HfExportError) -> None:
+    err.print(f"[bold red]error:[/] {e.cause}")
+    err.print(f"[bold]fix:[/] {e.fix}")
+    raise typer.Exit(e.exit_code)
+
+
+@app.command()
+def export(
+    source: Annotated[str, typer.Argument(help="A local model folder, or a Hub repo id (org/name).")],
+    revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit of a Hub repo; pinned to its sha.")] = None,
+    backends: Annotated[
+        str, typer.Option(help="Comma-separated: dynamo, onnx, executorch, executorch-cuda (openvino if installed).")
+    ] = "dynamo,onnx,executorch",
+    task: Annotated[str, typer.Option(help="'auto' follows config.architectures; e.g. text-generation for one graph.")] = "auto",
+    out: Annotated[Optional[Path], typer.Option(help="Output folder [default: hfexport-out/<name>].")] = None,
+    allow_pickle: Annotated[bool, typer.Option(help="Accept pickled *.bin weights when no safetensors exist.")] = False,
+    trust_remote_code: Annotated[bool, typer.Option(help="Run model code from the repo (auto_map).")] = False,
+    token: Annotated[Optional[str], typer.Option(help="Hub token [default: $HF_TOKEN or the saved login].", show_default=False)] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per backend before it is stopped.")] = 1800,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
+) -> None:
+    """Export SOURCE to each backend, validate every artifact, and write them with hfexport-report.json."""
+    from .api import export as run_export
+
+    started = time.perf_counter()
+    with err.status("resolving source…") as status:
+
+        def progress(backend: str, message: str) -> None:
+            elapsed = time.perf_counter() - started
+            status.update(f"[bold]{backend}[/]: {message}  [dim]({elapsed:.0f}s)[/]")
+            if message in ("ok", "failed", "crashed", "timeout") or message.startswith("skipped"):
+                err.print(f"  {_badge(message)} {backend}")
+
+        try:
+            report = run_export(
+                source,
+                out,
+                backends=backends,
+                revision=revision,
+                task=task,
+                allow_pickle=allow_pickle,
+                trust_remote_code=trust_remote_code,
+                token=token,
+                timeout_s=timeout,
+                progress=progress,
+            )
+        except HfExportError as e:
+            _fail(e)
+        except KeyboardInterrupt:
+            err.print("[red]interrupted[/]: nothing was written")
+            raise typer.Exit(130)
+    print_report(report)
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
+    raise typer.Exit(0 if report.ok else 1)
+
+
+def _badge(status: str) -> str:
+    if status == "ok":
+        return "[green]✓[/]"
+    if status.startswith("skipped"):
+        return "[yellow]–[/]"
+    return "[red]✗[/]"
+
+
+def print_report(report) -> None:
+    """The readable table: one row per backend."""
+    table = Table(title=f"{report.source['ref']} @ {report.source['sha'][:12]} · {report.plan['task']}")
+    for column in ("backend", "status", "components", "size", "max abs diff", "export s", "peak RSS"):
+        table.add_column(column, justify="right" if column in ("size", "export s", "peak RSS", "max abs diff") else "left")
+    for b in report.backends:
+        validation = b.validation or {}
+        diff = validation.get("max_abs_diff")
+        table.add_row(
+            b.backend,
+            f"{_badge(b.status)} {b.status}",
+            ",".join(b.components) or "-",
+            _size(b.size_bytes) if b.size_bytes else "-",
+            f"{diff:.2e}" if isinstance(diff, float) else str(diff or "-"),
+            f"{b.export_seconds:.1f}" if b.export_seconds is not None else "-",
+            f"{b.peak_rss_mb:.0f} MB" if b.peak_rss_mb else "-",
+        )
+    err.print(table)
+    for b in report.backends:
+        if b.error:
+            err.print(f"[bold]{b.backend}[/] {b.status}: {b.error}")
+    err.print(f"report: {Path(report.out_dir) / 'hfexport-report.json'}")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+@app.command()
+def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON on stdout.")] = False) -> None:
+    """Installed versions, drift from the pins and the exporters' tested versions, and which backends can run here."""
+    from .backends import BACKENDS
+    from .versions import drift
+
+    import torch
+
+    rows = drift()
+    backends = {name: b.unavailable_reason() for name, b in BACKENDS.items()}
+    info = {
+        "python": sys.version.split()[0],
+        "cuda": torch.cuda.is_available(),
+        "packages": rows,
+        "backends": {name: {"available": reason is None, "reason": reason} for name, reason in backends.items()},
+    }
+    if as_json:
+        sys.stdout.write(json.dumps(info, indent=2) + "\n")
+        return
+    table = Table(title="hfexport doctor")
+    for column in ("package", "installed", "pinned", "tested by exporters"):
+        table.add_column(column)
+    for r in rows:
+        pinned = r["pinned"] or "-"
+        mark = "" if r["pin_ok"] else " [red](drift)[/]"
+        tested = ", ".join(f"{e} {v}" for e, v in r["tested"].items()) or "-"
+        if r["tested_drift"]:
+            tested += " [yellow](differs)[/]"
+        table.add_row(r["package"], f"{r['installed'] or 'missing'}{mark}", pinned, tested)
+    err.print(table)
+    err.print(f"CUDA visible: {'yes' if info['cuda'] else 'no'}")
+    for name, reason in backends.items():
+        err.print(f"  {_badge('ok' if reason is None else 'skipped')} {name}" + (f" — {reason}" if reason else ""))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

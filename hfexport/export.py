@@ -1,0 +1,185 @@
+"""Stage 4 — export: run each backend in its own process, with a timeout.
+
+Why a process per backend: tracing patches torch internals, ExecuTorch lowering can use several
+GB, and a native crash takes its process down. Isolated, a backend that crashes, is OOM-killed or
+hangs is reported as such, and the other backends' results are kept. The worker (`worker.py`)
+exports, saves and validates; this module only starts it, watches it and reads its result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .backends import get_backend
+from .fetch import FetchedModel
+from .plan import ExportPlan
+
+DEFAULT_TIMEOUT_S = 1800
+
+Progress = Callable[[str, str], None]  # progress(backend, message)
+
+
+@dataclass
+class BackendResult:
+    """What one backend produced; the report and the publish stage read this."""
+
+    backend: str
+    status: str  # ok | failed | crashed | timeout | skipped
+    subfolder: str
+    error: str | None = None
+    files: list[dict] = field(default_factory=list)
+    size_bytes: int = 0
+    export_seconds: float | None = None
+    validate_seconds: float | None = None
+    wall_seconds: float | None = None
+    peak_rss_mb: float | None = None
+    components: list[str] = field(default_factory=list)
+    validation: dict | None = None
+    versions: dict = field(default_factory=dict)
+    log_tail: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+# ── Stage 4: export ──────────────────────────────────────────────────────────
+
+
+def run_backends(
+    fetched: FetchedModel,
+    plan: ExportPlan,
+    staging: Path,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    progress: Progress | None = None,
+) -> list[BackendResult]:
+    """Export and validate every backend of the plan into `staging/<subfolder>`, one process each.
+
+    Backends that cannot run here (a missing package, no CUDA) are `skipped` with the reason.
+    """
+    progress = progress or (lambda backend, message: None)
+    results = []
+    for name in plan.backends:
+        backend = get_backend(name)
+        reason = backend.unavailable_reason()
+        if reason:
+            progress(name, f"skipped: {reason}")
+            results.append(BackendResult(name, "skipped", backend.subfolder, error=reason))
+            continue
+        result = _run_isolated(fetched, plan, name, staging / backend.subfolder, timeout_s, progress)
+        progress(name, result.status)
+        results.append(result)
+    return results
+
+
+def _run_isolated(
+    fetched: FetchedModel, plan: ExportPlan, name: str, out_dir: Path, timeout_s: float, progress: Progress
+) -> BackendResult:
+    backend = get_backend(name)
+    with tempfile.TemporaryDirectory(prefix=f"hfexport-{name}-") as job_dir:
+        job_path = Path(job_dir)
+        job = {
+            "backend": name,
+            "plan": plan.to_dict(),
+            "model_dir": str(fetched.model_dir),
+            "out_dir": str(out_dir),
+            "use_safetensors": fetched.use_safetensors,
+        }
+        (job_path / "job.json").write_text(json.dumps(job))
+        log_path = job_path / "worker.log"
+        started = time.perf_counter()
+        with open(log_path, "wb") as log:
+            # A session of its own, so a timeout kills the worker's children too.
+            process = subprocess.Popen(
+                [sys.executable, "-m", "hfexport.worker", job_dir],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"},
+            )
+            status = _wait(process, job_path, name, started, timeout_s, progress)
+        wall = round(time.perf_counter() - started, 2)
+        log_tail = _tail(log_path)
+        result_path = job_path / "result.json"
+        if status == "timeout":
+            return BackendResult(
+                name, "timeout", backend.subfolder, wall_seconds=wall, log_tail=log_tail,
+                error=f"did not finish within {timeout_s:g} s and was stopped (raise --timeout for large models)",
+            )
+        if not result_path.exists():
+            return BackendResult(
+                name, "crashed", backend.subfolder, wall_seconds=wall, log_tail=log_tail,
+                error=_crash_reason(process.returncode),
+            )
+        data = json.loads(result_path.read_text())
+        data.pop("traceback", None)
+        result = BackendResult(
+            backend=name,
+            status=data.get("status", "failed"),
+            subfolder=backend.subfolder,
+            error=data.get("error"),
+            files=data.get("files", []),
+            size_bytes=data.get("size_bytes", 0),
+            export_seconds=data.get("export_seconds"),
+            validate_seconds=data.get("validate_seconds"),
+            wall_seconds=wall,
+            peak_rss_mb=data.get("peak_rss_mb"),
+            components=data.get("components", []),
+            validation=data.get("validation"),
+            versions=data.get("versions", {}),
+            log_tail=None if data.get("status") == "ok" else log_tail,
+        )
+        return result
+
+
+def _wait(process, job_path: Path, name: str, started: float, timeout_s: float, progress: Progress) -> str:
+    last_stage = None
+    while True:
+        try:
+            process.wait(timeout=0.5)
+            return "exited"
+        except subprocess.TimeoutExpired:
+            pass
+        elapsed = time.perf_counter() - started
+        if elapsed > timeout_s:
+            _kill_group(process)
+            return "timeout"
+        stage_file = job_path / "stage"
+        stage = stage_file.read_text() if stage_file.exists() else "starting"
+        if stage != last_stage:
+            progress(name, stage)
+            last_stage = stage
+
+
+def _kill_group(process) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def _crash_reason(returncode: int) -> str:
+    if returncode is not None and returncode < 0:
+        signame = signal.Signals(-returncode).name
+        hint = " — most often the out-of-memory killer; retry on a machine with more RAM" if signame == "SIGKILL" else ""
+        return f"the export process was killed by {signame}{hint}"
+    return f"the export process exited with code {returncode} without a result (see log_tail)"
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])

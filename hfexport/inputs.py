@@ -1,0 +1,136 @@
+"""Sample and validation inputs, one builder per modality (a registry, like the backends).
+
+A builder takes the model folder, its config and a `Shape`, and returns the tensors the model's
+forward (or `generate()`) takes. It prefers the repo's own preprocessor (tokenizer, image
+processor, feature extractor) so the values look like real use, and falls back to synthetic
+values sized from the config. Builders are deterministic for a given seed: the export worker and
+the validation rebuild the same tensors from the plan instead of shipping them between processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from .plan import ExportPlan, Shape
+
+InputBuilder = Callable[[Path, object, ExportPlan, Shape, int], dict[str, torch.Tensor]]
+INPUT_BUILDERS: dict[str, InputBuilder] = {}
+
+
+def register_inputs(modality: str) -> Callable[[InputBuilder], InputBuilder]:
+    def decorate(fn: InputBuilder) -> InputBuilder:
+        INPUT_BUILDERS[modality] = fn
+        return fn
+
+    return decorate
+
+
+def build_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
+    """Inputs for the model's forward (single graph) or its `generate()` (generation split)."""
+    inputs = INPUT_BUILDERS[plan.modality](Path(model_dir), config, plan, shape, seed)
+    if plan.is_encoder_decoder and plan.mode == "generation":
+        inputs["decoder_input_ids"] = decoder_prompt(config, shape, seed)
+    return inputs
+
+
+def decoder_prompt(config, shape: Shape, seed: int) -> torch.Tensor:
+    """The decoder's start token then `decoder_prompt - 1` ordinary tokens: a prompt of one token
+    would specialise the decode step's cache length to 1."""
+    generator = torch.Generator().manual_seed(seed + 1)
+    start = config.decoder_start_token_id if config.decoder_start_token_id is not None else 0
+    low, high = _token_range(config)
+    rest = torch.randint(low, high, (shape.batch, shape.decoder_prompt - 1), generator=generator)
+    return torch.cat([torch.full((shape.batch, 1), start, dtype=torch.long), rest], dim=1)
+
+
+# Sentences of clearly different lengths, so a padded batch really has padding.
+_SENTENCES = [
+    "Exported models should match the original.",
+    "A short one.",
+    "The quick brown fox jumps over the lazy dog while the exporter traces every operation twice.",
+    "Validation runs on shapes that differ from the sample inputs used for tracing.",
+    "Hello world.",
+]
+
+
+def _token_range(config) -> tuple[int, int]:
+    """Ordinary token ids: above the usual special ids, inside the vocabulary."""
+    vocab = int(getattr(config, "vocab_size", 0) or getattr(getattr(config, "text_config", None), "vocab_size", 100))
+    return min(5, vocab - 1), vocab
+
+
+def _load_tokenizer(model_dir: Path):
+    if not any((model_dir / name).exists() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")):
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    except Exception:
+        return None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    return tokenizer if tokenizer.pad_token is not None else None
+
+
+@register_inputs("text")
+def text_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
+    # Decoders are padded on the left (generation appends on the right); encoders on the right.
+    left = plan.mode == "generation" and not plan.is_encoder_decoder or plan.task == "text-generation"
+    tokenizer = _load_tokenizer(model_dir)
+    if tokenizer is not None:
+        tokenizer.padding_side = "left" if left else "right"
+        # Pick sentences so the longest tokenises to exactly `shape.sequence` tokens: the shape is a promise.
+        texts = [_SENTENCES[(seed + i) % len(_SENTENCES)] for i in range(shape.batch)]
+        encoded = tokenizer(texts, padding="max_length", truncation=True, max_length=shape.sequence, return_tensors="pt")
+        inputs = {k: v for k, v in encoded.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        if shape.padded:
+            _ensure_padding(inputs, tokenizer.pad_token_id, left)
+        return inputs
+
+    generator = torch.Generator().manual_seed(seed)
+    low, high = _token_range(config)
+    input_ids = torch.randint(low, high, (shape.batch, shape.sequence), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if shape.padded:
+        pad = getattr(config, "pad_token_id", None)
+        _ensure_padding(inputs, pad if pad is not None else 0, left)
+    return inputs
+
+
+def _ensure_padding(inputs: dict[str, torch.Tensor], pad_id: int, left: bool) -> None:
+    """Make the last row padded by at least a third of the sequence, so masks are exercised."""
+    mask = inputs["attention_mask"]
+    if (mask == 0).any() or mask.shape[0] < 2:
+        return
+    n = max(1, mask.shape[1] // 3)
+    cols = slice(0, n) if left else slice(mask.shape[1] - n, None)
+    mask[-1, cols] = 0
+    inputs["input_ids"][-1, cols] = pad_id
+
+
+@register_inputs("vision")
+def vision_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    vision = getattr(config, "vision_config", config)
+    size = getattr(vision, "image_size", 224)
+    height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
+    channels = getattr(vision, "num_channels", 3)
+    # Values in the normalised range an image processor produces.
+    return {"pixel_values": torch.randn(shape.batch, channels, height, width, generator=generator)}
+
+
+@register_inputs("audio")
+def audio_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    mel_bins = getattr(config, "num_mel_bins", None)
+    if mel_bins:
+        # Whisper-style encoders take a fixed number of frames: 2 per source position.
+        frames = 2 * int(getattr(config, "max_source_positions", 1500))
+        return {"input_features": torch.randn(shape.batch, mel_bins, frames, generator=generator)}
+    samples = 1600 * shape.sequence
+    return {"input_values": torch.randn(shape.batch, samples, generator=generator)}

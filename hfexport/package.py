@@ -1,0 +1,126 @@
+"""Stage 6 — package: lay the validated exports out as loaders expect, with one report beside them.
+
+Layout (each folder loads with `ExportedModel.from_pretrained(out, subfolder=...)`):
+
+    out/
+      hfexport-report.json
+      dynamo/               model.pt2 (+ prefill.pt2, decode.pt2, encoder.pt2 for generation)
+      onnx/                 model.onnx + model.onnx.data
+      executorch/xnnpack/   model.pte
+      executorch/cuda/      model.pte (+ .ptd)
+
+Everything is written into a staging folder beside `out` and moved into place at the end, so a run
+that fails or is interrupted never leaves a folder that looks complete. A backend that failed
+validation keeps no files: only its entry in the report, with the error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .errors import OutputDirError
+from .export import BackendResult
+from .plan import ExportPlan
+from .resolve import Source
+
+REPORT_FILE = "hfexport-report.json"
+REPORT_SCHEMA = 1
+
+
+@dataclass
+class Report:
+    """The machine-readable outcome of a run (`hfexport-report.json`)."""
+
+    source: dict
+    plan: dict
+    plan_digest: str
+    backends: list[BackendResult]
+    created_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    out_dir: str | None = None
+    schema: int = REPORT_SCHEMA
+
+    @property
+    def ok(self) -> bool:
+        """Every backend that ran validated (skipped ones — no CUDA here — don't count against it)."""
+        ran = [b for b in self.backends if b.status != "skipped"]
+        return bool(ran) and all(b.ok for b in ran)
+
+    @property
+    def succeeded(self) -> list[BackendResult]:
+        return [b for b in self.backends if b.ok]
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["ok"] = self.ok
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Report:
+        data = {k: v for k, v in data.items() if k != "ok"}
+        data["backends"] = [BackendResult(**b) for b in data["backends"]]
+        return cls(**data)
+
+    @classmethod
+    def load(cls, folder: Path) -> Report:
+        return cls.from_dict(json.loads((Path(folder) / REPORT_FILE).read_text()))
+
+
+# ── Stage 6: package ─────────────────────────────────────────────────────────
+
+
+@contextmanager
+def staging_folder(out_dir: Path):
+    """A fresh folder beside `out_dir` for the run to write into; removed on any failure.
+
+    Raises:
+        OutputDirError: `out_dir` exists, is not empty and is not an earlier hfexport output.
+    """
+    out_dir = Path(out_dir).resolve()
+    if out_dir.exists() and (not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / REPORT_FILE).exists())):
+        raise OutputDirError(
+            f"{out_dir} exists and is not an earlier hfexport output; it would be overwritten.",
+            "Pass an empty or new folder with --out.",
+        )
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def package(
+    staging: Path, out_dir: Path, source: Source, plan: ExportPlan, results: list[BackendResult]
+) -> Report:
+    """Drop failed backends' files, write the report, and move `staging` to `out_dir`."""
+    out_dir = Path(out_dir).resolve()
+    for result in results:
+        if not result.ok:
+            shutil.rmtree(staging / result.subfolder, ignore_errors=True)
+            result.files, result.size_bytes = [], 0
+    _prune_empty_dirs(staging)
+    report = Report(source=source.to_dict(), plan=plan.to_dict(), plan_digest=plan.digest(), backends=results)
+    (staging / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    if out_dir.exists():  # an earlier hfexport output (checked in staging_folder): replace it whole
+        old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+        os.replace(out_dir, old)
+        os.replace(staging, out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(staging, out_dir)
+    report.out_dir = str(out_dir)
+    return report
+
+
+def _prune_empty_dirs(root: Path) -> None:
+    for folder in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()

@@ -1,0 +1,292 @@
+"""Stage 3 — plan: decide *what* to export from the config and architecture, before any tracing.
+
+The plan is a small JSON-able contract: the export stage hands it to each isolated backend worker,
+the report records it, and publishing hashes it (`ExportPlan.digest`) to recognise its own PRs.
+
+Decisions taken here, and why:
+- single graph vs generation split: a model that can `generate()` is split into `prefill` and
+  `decode` (plus an `encoder` for encoder-decoders, which `export_for_generation` leaves out);
+  the rest export as one graph.
+- sample shapes: batch >= 2 and sequence >= 2, padded, and a 3-token decoder prompt, because
+  torch.export specialises any axis traced at size 1 (see docs/design.md, "batch-1 trap").
+- validation shapes: a different batch, sequence and prompt length from the sample, so a graph
+  that specialised an axis fails validation instead of failing in a user's hands.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from .backends import get_backend
+from .errors import ConfigError, RemoteCodeError, UnsupportedArchitectureError
+
+Mode = Literal["single", "generation"]
+Modality = Literal["text", "vision", "audio"]
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    auto_class: str
+    mode: Mode
+
+
+TASKS: dict[str, Task] = {
+    t.name: t
+    for t in [
+        Task("feature-extraction", "AutoModel", "single"),
+        Task("fill-mask", "AutoModelForMaskedLM", "single"),
+        Task("text-classification", "AutoModelForSequenceClassification", "single"),
+        Task("token-classification", "AutoModelForTokenClassification", "single"),
+        Task("question-answering", "AutoModelForQuestionAnswering", "single"),
+        Task("image-classification", "AutoModelForImageClassification", "single"),
+        # Causal LM logits as one graph, no cache.
+        Task("text-generation", "AutoModelForCausalLM", "single"),
+        # Split for generation: prefill + decode with a KV cache (+ encoder for encoder-decoders).
+        Task("text-generation-with-past", "AutoModelForCausalLM", "generation"),
+        Task("text2text-generation-with-past", "AutoModelForSeq2SeqLM", "generation"),
+        Task("automatic-speech-recognition-with-past", "AutoModelForSpeechSeq2Seq", "generation"),
+    ]
+}
+
+
+@dataclass
+class Shape:
+    """Input shape for one set of inputs. `sequence` is text tokens; vision and audio take their
+    spatial/time size from the config."""
+
+    batch: int
+    sequence: int
+    padded: bool = True
+    decoder_prompt: int = 3  # encoder-decoders only: tokens already in the decoder
+    new_tokens: int = 8  # generation only: greedy steps compared with eager generate()
+
+
+@dataclass
+class ExportPlan:
+    """What to export and how; the contract between `plan`, `export` and `validate`."""
+
+    task: str
+    architecture: str
+    model_class: str
+    model_type: str
+    mode: Mode
+    modality: Modality
+    is_encoder_decoder: bool
+    components: list[str]
+    backends: list[str]
+    # Exports run on CPU runtimes in float32; the CUDA partitioner casts to bfloat16 on its own.
+    dtype: str = "float32"
+    sample: Shape = field(default_factory=lambda: Shape(batch=2, sequence=8))
+    validation: Shape = field(default_factory=lambda: Shape(batch=3, sequence=13, decoder_prompt=4))
+    # Per input name, per axis: [dim name, min, max]. Only for single graphs and the encoder; the
+    # generation components let the exporter mark every axis (the cache is a pytree).
+    dynamic_axes: dict[str, dict[str, list]] = field(default_factory=dict)
+    trust_remote_code: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ExportPlan:
+        data = dict(data)
+        data["sample"] = Shape(**data["sample"])
+        data["validation"] = Shape(**data["validation"])
+        return cls(**data)
+
+    def digest(self) -> str:
+        """A short hash of everything that decides the exported files (backends sorted)."""
+        data = self.to_dict()
+        data["backends"] = sorted(data["backends"])
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ── Stage 3: plan ────────────────────────────────────────────────────────────
+
+
+def make_plan(
+    model_dir: Path,
+    backends: list[str],
+    task: str = "auto",
+    trust_remote_code: bool = False,
+    max_batch: int = 64,
+) -> ExportPlan:
+    """Read `config.json` and decide the components, modality, shapes and dynamic axes.
+
+    Args:
+        model_dir: a local model folder (see `fetch.py`).
+        backends: validated backend names (see `backends.parse_backends`).
+        task: a name from `TASKS`, or `"auto"` to follow `config.architectures`.
+        trust_remote_code: allow a config whose architecture lives in the repo's own code.
+        max_batch: the largest batch the exports promise to accept.
+
+    Returns:
+        The `ExportPlan`.
+
+    Raises:
+        ConfigError, RemoteCodeError, UnsupportedArchitectureError.
+    """
+    import transformers
+
+    config = load_config(model_dir, trust_remote_code)
+    architectures = list(getattr(config, "architectures", None) or [])
+    if task != "auto" and task not in TASKS:
+        raise UnsupportedArchitectureError(
+            f"Unknown task {task!r}.", f"Use --task auto or one of: {', '.join(TASKS)}."
+        )
+
+    if task == "auto":
+        if architectures and hasattr(transformers, architectures[0]):
+            model_class = getattr(transformers, architectures[0])
+        elif architectures and getattr(config, "auto_map", None):
+            model_class = _auto_class_for(config, "AutoModel")  # remote code, trusted above
+        elif architectures:
+            raise UnsupportedArchitectureError(
+                f"transformers {transformers.__version__} has no class {architectures[0]!r} "
+                f"(from config.json 'architectures').",
+                "Upgrade transformers if the architecture is newer, or pass --task to pick a generic head.",
+            )
+        else:
+            model_class = _auto_class_for(config, "AutoModel")
+        mode: Mode = "generation" if _can_generate(model_class) else "single"
+        task = _task_name(model_class, mode, config)
+    else:
+        spec = TASKS[task]
+        model_class = _auto_class_for(config, spec.auto_class)
+        mode = spec.mode
+        if mode == "generation" and not _can_generate(model_class):
+            raise UnsupportedArchitectureError(
+                f"Task {task!r} needs a model that can generate(), and {model_class.__name__} cannot.",
+                "Use --task auto, or a single-graph task such as feature-extraction.",
+            )
+
+    modality = _modality(model_class)
+    is_enc_dec = bool(getattr(config, "is_encoder_decoder", False))
+    if mode == "generation":
+        components = (["encoder"] if is_enc_dec else []) + ["prefill", "decode"]
+    else:
+        components = ["model"]
+
+    plan = ExportPlan(
+        task=task,
+        architecture=architectures[0] if architectures else model_class.__name__,
+        model_class=model_class.__name__,
+        model_type=config.model_type,
+        mode=mode,
+        modality=modality,
+        is_encoder_decoder=is_enc_dec,
+        components=components,
+        backends=list(backends),
+        trust_remote_code=trust_remote_code,
+    )
+    plan.dynamic_axes = _dynamic_axes(plan, config, max_batch)
+    for name in backends:
+        get_backend(name)
+    return plan
+
+
+def load_config(model_dir: Path, trust_remote_code: bool):
+    """`AutoConfig` from the folder, with errors that say what to do."""
+    from transformers import AutoConfig
+
+    path = Path(model_dir) / "config.json"
+    if not path.is_file():
+        raise ConfigError(
+            f"No config.json in {model_dir}.",
+            "Point SOURCE at a transformers model folder (one with config.json and weights).",
+        )
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"config.json in {model_dir} is not valid JSON: {e}.", "Fix or re-download config.json.") from e
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config.json in {model_dir} is not a JSON object.", "Fix or re-download config.json.")
+    if raw.get("auto_map") and not trust_remote_code:
+        raise RemoteCodeError(
+            f"The model's config names code from its repo (auto_map: {sorted(raw['auto_map'])}); "
+            "running it would execute that code.",
+            "Read the repo's code, then pass --trust-remote-code if you trust it.",
+        )
+    try:
+        return AutoConfig.from_pretrained(model_dir, trust_remote_code=trust_remote_code)
+    except (ValueError, KeyError, OSError) as e:
+        raise UnsupportedArchitectureError(
+            f"transformers cannot read this config (model_type {raw.get('model_type')!r}): {e}",
+            "Check model_type in config.json, or upgrade transformers if the model is newer.",
+        ) from e
+
+
+def _auto_class_for(config, auto_class: str):
+    import transformers
+
+    auto = getattr(transformers, auto_class)
+    mapping = auto._model_mapping
+    try:
+        return mapping[type(config)]
+    except KeyError:
+        raise UnsupportedArchitectureError(
+            f"{auto_class} has no class for model_type {config.model_type!r}.",
+            f"Pick a --task this architecture supports, or --task auto. Tasks: {', '.join(TASKS)}.",
+        ) from None
+
+
+def _can_generate(model_class) -> bool:
+    try:
+        return bool(model_class.can_generate())
+    except Exception:
+        return False
+
+
+def _modality(model_class) -> Modality:
+    main = getattr(model_class, "main_input_name", "input_ids")
+    if main == "pixel_values":
+        return "vision"
+    if main in ("input_features", "input_values"):
+        return "audio"
+    return "text"
+
+
+def _task_name(model_class, mode: Mode, config) -> str:
+    if mode == "generation":
+        if getattr(config, "is_encoder_decoder", False):
+            return (
+                "automatic-speech-recognition-with-past"
+                if _modality(model_class) == "audio"
+                else "text2text-generation-with-past"
+            )
+        return "text-generation-with-past"
+    name = model_class.__name__
+    for suffix, task in [
+        ("ForMaskedLM", "fill-mask"),
+        ("ForSequenceClassification", "text-classification"),
+        ("ForTokenClassification", "token-classification"),
+        ("ForQuestionAnswering", "question-answering"),
+        ("ForImageClassification", "image-classification"),
+        ("ForCausalLM", "text-generation"),
+    ]:
+        if name.endswith(suffix):
+            return task
+    return "feature-extraction"
+
+
+def _max_positions(config) -> int:
+    for key in ("max_position_embeddings", "n_positions", "max_target_positions", "max_source_positions"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return 512
+
+
+def _dynamic_axes(plan: ExportPlan, config, max_batch: int) -> dict[str, dict[str, list]]:
+    """The axes a user varies, with bounds from the config. Only those; every other axis stays static."""
+    batch = ["batch", 1, max_batch]
+    if plan.modality == "vision":
+        return {"pixel_values": {"0": batch}}
+    if plan.modality == "audio":
+        return {"input_features": {"0": batch}, "input_values": {"0": batch}}
+    seq = ["sequence", 1, _max_positions(config)]
+    return {name: {"0": batch, "1": seq} for name in ("input_ids", "attention_mask", "token_type_ids")}

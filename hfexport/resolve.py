@@ -1,0 +1,109 @@
+"""Stage 1 — resolve: turn SOURCE into something exact — a local folder, or a Hub repo pinned to
+the commit sha its revision points at *now* (a branch moves; the sha is what we export and record)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from .errors import AuthError, RevisionNotFoundError, SourceNotFoundError
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+# Folders an earlier export put in a repo: not part of the model, so not part of its identity.
+EXPORT_FOLDERS = ("onnx", "executorch", "dynamo", "openvino")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the model comes from. `sha` is the Hub commit, or for a folder a digest of its files."""
+
+    kind: Literal["local", "hub"]
+    ref: str
+    sha: str
+    revision: str | None = None
+    private: bool | None = None
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "ref": self.ref, "sha": self.sha, "revision": self.revision, "private": self.private}
+
+
+# ── Stage 1: resolve ─────────────────────────────────────────────────────────
+
+
+def resolve(source: str, revision: str | None = None, token: str | None = None) -> Source:
+    """Resolve SOURCE (a folder or a Hub repo id) and, for a repo, its revision to a commit sha.
+
+    Raises:
+        SourceNotFoundError: neither a folder nor a repo the Hub knows.
+        RevisionNotFoundError: the repo has no such branch, tag or commit.
+        AuthError: the repo exists but the token cannot see it (private or gated).
+    """
+    path = Path(source).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise SourceNotFoundError(f"{source} is a file, not a model folder.", "Pass the folder that holds config.json.")
+        if revision:
+            raise SourceNotFoundError(
+                f"--revision {revision} was given for a local folder ({source}).",
+                "Drop --revision for a folder, or pass a Hub repo id.",
+            )
+        return Source("local", str(path.resolve()), folder_digest(path))
+    if not _REPO_ID.match(source):
+        raise SourceNotFoundError(
+            f"No folder {source!r} exists, and it is not a Hub repo id either.",
+            "Pass an existing model folder, or a repo id such as 'org/model'.",
+        )
+    return _resolve_hub(source, revision, token)
+
+
+def _resolve_hub(repo_id: str, revision: str | None, token: str | None) -> Source:
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+    )
+    from huggingface_hub.errors import RevisionNotFoundError as HubRevisionNotFound
+
+    api = HfApi(token=token)
+    try:
+        info = api.model_info(repo_id, revision=revision)
+    except GatedRepoError as e:
+        raise AuthError(f"{repo_id} is gated and this token has no access.", "Accept its terms on the Hub, or use a token that has.") from e
+    except RepositoryNotFoundError as e:
+        raise SourceNotFoundError(
+            f"No folder {repo_id!r} here, and the Hub at {constants.ENDPOINT} has no repo {repo_id!r} this token can see.",
+            "Check the spelling; for a private repo pass --token (or set HF_TOKEN) with read access.",
+        ) from e
+    except HubRevisionNotFound as e:
+        raise RevisionNotFoundError(
+            f"{repo_id} has no revision {revision!r}.", "Pass an existing branch, tag or commit sha with --revision."
+        ) from e
+    except HfHubHTTPError as e:
+        status = e.response.status_code if e.response is not None else None
+        if status in (401, 403):
+            raise AuthError(f"The Hub refused the token for {repo_id} (HTTP {status}).", "Pass a valid token with read access.") from e
+        raise SourceNotFoundError(f"The Hub failed to answer for {repo_id}: HTTP {status}.", "Retry later.") from e
+    except OSError as e:  # connection refused, DNS, timeouts
+        raise SourceNotFoundError(
+            f"Cannot reach the Hub at {constants.ENDPOINT} to resolve {repo_id}: {type(e).__name__}.",
+            "Check the network or HF_ENDPOINT, or export a local folder instead.",
+        ) from e
+    return Source("hub", repo_id, info.sha, revision=revision or "main", private=bool(info.private))
+
+
+def folder_digest(path: Path) -> str:
+    """A content digest of a model folder (names and bytes), ignoring earlier export folders."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        relative = file.relative_to(path)
+        if relative.parts[0] in EXPORT_FOLDERS or relative.parts[0].startswith("."):
+            continue
+        digest.update(str(relative).encode() + b"\0")
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:40]

@@ -1,0 +1,290 @@
+"""Stage 5 — validate: compare a reloaded export with the eager model.
+
+Runs inside the backend's worker process (see `worker.py`), on the artifact as a user would load
+it: `ExportedModel.from_pretrained(folder)` on the backend's own runtime. Three checks:
+
+- sample: the inputs the graph was traced with;
+- other shape: a different batch, sequence and (encoder-decoders) decoder prompt length, which is
+  what catches an axis torch.export specialised;
+- generation: the exported components (encoder, prefill, decode) driven in a greedy loop must
+  produce exactly the token ids of eager `generate()`, for `Shape.new_tokens` tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+Run = Callable[..., Any]  # run(component_name, **kwargs) -> model output
+
+
+@dataclass
+class Check:
+    """One comparison: max abs diff per output name, and for generation the token parity."""
+
+    name: str
+    max_abs_diff: dict[str, float] = field(default_factory=dict)
+    tokens_equal: bool | None = None
+    eager_tokens: list[list[int]] | None = None
+    exported_tokens: list[list[int]] | None = None
+    error: str | None = None
+
+    def worst(self) -> float:
+        return max(self.max_abs_diff.values(), default=0.0)
+
+
+@dataclass
+class Validation:
+    tolerance: float
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(
+            c.error is None and c.worst() <= self.tolerance and c.tokens_equal is not False for c in self.checks
+        )
+
+    def max_abs_diff(self) -> float:
+        return max((c.worst() for c in self.checks), default=0.0)
+
+    def to_dict(self) -> dict:
+        return {
+            "passed": self.passed,
+            "tolerance": self.tolerance,
+            "max_abs_diff": _json_float(self.max_abs_diff()),
+            "checks": [
+                {**asdict(c), "max_abs_diff": {k: _json_float(v) for k, v in c.max_abs_diff.items()}}
+                for c in self.checks
+            ],
+        }
+
+
+def _json_float(value: float) -> float | str:
+    return value if math.isfinite(value) else str(value)
+
+
+def max_abs_diffs(reference: Any, candidate: Any) -> dict[str, float]:
+    """Max abs diff of every tensor output the two have in common, by name. NaN in the same place on
+    both sides counts as equal; NaN on one side only is an infinite diff."""
+    diffs: dict[str, float] = {}
+    for name, ref in _named_tensors(reference).items():
+        got = _named_tensors(candidate).get(name)
+        if got is None:
+            diffs[name] = math.inf
+            continue
+        if ref.shape != got.shape:
+            diffs[name] = math.inf
+            continue
+        ref, got = ref.detach().float().cpu(), got.detach().float().cpu()
+        diff = (ref - got).abs()
+        diff[ref.isnan() & got.isnan()] = 0
+        diff[diff.isnan()] = math.inf
+        diffs[name] = float(diff.max()) if diff.numel() else 0.0
+    return diffs
+
+
+def _named_tensors(output: Any) -> dict[str, torch.Tensor]:
+    if isinstance(output, torch.Tensor):
+        return {"output": output}
+    if isinstance(output, Mapping):
+        return {k: v for k, v in output.items() if isinstance(v, torch.Tensor)}
+    if isinstance(output, (tuple, list)):
+        return {f"output_{i}": v for i, v in enumerate(output) if isinstance(v, torch.Tensor)}
+    return {}
+
+
+def compare_forward(name: str, eager: Callable, exported: Callable, inputs: dict) -> Check:
+    """Run both on the same inputs and record the diffs (an exception is recorded, not raised)."""
+    check = Check(name)
+    with torch.inference_mode():
+        reference = eager(**inputs)
+        try:
+            candidate = exported(**inputs)
+        except Exception as e:  # the runtime refused the shape: exactly what this check is for
+            check.error = f"{type(e).__name__}: {_first_line(e)}"
+            return check
+    check.max_abs_diff = max_abs_diffs(reference, candidate)
+    return check
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:500] if text else ""
+
+
+# ── Generation: a greedy loop over components ────────────────────────────────
+
+
+def fresh_cache(config, is_encoder_decoder: bool):
+    """An empty cache like the one `generate()` hands the first forward."""
+    from transformers import DynamicCache, EncoderDecoderCache
+
+    if is_encoder_decoder:
+        return EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
+    return DynamicCache(config=config)
+
+
+def _positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids as `generate()` derives them from a left-padded mask."""
+    positions = mask.long().cumsum(-1) - 1
+    return positions.masked_fill(mask == 0, 1)
+
+
+def _cache_of(output: Any):
+    for key in ("cache", "past_key_values"):
+        value = output.get(key) if isinstance(output, Mapping) else getattr(output, key, None)
+        if value is not None:
+            return value
+    raise ValueError("The prefill/decode output holds no cache to feed the next step.")
+
+
+def greedy_loop(
+    run: Run,
+    traced: dict[str, set[str]],
+    prompt: dict[str, torch.Tensor],
+    config,
+    is_encoder_decoder: bool,
+    new_tokens: int,
+    suppress: list[int],
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Greedy decoding over components: `encoder` (encoder-decoders), `prefill`, then `decode`.
+
+    Args:
+        run: `run(component, **kwargs)` — an exported runner or the eager model, same interface.
+        traced: per component, the kwargs it was traced with (only those are passed).
+        prompt: `generate()` kwargs (input_ids/attention_mask, input_features, decoder_input_ids).
+        suppress: token ids masked out, as `generate(min_new_tokens=...)` masks EOS.
+
+    Returns:
+        The new token ids `[batch, new_tokens]`, and the logits of each step.
+    """
+    from transformers.modeling_outputs import BaseModelOutput
+
+    def call(component: str, **kwargs):
+        known = traced[component]
+        missing = [k for k in known if k not in kwargs]
+        if missing:
+            raise ValueError(f"component {component!r} takes inputs the greedy loop cannot build: {missing}")
+        return run(component, **{k: v for k, v in kwargs.items() if k in known})
+
+    tokens, logits_per_step = [], []
+    if is_encoder_decoder:
+        encoder_inputs = {k: v for k, v in prompt.items() if k != "decoder_input_ids"}
+        encoded = call("encoder", **encoder_inputs)
+        hidden = encoded["last_hidden_state"] if isinstance(encoded, Mapping) else encoded[0]
+        state = {
+            "attention_mask": prompt.get("attention_mask"),
+            "encoder_outputs": BaseModelOutput(last_hidden_state=hidden),
+            "decoder_input_ids": prompt["decoder_input_ids"],
+        }
+        state = {k: v for k, v in state.items() if v is not None}
+        output = call("prefill", cache=fresh_cache(config, True), **state)
+        for step in range(new_tokens):
+            next_token = _pick(output, suppress, logits_per_step)
+            tokens.append(next_token)
+            if step + 1 < new_tokens:
+                state["decoder_input_ids"] = next_token
+                output = call("decode", cache=_cache_of(output), **state)
+    else:
+        mask = prompt["attention_mask"]
+        ids = prompt["input_ids"]
+        output = call(
+            "prefill",
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=_positions(mask),
+            cache_position=torch.arange(ids.shape[1]),
+            cache=fresh_cache(config, False),
+        )
+        for step in range(new_tokens):
+            next_token = _pick(output, suppress, logits_per_step)
+            tokens.append(next_token)
+            if step + 1 < new_tokens:
+                mask = torch.cat([mask, torch.ones_like(next_token)], dim=-1)
+                output = call(
+                    "decode",
+                    input_ids=next_token,
+                    attention_mask=mask,
+                    position_ids=_positions(mask)[:, -1:],
+                    cache_position=torch.tensor([mask.shape[1] - 1]),
+                    cache=_cache_of(output),
+                )
+    return torch.cat(tokens, dim=-1), logits_per_step
+
+
+def _pick(output: Any, suppress: list[int], logits_per_step: list[torch.Tensor]) -> torch.Tensor:
+    logits = (output["logits"] if isinstance(output, Mapping) else output.logits)[:, -1, :].float().clone()
+    logits_per_step.append(logits.clone())
+    if suppress:
+        logits[:, suppress] = -math.inf
+    return logits.argmax(dim=-1, keepdim=True)
+
+
+def eager_generate(model, prompt: dict[str, torch.Tensor], new_tokens: int) -> torch.Tensor:
+    """The reference: eager `generate()`, greedy, exactly `new_tokens` new tokens (EOS suppressed
+    until then, the same rule the greedy loop applies)."""
+    from transformers import GenerationConfig
+
+    source = model.generation_config
+    config = GenerationConfig(
+        do_sample=False,
+        num_beams=1,
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        eos_token_id=source.eos_token_id if source.eos_token_id is not None else model.config.eos_token_id,
+        pad_token_id=source.pad_token_id if source.pad_token_id is not None else model.config.pad_token_id,
+        bos_token_id=source.bos_token_id,
+        decoder_start_token_id=source.decoder_start_token_id,
+    )
+    with torch.inference_mode():
+        out = model.generate(**prompt, generation_config=config)
+    start = prompt["decoder_input_ids"].shape[1] if "decoder_input_ids" in prompt else prompt["input_ids"].shape[1]
+    return out[:, start:]
+
+
+def eos_ids(model) -> list[int]:
+    eos = model.generation_config.eos_token_id
+    if eos is None:
+        eos = model.config.eos_token_id
+    if eos is None:
+        return []
+    return [eos] if isinstance(eos, int) else list(eos)
+
+
+def compare_generation(name: str, model, exported_run: Run, traced: dict[str, set[str]], prompt: dict, plan) -> Check:
+    """Token parity with eager `generate()` and logit diffs with the eager model in the same loop."""
+    check = Check(name)
+    config = model.config
+    suppress = eos_ids(model)
+    encoder = model.get_encoder() if plan.is_encoder_decoder else None
+
+    def eager_run(component: str, **kwargs):
+        return encoder(**kwargs) if component == "encoder" else model(**kwargs)
+
+    with torch.inference_mode():
+        reference = eager_generate(model, prompt, plan.validation.new_tokens)
+        eager_tokens, eager_logits = greedy_loop(
+            eager_run, traced, prompt, config, plan.is_encoder_decoder, plan.validation.new_tokens, suppress
+        )
+        try:
+            tokens, logits = greedy_loop(
+                exported_run, traced, prompt, config, plan.is_encoder_decoder, plan.validation.new_tokens, suppress
+            )
+        except Exception as e:
+            check.error = f"{type(e).__name__}: {_first_line(e)}"
+            check.eager_tokens = reference.tolist()
+            return check
+    check.eager_tokens = reference.tolist()
+    check.exported_tokens = tokens.tolist()
+    check.tokens_equal = torch.equal(reference, tokens)
+    if not torch.equal(reference, eager_tokens):
+        # Our loop disagrees with generate() on the eager model itself: a loop bug, not an export bug.
+        check.error = "the greedy loop on the eager model does not reproduce generate(); cannot judge the export"
+    check.max_abs_diff = {
+        "logits": max(max_abs_diffs(a, b)["output"] for a, b in zip(eager_logits, logits)) if logits else 0.0
+    }
+    return check

@@ -1,0 +1,191 @@
+"""One backend's export and validation, in a process of its own.
+
+`export.py` starts `python -m hfexport.worker JOB_DIR` once per backend. The job folder holds
+`job.json` (plan, model folder, backend, output folder); the worker writes its current stage to
+`stage` (the parent shows it as progress) and its outcome to `result.json`. A crash, an OOM kill
+or a hang therefore costs this backend alone: the parent sees a missing result or a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+# Test hook (documented in docs/design.md): HFEXPORT_FAULT="onnx:crash,dynamo:hang" makes that
+# backend's worker die by SIGKILL (as the OOM killer does) or hang, to prove isolation.
+FAULT_ENV = "HFEXPORT_FAULT"
+
+
+def _fault_for(backend: str) -> str | None:
+    for item in os.environ.get(FAULT_ENV, "").split(","):
+        name, _, fault = item.partition(":")
+        if name.strip() == backend:
+            return fault.strip()
+    return None
+
+
+def main(job_dir: str) -> int:
+    job_path = Path(job_dir)
+    job = json.loads((job_path / "job.json").read_text())
+    backend_name = job["backend"]
+
+    def stage(name: str) -> None:
+        (job_path / "stage").write_text(name)
+
+    fault = _fault_for(backend_name)
+    if fault == "crash":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if fault == "hang":
+        stage("hanging (test hook)")
+        while True:
+            time.sleep(60)
+
+    result: dict = {"backend": backend_name, "status": "failed"}
+    try:
+        result.update(run_job(job, stage))
+    except Exception as e:
+        result["error"] = f"{type(e).__name__}: {_describe(e)}"
+        result["traceback"] = traceback.format_exc()[-4000:]
+    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    (job_path / "result.json").write_text(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+def _describe(e: BaseException) -> str:
+    """The exception's first line, and its causes' (exporters wrap the real error)."""
+    parts = []
+    while e is not None and len(parts) < 3:
+        line = (str(e).strip().splitlines() or [""])[0][:400]
+        parts.append(line or type(e).__name__)
+        e = e.__cause__
+    return " <- ".join(parts)
+
+
+def run_job(job: dict, stage) -> dict:
+    import torch
+    import transformers
+    from torch.export import Dim
+    from transformers.exporters import AutoHfExporter, ExportedModel
+
+    from .backends import get_backend
+    from .inputs import build_inputs
+    from .plan import ExportPlan
+    from .validate import Validation, compare_forward, compare_generation
+    from .versions import runtime_versions
+
+    torch.manual_seed(0)
+    plan = ExportPlan.from_dict(job["plan"])
+    backend = get_backend(job["backend"])
+    model_dir = Path(job["model_dir"])
+    out_dir = Path(job["out_dir"])
+
+    stage("loading model")
+    model_class = getattr(transformers, plan.model_class, None)
+    if model_class is None:  # remote code: the plan only exists if it was trusted
+        model_class = transformers.AutoModel
+    model = model_class.from_pretrained(
+        model_dir,
+        dtype=getattr(torch, plan.dtype),
+        trust_remote_code=plan.trust_remote_code,
+        use_safetensors=job.get("use_safetensors", True),
+    ).eval()
+    if plan.mode == "single" and hasattr(model.config, "use_cache"):
+        model.config.use_cache = False  # one graph, no cache in or out
+
+    sample = build_inputs(model_dir, model.config, plan, plan.sample, seed=0)
+    other = build_inputs(model_dir, model.config, plan, plan.validation, seed=1)
+
+    # torch.export Dims, shared by name so every input's batch axis is the same symbol.
+    dims: dict[str, Dim] = {}
+
+    def dynamic_shapes_for(inputs: dict) -> dict:
+        shapes = {}
+        for name, tensor in inputs.items():
+            axes = plan.dynamic_axes.get(name, {})
+            shapes[name] = {
+                int(axis): dims.setdefault(dim, Dim(dim, min=low, max=high))
+                for axis, (dim, low, high) in axes.items()
+                if int(axis) < tensor.dim()
+            } or None
+        return shapes
+
+    # ── export ──
+    stage("exporting")
+    started = time.perf_counter()
+    exporter = AutoHfExporter.from_config({"export_format": backend.export_format})
+    with torch.no_grad():
+        if plan.mode == "single":
+            exported = exporter.export(model, sample, backend.make_config(dynamic_shapes_for(sample)))
+        else:
+            generate_inputs = dict(sample)
+            exported = exporter.export_for_generation(
+                model, generate_inputs, backend.make_config(None), generation_config=model.generation_config
+            )
+            if plan.is_encoder_decoder:
+                # 5.24's export_for_generation leaves the encoder out: generate() runs it before the first
+                # captured forward. Export it on its own so the components run without the eager model.
+                encoder_inputs = {k: v for k, v in sample.items() if k != "decoder_input_ids"}
+                encoder = exporter.export(
+                    model.get_encoder(), encoder_inputs, backend.make_config(dynamic_shapes_for(encoder_inputs))
+                )
+                exported.components = {"encoder": encoder.components["model"], **exported.components}
+    export_seconds = time.perf_counter() - started
+
+    stage("saving")
+    exported.save_pretrained(out_dir)
+    del exported
+
+    # ── validate, on the files as a user loads them ──
+    stage("validating")
+    started = time.perf_counter()
+    loaded = ExportedModel.from_pretrained(
+        out_dir, trust_remote_code=backend.loads_pickle, device=backend.runner_device
+    )
+    validation = Validation(tolerance=backend.tolerance[plan.dtype])
+    if plan.mode == "single":
+        validation.checks.append(compare_forward("sample", model, loaded, sample))
+        validation.checks.append(compare_forward("other_shape", model, loaded, other))
+    else:
+        traced = {name: set(runner.metadata.kwargs) for name, runner in loaded.runners.items()}
+
+        def exported_run(component: str, **kwargs):
+            return loaded.runners[component](**kwargs)
+
+        # The sample prompt and one of a different batch, length and (encoder-decoder) prompt length.
+        validation.checks.append(compare_generation("generation_sample", model, exported_run, traced, sample, plan))
+        validation.checks.append(compare_generation("generation_other_shape", model, exported_run, traced, other, plan))
+    validate_seconds = time.perf_counter() - started
+
+    files = sorted(p for p in out_dir.rglob("*") if p.is_file())
+    return {
+        "status": "ok" if validation.passed else "failed",
+        "error": None if validation.passed else _validation_error(validation),
+        "files": [{"path": str(p.relative_to(out_dir)), "size": p.stat().st_size} for p in files],
+        "size_bytes": sum(p.stat().st_size for p in files),
+        "export_seconds": round(export_seconds, 2),
+        "validate_seconds": round(validate_seconds, 2),
+        "components": list(loaded.components),
+        "validation": validation.to_dict(),
+        "versions": runtime_versions(backend.packages),
+    }
+
+
+def _validation_error(validation) -> str:
+    for check in validation.checks:
+        if check.error:
+            return f"validation '{check.name}' could not run the export: {check.error}"
+        if check.tokens_equal is False:
+            return f"validation '{check.name}': generated tokens differ from eager generate()"
+        if check.worst() > validation.tolerance:
+            return f"validation '{check.name}': max abs diff {check.worst():.3g} > tolerance {validation.tolerance:g}"
+    return "validation failed"
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
