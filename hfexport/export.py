@@ -107,7 +107,11 @@ def _run_isolated(
                 start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"},
             )
-            status = _wait(process, job_path, name, started, timeout_s, progress)
+            try:
+                status = _wait(process, job_path, name, started, timeout_s, progress)
+            except BaseException:  # Ctrl-C or a failing progress callback: never leave a worker behind
+                _kill_group(process)
+                raise
         wall = round(time.perf_counter() - started, 2)
         log_tail = _tail(log_path)
         result_path = job_path / "result.json"

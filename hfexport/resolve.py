@@ -42,6 +42,9 @@ def resolve(source: str, revision: str | None = None, token: str | None = None) 
         AuthError: the repo exists but the token cannot see it (private or gated).
     """
     path = Path(source).expanduser()
+    looks_like_path = source.startswith((".", "/", "~")) or source.endswith("/") or source.count("/") > 1
+    if looks_like_path and not path.exists():
+        raise SourceNotFoundError(f"No folder {source!r} exists.", "Check the path; it must hold config.json and weights.")
     if path.exists():
         if not path.is_dir():
             raise SourceNotFoundError(f"{source} is a file, not a model folder.", "Pass the folder that holds config.json.")

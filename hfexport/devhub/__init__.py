@@ -1,0 +1,78 @@
+"""A local, Hub-compatible server: the project's test double for the Hugging Face Hub and the
+embedded default of `hfexport demo`. The real `huggingface_hub` client talks to it over HTTP on
+127.0.0.1 and cannot tell the difference for what hfexport uses.
+
+    with DevHub(root) as hub:            # in-process, on a free port
+        token = hub.add_user("alice")
+        os.environ["HF_ENDPOINT"] = hub.url   # before importing huggingface_hub
+
+or from a shell: `hfexport devhub serve --root DIR --port 8765`.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+
+from .app import HubApp, Settings
+from .faults import Faults
+from .store import Store
+
+__all__ = ["DevHub", "Settings", "Faults", "Store"]
+
+
+class DevHub:
+    """The emulator on a background thread, bound to 127.0.0.1 only."""
+
+    def __init__(self, root: str | Path, port: int = 0, settings: Settings | None = None):
+        self.root = Path(root)
+        self.store = Store(self.root)
+        self.app = HubApp(self.store, settings)
+        self.port = port or _free_port()
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def settings(self) -> Settings:
+        return self.app.settings
+
+    def add_user(self, name: str, token: str | None = None) -> str:
+        return self.store.add_user(name, token)
+
+    def start(self) -> DevHub:
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="error", access_log=False, lifespan="on")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="devhub", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError(f"the local Hub did not start on {self.url}")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=10)
+            self._server = None
+
+    def __enter__(self) -> DevHub:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -1,0 +1,230 @@
+"""The local Hub's storage: repos, commits, refs, blobs, discussions and tokens, on disk.
+
+Layout under `root/`:
+
+    tokens.json                 {token: user}
+    blobs/<sha256>              file contents, content-addressed (LFS and regular alike)
+    repos/<type>/<ns>/<name>.json  one repo: settings, commits, refs, discussions
+
+Every write goes to a temporary file that is renamed over the old one, under one lock, so a
+killed server never leaves a half-written repo and a restart sees everything committed before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def git_blob_sha1(content: bytes) -> str:
+    """The git object id of a regular file, as the Hub and the client compute it."""
+    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+
+
+def now_iso() -> str:
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+
+
+class StoreError(Exception):
+    """An error the HTTP layer turns into a Hub-shaped reply."""
+
+    def __init__(self, status: int, message: str, code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.code = status, message, code
+
+
+@dataclass
+class Actor:
+    """Who is asking: a user name, or None for an anonymous request."""
+
+    name: str | None
+
+    @property
+    def anonymous(self) -> bool:
+        return self.name is None
+
+
+class Store:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        (self.root / "blobs").mkdir(parents=True, exist_ok=True)
+        (self.root / "repos").mkdir(parents=True, exist_ok=True)
+        self.lock = threading.RLock()
+        # Multipart LFS uploads in flight: oid -> {part number: bytes}.
+        self.parts: dict[str, dict[int, bytes]] = {}
+
+    # ── tokens ──
+
+    def _tokens(self) -> dict[str, str]:
+        path = self.root / "tokens.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def add_user(self, name: str, token: str | None = None) -> str:
+        """Register `name` with a token (a fresh one if not given) and return the token."""
+        with self.lock:
+            tokens = self._tokens()
+            token = token or f"hf_dev_{secrets.token_hex(16)}"
+            tokens[token] = name
+            self._write(self.root / "tokens.json", tokens)
+            return token
+
+    def user_for(self, token: str | None) -> str | None:
+        """The user a token belongs to; raises 401 for an unknown token."""
+        if not token:
+            return None
+        user = self._tokens().get(token)
+        if user is None:
+            raise StoreError(401, "Invalid credentials in Authorization header")
+        return user
+
+    # ── blobs ──
+
+    def put_blob(self, content: bytes) -> str:
+        sha = hashlib.sha256(content).hexdigest()
+        path = self.root / "blobs" / sha
+        if not path.exists():
+            tmp = path.with_suffix(f".tmp{os.getpid()}-{threading.get_ident()}")
+            tmp.write_bytes(content)
+            os.replace(tmp, path)
+        return sha
+
+    def has_blob(self, sha: str) -> bool:
+        return (self.root / "blobs" / sha).exists()
+
+    def blob_path(self, sha: str) -> Path:
+        return self.root / "blobs" / sha
+
+    # ── repos ──
+
+    def _repo_path(self, repo_type: str, repo_id: str) -> Path:
+        return self.root / "repos" / repo_type / f"{repo_id}.json"
+
+    def load(self, repo_type: str, repo_id: str) -> dict | None:
+        path = self._repo_path(repo_type, repo_id)
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def save(self, repo: dict) -> None:
+        self._write(self._repo_path(repo["type"], repo["id"]), repo)
+
+    def _write(self, path: Path, data: dict) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp{threading.get_ident()}")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+
+    def list_repos(self, repo_type: str) -> list[dict]:
+        base = self.root / "repos" / repo_type
+        return [json.loads(p.read_text()) for p in sorted(base.rglob("*.json"))] if base.exists() else []
+
+    def create_repo(self, repo_type: str, repo_id: str, owner: str, private: bool) -> dict:
+        with self.lock:
+            existing = self.load(repo_type, repo_id)
+            if existing is not None:
+                raise StoreError(409, "You already created this model repo")
+            root_commit = _commit_id()
+            repo = {
+                "type": repo_type,
+                "id": repo_id,
+                "owner": owner,
+                "private": private,
+                "created_at": now_iso(),
+                "refs": {"refs/heads/main": root_commit},
+                "commits": {
+                    root_commit: {
+                        "id": root_commit,
+                        "parents": [],
+                        "title": "initial commit",
+                        "message": "",
+                        "author": owner,
+                        "date": now_iso(),
+                        "files": {".gitattributes": self._file_entry(_GITATTRIBUTES, lfs=False)},
+                    }
+                },
+                "discussions": [],
+            }
+            self.save(repo)
+            return repo
+
+    def _file_entry(self, content: bytes, lfs: bool) -> dict:
+        sha = self.put_blob(content)
+        return {"sha256": sha, "git": git_blob_sha1(content), "size": len(content), "lfs": lfs}
+
+    def file_entry_for_blob(self, sha256: str, size: int) -> dict:
+        return {"sha256": sha256, "git": None, "size": size, "lfs": True}
+
+    # ── reading ──
+
+    def get_repo(self, repo_type: str, repo_id: str, actor: Actor, write: bool = False) -> dict:
+        """The repo if `actor` may see it (and write to it, with `write`), else the Hub's errors:
+        a private repo is indistinguishable from a missing one."""
+        repo = self.load(repo_type, repo_id)
+        if repo is None or (repo["private"] and repo["owner"] != actor.name):
+            raise StoreError(404 if actor.name else 401, "Repository not found", "RepoNotFound")
+        if write and actor.name != repo["owner"]:
+            raise StoreError(403, f"You don't have the rights to write to {repo_id}")
+        return repo
+
+    def resolve(self, repo: dict, revision: str) -> str:
+        """A branch, `refs/...` name, or (a prefix of) a commit id → commit id."""
+        refs = repo["refs"]
+        for candidate in (revision, f"refs/heads/{revision}", f"refs/tags/{revision}"):
+            if candidate in refs:
+                return refs[candidate]
+        if len(revision) >= 7 and all(c in "0123456789abcdef" for c in revision):
+            matches = [c for c in repo["commits"] if c.startswith(revision)]
+            if len(matches) == 1:
+                return matches[0]
+        raise StoreError(404, f"Invalid rev id: {revision}", "RevisionNotFound")
+
+    def files_at(self, repo: dict, commit_id: str) -> dict[str, dict]:
+        return repo["commits"][commit_id]["files"]
+
+    # ── writing ──
+
+    def commit(
+        self,
+        repo: dict,
+        parent: str,
+        title: str,
+        message: str,
+        author: str,
+        additions: dict[str, dict],
+        deletions: list[str],
+        deleted_folders: list[str],
+    ) -> str:
+        """A new commit on top of `parent` with the changes; returns its id (the caller moves the ref)."""
+        files = dict(repo["commits"][parent]["files"])
+        for path in deletions:
+            if path not in files:
+                raise StoreError(404, f"A file with this name doesn't exist: {path}", "EntryNotFound")
+            del files[path]
+        for folder in deleted_folders:
+            prefix = folder.rstrip("/") + "/"
+            for path in [p for p in files if p.startswith(prefix)]:
+                del files[path]
+        files.update(additions)
+        commit_id = _commit_id()
+        repo["commits"][commit_id] = {
+            "id": commit_id,
+            "parents": [parent],
+            "title": title,
+            "message": message,
+            "author": author,
+            "date": now_iso(),
+            "files": files,
+        }
+        return commit_id
+
+
+def _commit_id() -> str:
+    return secrets.token_hex(20)
+
+
+_GITATTRIBUTES = b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n*.onnx filter=lfs diff=lfs merge=lfs -text\n"

