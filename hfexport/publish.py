@@ -1,0 +1,379 @@
+"""Stage 7 — publish: one pull request per repo, opened once, updated when the model changes.
+
+Our PRs are recognised by a hidden marker in their description or latest update comment:
+
+    <!-- hfexport {"source_sha": "...", "plan": "<plan digest>", "nonce": "..."} -->
+
+Lifecycle (see `publish()`):
+- our open PR already holds this source sha and plan → nothing to do (no upload, no commit);
+- our open PR holds an older one → a new commit on `refs/pr/N` replacing the artifacts, and a
+  comment saying what changed;
+- our latest PR was closed by a maintainer → left alone unless `force` (then reopened and updated);
+- no PR yet → one commit with `create_pr=True` holding the artifacts and the card change;
+- every backend failed → no PR; one discussion (opened or updated) with the error report;
+- the owner opted out (`hfexport: false` in the card metadata) → nothing.
+
+Every Hub call goes through `_retry`: 429 and 5xx answers and dropped connections are retried
+with backoff (honouring Retry-After). Steps that are not idempotent (opening a PR, commenting)
+look first for what an earlier, seemingly failed attempt may already have done, by the nonce.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .card import opted_out, render_card
+from .errors import AuthError, HfExportError
+from .package import REPORT_FILE, Report
+
+T = TypeVar("T")
+PR_TITLE = "Add verified exports (hfexport)"
+DISCUSSION_TITLE = "hfexport: exports of this model failed"
+_MARKER = re.compile(r"<!-- hfexport (\{.*?\}) -->")
+
+
+class HubUnavailableError(HfExportError):
+    """The Hub kept failing after every retry."""
+
+    exit_code = 3
+
+
+@dataclass
+class PublishResult:
+    """What `publish` did. `action` is one of: opened, updated, unchanged, closed-respected,
+    opted-out, discussion, dry-run."""
+
+    action: str
+    repo_id: str
+    pr_num: int | None = None
+    pr_url: str | None = None
+    commit: str | None = None
+    files: list[str] = field(default_factory=list)
+    description: str | None = None
+    card: str | None = None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+# ── retries ──────────────────────────────────────────────────────────────────
+
+
+def _retryable(e: BaseException) -> tuple[bool, float | None]:
+    import httpx
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if isinstance(e, HfHubHTTPError) and e.response is not None:
+        status = e.response.status_code
+        if status == 429 or status >= 500:
+            retry_after = e.response.headers.get("retry-after")
+            try:
+                return True, float(retry_after) if retry_after else None
+            except ValueError:
+                return True, None
+        return False, None
+    if isinstance(e, (httpx.TransportError, ConnectionError)):
+        return True, None
+    # The client wraps upload failures (a dropped LFS part) in RuntimeError/OSError with the cause attached.
+    cause = e.__cause__ or e.__context__
+    if isinstance(e, (RuntimeError, OSError, ValueError)) and cause is not None and cause is not e:
+        return _retryable(cause)
+    return False, None
+
+
+def _retry(what: str, fn: Callable[[], T], attempts: int = 8, base_s: float = 0.25, max_s: float = 8.0) -> T:
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except Exception as e:
+            retry, retry_after = _retryable(e)
+            if not retry:
+                raise
+            if attempt == attempts:
+                raise HubUnavailableError(
+                    f"The Hub kept failing while trying to {what} ({attempts} attempts; last: {type(e).__name__}).",
+                    "Retry later; nothing half-done was left behind (a rerun picks up where this stopped).",
+                ) from e
+            time.sleep(min(max_s, retry_after if retry_after is not None else base_s * 2 ** (attempt - 1)))
+    raise AssertionError("unreachable")
+
+
+# ── reading our state on the Hub ─────────────────────────────────────────────
+
+
+def marker(source_sha: str, plan_digest: str, nonce: str) -> str:
+    return "<!-- hfexport " + json.dumps({"source_sha": source_sha, "plan": plan_digest, "nonce": nonce}) + " -->"
+
+
+@dataclass
+class OurPR:
+    num: int
+    status: str
+    is_pull_request: bool
+    state: dict  # the latest marker: source_sha, plan, nonce
+    nonces: set[str]
+
+
+def _our_discussions(api, repo_id: str, me: str, pull_requests: bool) -> list[OurPR]:
+    """Our PRs (or discussions), newest first, each with the latest marker it carries."""
+    kind = "pull_request" if pull_requests else "discussion"
+
+    def listing():
+        return list(api.get_repo_discussions(repo_id, author=me, discussion_type=kind))
+
+    found = []
+    for d in _retry("list pull requests", listing):
+        details = _retry("read a pull request", lambda: api.get_discussion_details(repo_id, d.num))
+        markers = [json.loads(m) for e in details.events if getattr(e, "content", None) for m in _MARKER.findall(e.content)]
+        if markers:
+            found.append(OurPR(d.num, details.status, details.is_pull_request, markers[-1], {m.get("nonce") for m in markers}))
+    return sorted(found, key=lambda p: p.num, reverse=True)
+
+
+def _read_file(api, repo_id: str, path: str, revision: str) -> str | None:
+    from huggingface_hub.errors import EntryNotFoundError
+
+    def download():
+        try:
+            local = api.hf_hub_download(repo_id, path, revision=revision)
+        except EntryNotFoundError:
+            return None
+        return Path(local).read_text(encoding="utf-8", errors="replace")
+
+    return _retry(f"read {path}", download)
+
+
+def opted_out_on_hub(api, repo_id: str, revision: str) -> bool:
+    """The owner's opt-out: `hfexport: false` in the card metadata, or a `.hfexport.yaml` holding `opt_out: true`."""
+    import yaml
+
+    if opted_out(_read_file(api, repo_id, "README.md", revision)):
+        return True
+    config = _read_file(api, repo_id, ".hfexport.yaml", revision)
+    try:
+        data = yaml.safe_load(config) if config else None
+    except yaml.YAMLError:
+        return False
+    return isinstance(data, dict) and bool(data.get("opt_out"))
+
+
+# ── Stage 7: publish ─────────────────────────────────────────────────────────
+
+
+def find_existing(api, repo_id: str, me: str, source_sha: str, plan_digest: str) -> tuple[OurPR | None, bool]:
+    """`(our newest PR, whether it already holds exactly this sha and plan)`."""
+    prs = _our_discussions(api, repo_id, me, pull_requests=True)
+    latest = prs[0] if prs else None
+    same = latest is not None and latest.state.get("source_sha") == source_sha and latest.state.get("plan") == plan_digest
+    return latest, same
+
+
+def publish(
+    api,
+    repo_id: str,
+    report: Report,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    log: Callable[[str], None] = lambda message: None,
+) -> PublishResult:
+    """Open or update our PR on `repo_id` with the exports in `report.out_dir`.
+
+    Args:
+        api: an `HfApi` holding the token (never printed).
+        report: the packaged exports (see `package.py`).
+        force: reopen and update a PR a maintainer closed.
+        dry_run: compute everything, write nothing to the Hub.
+
+    Raises:
+        AuthError: the token is missing or cannot open PRs here.
+        HubUnavailableError: the Hub kept failing after retries.
+    """
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+    from huggingface_hub.errors import HfHubHTTPError
+
+    source_sha = report.source["sha"]
+    me = _whoami(api)
+    if opted_out_on_hub(api, repo_id, source_sha):
+        log("the repo opts out of hfexport: nothing to do")
+        return PublishResult("opted-out", repo_id)
+    readme = _read_file(api, repo_id, "README.md", source_sha)
+
+    latest, same = find_existing(api, repo_id, me, source_sha, report.plan_digest)
+    if latest is not None and latest.status in ("open", "draft") and same:
+        url = _pr_url(api, repo_id, latest.num)
+        log(f"PR #{latest.num} already holds these exports: {url}")
+        return PublishResult("unchanged", repo_id, latest.num, url)
+    if latest is not None and latest.status == "closed" and not force:
+        url = _pr_url(api, repo_id, latest.num)
+        log(f"PR #{latest.num} was closed by a maintainer; not reopening it (use --force to override): {url}")
+        return PublishResult("closed-respected", repo_id, latest.num, url)
+
+    nonce = secrets.token_hex(8)
+    if not report.succeeded:
+        return _report_failure(api, repo_id, me, report, nonce, dry_run, log)
+
+    out = Path(report.out_dir)
+    operations: list[Any] = []
+    files = []
+    for b in report.succeeded:
+        for f in b.files:
+            path = f"{b.subfolder}/{f['path']}"
+            files.append(path)
+            operations.append(lambda path=path, local=out / b.subfolder / f["path"]: CommitOperationAdd(path, str(local)))
+    files.append(REPORT_FILE)
+    operations.append(lambda: CommitOperationAdd(REPORT_FILE, str(out / REPORT_FILE)))
+    card = render_card(readme, repo_id, report)
+    operations.append(lambda: CommitOperationAdd("README.md", card.encode()))
+    files.append("README.md")
+    description = _description(report, marker(source_sha, report.plan_digest, nonce))
+    if dry_run:
+        return PublishResult("dry-run", repo_id, latest.num if latest else None, None, None, files, description, card)
+
+    def build_operations(stale: list[str]) -> list[Any]:
+        # Fresh objects each attempt: the client marks an operation as used once committed.
+        return [make() for make in operations] + [CommitOperationDelete(p) for p in stale]
+
+    reusable = latest is not None and latest.status in ("open", "draft", "closed")
+    if reusable:
+        num = latest.num
+        if latest.status == "closed":
+            _retry("reopen the pull request", lambda: api.change_discussion_status(repo_id, num, "open"))
+        revision = f"refs/pr/{num}"
+        stale = _stale_exports(api, repo_id, revision, set(files), report)
+        commit = _retry(
+            "push the new exports to the pull request",
+            lambda: api.create_commit(
+                repo_id, build_operations(stale), commit_message=f"Update exports to {source_sha[:12]}",
+                commit_description=description, revision=revision,
+            ),
+        )
+        _comment_once(api, repo_id, num, nonce, _update_comment(latest.state, report, description))
+        url = _pr_url(api, repo_id, num)
+        log(f"updated PR #{num}: {url}")
+        return PublishResult("updated", repo_id, num, url, commit.oid, files, description, card)
+
+    def open_pr():
+        # A dropped reply may hide a PR that was in fact opened: look for our nonce first.
+        for pr in _our_discussions(api, repo_id, me, pull_requests=True):
+            if nonce in pr.nonces:
+                return pr.num, None
+        try:
+            info = api.create_commit(
+                repo_id, build_operations([]), commit_message=PR_TITLE, commit_description=description,
+                create_pr=True, revision="main",
+            )
+        except HfHubHTTPError as e:
+            _raise_auth(e, repo_id)
+            raise
+        return int(info.pr_num), info.oid
+
+    num, commit_oid = _retry("open the pull request", open_pr)
+    url = _pr_url(api, repo_id, num)
+    log(f"opened PR #{num}: {url}")
+    return PublishResult("opened", repo_id, num, url, commit_oid, files, description, card)
+
+
+def _whoami(api) -> str:
+    from huggingface_hub.errors import HfHubHTTPError
+
+    def ask():
+        try:
+            return api.whoami()["name"]
+        except HfHubHTTPError as e:
+            if e.response is not None and e.response.status_code in (401, 403):
+                raise AuthError(
+                    "The Hub refused the token (missing, wrong or expired): opening a pull request needs one.",
+                    "Pass --token or set HF_TOKEN to a token with write access to pull requests.",
+                ) from None
+            raise
+
+    return _retry("check the token", ask)
+
+
+def _raise_auth(e, repo_id: str) -> None:
+    status = e.response.status_code if e.response is not None else None
+    if status in (401, 403):
+        raise AuthError(f"The Hub refused to open a pull request on {repo_id} (HTTP {status}).", "Use a token that can open pull requests there.") from None
+
+
+def _pr_url(api, repo_id: str, num: int) -> str:
+    return f"{api.endpoint}/{repo_id}/discussions/{num}"
+
+
+def _stale_exports(api, repo_id: str, revision: str, keep: set[str], report: Report) -> list[str]:
+    """Files an earlier export left in our folders that this one no longer produces."""
+    from .backends import BACKENDS
+
+    ours = tuple(f"{b.subfolder}/" for b in BACKENDS.values())
+    listed = _retry("list the pull request's files", lambda: api.list_repo_files(repo_id, revision=revision))
+    return [p for p in listed if p.startswith(ours) and p not in keep]
+
+
+def _comment_once(api, repo_id: str, num: int, nonce: str, text: str) -> None:
+    def comment():
+        details = api.get_discussion_details(repo_id, num)
+        if any(nonce in (getattr(e, "content", "") or "") and e.type == "comment" for e in details.events[1:]):
+            return  # an earlier attempt got through
+        api.comment_discussion(repo_id, num, text)
+
+    _retry("comment on the pull request", comment)
+
+
+def _description(report: Report, hidden: str) -> str:
+    lines = [
+        f"This PR adds exports of this model at commit `{report.source['sha'][:12]}`, each reloaded on its runtime "
+        "and checked against the original model on another input shape.",
+        "",
+        "| backend | status | max abs diff | files |",
+        "|---|---|---|---|",
+    ]
+    for b in report.backends:
+        diff = (b.validation or {}).get("max_abs_diff")
+        lines.append(
+            f"| {b.backend} | {b.status} | {f'{diff:.2e}' if isinstance(diff, float) else '-'} | "
+            f"{len(b.files)} in `{b.subfolder}/` |" if b.ok else f"| {b.backend} | {b.status} | - | {(b.error or '')[:300]} |"
+        )
+    lines += ["", "The model card gains an *Exports* section (how to load each one) and format tags.", "", hidden]
+    return "\n".join(lines)
+
+
+def _update_comment(previous: dict, report: Report, description: str) -> str:
+    old = previous.get("source_sha", "?")[:12]
+    new = report.source["sha"][:12]
+    what = f"the model moved from `{old}` to `{new}`" if previous.get("source_sha") != report.source["sha"] else "the export plan changed"
+    return f"Updated: {what}; the exports were redone and re-validated.\n\n" + description
+
+
+def _report_failure(api, repo_id: str, me: str, report: Report, nonce: str, dry_run: bool, log) -> PublishResult:
+    """No export worked: open (or update) one discussion with the errors instead of a PR."""
+    text = "\n".join(
+        [f"hfexport could not produce any working export of commit `{report.source['sha'][:12]}`:", ""]
+        + [f"- **{b.backend}**: {b.status} — {b.error}" for b in report.backends]
+        + ["", marker(report.source["sha"], report.plan_digest, nonce)]
+    )
+    if dry_run:
+        return PublishResult("dry-run", repo_id, description=text)
+
+    def ensure():
+        ours = _our_discussions(api, repo_id, me, pull_requests=False)
+        for d in ours:
+            if nonce in d.nonces:
+                return d.num
+        open_ones = [d for d in ours if d.status == "open"]
+        if open_ones:
+            api.comment_discussion(repo_id, open_ones[0].num, text)
+            return open_ones[0].num
+        return api.create_discussion(repo_id, DISCUSSION_TITLE, description=text).num
+
+    num = _retry("report the failure in a discussion", ensure)
+    url = _pr_url(api, repo_id, num)
+    log(f"every backend failed: reported in discussion #{num}: {url}")
+    return PublishResult("discussion", repo_id, num, url, description=text)
