@@ -72,7 +72,7 @@ def export(
 
 
 def cache_dir() -> Path:
-    """Where exports are kept between runs, keyed by what decides them (see `push`)."""
+    """Where exports are kept between runs (`HFEXPORT_CACHE`, default `~/.cache/hfexport`)."""
     return Path(os.environ.get("HFEXPORT_CACHE") or Path.home() / ".cache" / "hfexport")
 
 
@@ -93,9 +93,10 @@ def push(
 ) -> tuple[PublishResult, Report | None]:
     """Export a Hub repo and open (or update) one verified PR on it — the `hfexport push` job.
 
-    The revision is resolved to a sha first; if our open PR already holds that sha and plan,
-    nothing is exported or uploaded. Exports are cached under `cache_dir()` by repo, sha, plan
-    digest and runtime versions, so a rerun after a failed upload does not export again.
+    The revision is resolved to a sha first. Nothing is exported when the repo opted out, when our
+    open PR already holds that sha and plan, or when a maintainer closed our PR (without `force`).
+    Exports are cached under `cache_dir()` by model content, plan digest and runtime versions, so a
+    README-only commit, or a rerun after a failed upload, does not export again.
 
     Returns:
         `(PublishResult, Report or None when nothing had to be exported)`.
@@ -105,32 +106,26 @@ def push(
     """
     from huggingface_hub import HfApi
 
-    from .publish import find_existing, opted_out_on_hub, publish
+    from .publish import publish, settled
 
     names = parse_backends(backends)
     resolved = resolve(repo_id, revision=revision, token=token)
     if resolved.kind != "hub":
         raise SourceNotFoundError(f"{repo_id} is a local folder; push needs a Hub repo id.", "Pass a repo id such as org/model.")
     api = HfApi(token=token)
-    if opted_out_on_hub(api, repo_id, resolved.sha):
-        log("the repo's card opts out of hfexport (hfexport: false): nothing to do")
-        return PublishResult("opted-out", repo_id), None
     fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
     plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code)
-    if not dry_run and not force:
-        from .publish import _whoami
+    early, _ = settled(api, repo_id, resolved.sha, plan.digest(), force=force, log=log)
+    if early is not None:
+        return early, None
 
-        latest, same = find_existing(api, repo_id, _whoami(api), resolved.sha, plan.digest())
-        if latest is not None and same and latest.status in ("open", "draft"):
-            url = f"{api.endpoint}/{repo_id}/discussions/{latest.num}"
-            log(f"PR #{latest.num} already holds these exports: {url}")
-            return PublishResult("unchanged", repo_id, latest.num, url), None
-
-    out_dir = cache_dir() / "exports" / repo_id / f"{resolved.sha}-{plan.digest()}-{_versions_digest()}"
-    if (out_dir / REPORT_FILE).exists():
+    # Keyed by content, plan and versions: the same weights exported the same way are reused.
+    out_dir = cache_dir() / "exports" / f"{fetched.content_digest[:24]}-{plan.digest()}-{_versions_digest()}"
+    if (out_dir / REPORT_FILE).exists() and Report.load(out_dir).ok:  # failures are retried, not cached
         log(f"reusing the cached exports in {out_dir}")
         report = Report.load(out_dir)
         report.out_dir = str(out_dir)
+        report.source = resolved.to_dict()
     else:
         with staging_folder(out_dir) as staging:
             results = run_backends(fetched, plan, staging, timeout_s=timeout_s, progress=progress)

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import NoWeightsError, PickleWeightsError
-from .resolve import EXPORT_FOLDERS, Source
+from .hub import retry
+from .resolve import EXPORT_FOLDERS, Source, folder_digest
 
 SAFE_WEIGHTS = (".safetensors",)
 PICKLE_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
@@ -24,6 +25,9 @@ class FetchedModel:
     model_dir: Path
     weights: tuple[str, ...]
     use_safetensors: bool
+    # What the export depends on: the model files' content, not the commit (a README-only commit
+    # changes the sha, not the exports). The export cache is keyed by it.
+    content_digest: str
 
 
 # ── Stage 2: fetch ───────────────────────────────────────────────────────────
@@ -41,7 +45,8 @@ def fetch(source: Source, allow_pickle: bool = False, trust_remote_code: bool = 
     else:
         from huggingface_hub import HfApi
 
-        names = HfApi(token=token).list_repo_files(source.ref, revision=source.sha)
+        api = HfApi(token=token)
+        names = retry(f"list the files of {source.ref}", lambda: api.list_repo_files(source.ref, revision=source.sha))
     names = [n for n in names if n.split("/")[0] not in EXPORT_FOLDERS]
     safe = tuple(n for n in names if n.endswith(SAFE_WEIGHTS))
     pickled = tuple(n for n in names if n.endswith(PICKLE_WEIGHTS) and "/" not in n)
@@ -59,18 +64,21 @@ def fetch(source: Source, allow_pickle: bool = False, trust_remote_code: bool = 
     use_safetensors = bool(safe)
 
     if source.kind == "local":
-        return FetchedModel(source, Path(source.ref), safe or pickled, use_safetensors)
+        return FetchedModel(source, Path(source.ref), safe or pickled, use_safetensors, source.sha)
 
     from huggingface_hub import snapshot_download
 
     patterns = _SUPPORT_FILES + (["*.safetensors"] if safe else ["*.bin"])
     if trust_remote_code:
         patterns.append("*.py")
-    folder = snapshot_download(
-        source.ref,
-        revision=source.sha,
-        allow_patterns=patterns,
-        ignore_patterns=[f"{name}/*" for name in EXPORT_FOLDERS],
-        token=token,
+    folder = retry(
+        f"download {source.ref}",
+        lambda: snapshot_download(
+            source.ref,
+            revision=source.sha,
+            allow_patterns=patterns,
+            ignore_patterns=[f"{name}/*" for name in EXPORT_FOLDERS],
+            token=token,
+        ),
     )
-    return FetchedModel(source, Path(folder), safe or pickled, use_safetensors)
+    return FetchedModel(source, Path(folder), safe or pickled, use_safetensors, folder_digest(Path(folder)))

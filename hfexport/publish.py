@@ -13,7 +13,7 @@ Lifecycle (see `publish()`):
 - every backend failed → no PR; one discussion (opened or updated) with the error report;
 - the owner opted out (`hfexport: false` in the card metadata) → nothing.
 
-Every Hub call goes through `_retry`: 429 and 5xx answers and dropped connections are retried
+Every Hub call goes through `hub.retry`: 429 and 5xx answers and dropped connections are retried
 with backoff (honouring Retry-After). Steps that are not idempotent (opening a PR, commenting)
 look first for what an earlier, seemingly failed attempt may already have done, by the nonce.
 """
@@ -27,22 +27,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from .card import opted_out, render_card
-from .errors import AuthError, HfExportError
+from .errors import AuthError
+from .hub import retry
 from .package import REPORT_FILE, Report
 
-T = TypeVar("T")
 PR_TITLE = "Add verified exports (hfexport)"
 DISCUSSION_TITLE = "hfexport: exports of this model failed"
 _MARKER = re.compile(r"<!-- hfexport (\{.*?\}) -->")
-
-
-class HubUnavailableError(HfExportError):
-    """The Hub kept failing after every retry."""
-
-    exit_code = 3
 
 
 @dataclass
@@ -61,48 +55,6 @@ class PublishResult:
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
-
-
-# ── retries ──────────────────────────────────────────────────────────────────
-
-
-def _retryable(e: BaseException) -> tuple[bool, float | None]:
-    import httpx
-    from huggingface_hub.errors import HfHubHTTPError
-
-    if isinstance(e, HfHubHTTPError) and e.response is not None:
-        status = e.response.status_code
-        if status == 429 or status >= 500:
-            retry_after = e.response.headers.get("retry-after")
-            try:
-                return True, float(retry_after) if retry_after else None
-            except ValueError:
-                return True, None
-        return False, None
-    if isinstance(e, (httpx.TransportError, ConnectionError)):
-        return True, None
-    # The client wraps upload failures (a dropped LFS part) in RuntimeError/OSError with the cause attached.
-    cause = e.__cause__ or e.__context__
-    if isinstance(e, (RuntimeError, OSError, ValueError)) and cause is not None and cause is not e:
-        return _retryable(cause)
-    return False, None
-
-
-def _retry(what: str, fn: Callable[[], T], attempts: int = 8, base_s: float = 0.25, max_s: float = 8.0) -> T:
-    for attempt in range(1, attempts + 1):
-        try:
-            return fn()
-        except Exception as e:
-            retry, retry_after = _retryable(e)
-            if not retry:
-                raise
-            if attempt == attempts:
-                raise HubUnavailableError(
-                    f"The Hub kept failing while trying to {what} ({attempts} attempts; last: {type(e).__name__}).",
-                    "Retry later; nothing half-done was left behind (a rerun picks up where this stopped).",
-                ) from e
-            time.sleep(min(max_s, retry_after if retry_after is not None else base_s * 2 ** (attempt - 1)))
-    raise AssertionError("unreachable")
 
 
 # ── reading our state on the Hub ─────────────────────────────────────────────
@@ -129,8 +81,8 @@ def _our_discussions(api, repo_id: str, me: str, pull_requests: bool) -> list[Ou
         return list(api.get_repo_discussions(repo_id, author=me, discussion_type=kind))
 
     found = []
-    for d in _retry("list pull requests", listing):
-        details = _retry("read a pull request", lambda: api.get_discussion_details(repo_id, d.num))
+    for d in retry("list pull requests", listing):
+        details = retry("read a pull request", lambda: api.get_discussion_details(repo_id, d.num))
         markers = [json.loads(m) for e in details.events if getattr(e, "content", None) for m in _MARKER.findall(e.content)]
         if markers:
             found.append(OurPR(d.num, details.status, details.is_pull_request, markers[-1], {m.get("nonce") for m in markers}))
@@ -147,7 +99,7 @@ def _read_file(api, repo_id: str, path: str, revision: str) -> str | None:
             return None
         return Path(local).read_text(encoding="utf-8", errors="replace")
 
-    return _retry(f"read {path}", download)
+    return retry(f"read {path}", download)
 
 
 def opted_out_on_hub(api, repo_id: str, revision: str) -> bool:
@@ -175,6 +127,28 @@ def find_existing(api, repo_id: str, me: str, source_sha: str, plan_digest: str)
     return latest, same
 
 
+def settled(
+    api, repo_id: str, source_sha: str, plan_digest: str, *, force: bool = False, log=lambda m: None
+) -> tuple[PublishResult | None, OurPR | None]:
+    """The outcomes that need no export: the repo opted out, our open PR already holds this sha
+    and plan, or a maintainer closed our PR (and `force` is off). Returns that outcome (or `None`:
+    go ahead) and our newest PR."""
+    if opted_out_on_hub(api, repo_id, source_sha):
+        log("the repo opts out of hfexport: nothing to do")
+        return PublishResult("opted-out", repo_id), None
+    latest, same = find_existing(api, repo_id, _whoami(api), source_sha, plan_digest)
+    if latest is None:
+        return None, None
+    url = _pr_url(api, repo_id, latest.num)
+    if latest.status in ("open", "draft") and same:
+        log(f"PR #{latest.num} already holds these exports: {url}")
+        return PublishResult("unchanged", repo_id, latest.num, url), latest
+    if latest.status == "closed" and not force:
+        log(f"PR #{latest.num} was closed by a maintainer; not reopening it (use --force to override): {url}")
+        return PublishResult("closed-respected", repo_id, latest.num, url), latest
+    return None, latest
+
+
 def publish(
     api,
     repo_id: str,
@@ -194,27 +168,17 @@ def publish(
 
     Raises:
         AuthError: the token is missing or cannot open PRs here.
-        HubUnavailableError: the Hub kept failing after retries.
+        hub.HubUnavailableError: the Hub kept failing after retries.
     """
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
     from huggingface_hub.errors import HfHubHTTPError
 
     source_sha = report.source["sha"]
+    early, latest = settled(api, repo_id, source_sha, report.plan_digest, force=force, log=log)
+    if early is not None:
+        return early
     me = _whoami(api)
-    if opted_out_on_hub(api, repo_id, source_sha):
-        log("the repo opts out of hfexport: nothing to do")
-        return PublishResult("opted-out", repo_id)
     readme = _read_file(api, repo_id, "README.md", source_sha)
-
-    latest, same = find_existing(api, repo_id, me, source_sha, report.plan_digest)
-    if latest is not None and latest.status in ("open", "draft") and same:
-        url = _pr_url(api, repo_id, latest.num)
-        log(f"PR #{latest.num} already holds these exports: {url}")
-        return PublishResult("unchanged", repo_id, latest.num, url)
-    if latest is not None and latest.status == "closed" and not force:
-        url = _pr_url(api, repo_id, latest.num)
-        log(f"PR #{latest.num} was closed by a maintainer; not reopening it (use --force to override): {url}")
-        return PublishResult("closed-respected", repo_id, latest.num, url)
 
     nonce = secrets.token_hex(8)
     if not report.succeeded:
@@ -229,7 +193,8 @@ def publish(
             files.append(path)
             operations.append(lambda path=path, local=out / b.subfolder / f["path"]: CommitOperationAdd(path, str(local)))
     files.append(REPORT_FILE)
-    operations.append(lambda: CommitOperationAdd(REPORT_FILE, str(out / REPORT_FILE)))
+    report_bytes = (json.dumps(report.to_dict(), indent=2) + "\n").encode()
+    operations.append(lambda: CommitOperationAdd(REPORT_FILE, report_bytes))
     card = render_card(readme, repo_id, report)
     operations.append(lambda: CommitOperationAdd("README.md", card.encode()))
     files.append("README.md")
@@ -245,10 +210,10 @@ def publish(
     if reusable:
         num = latest.num
         if latest.status == "closed":
-            _retry("reopen the pull request", lambda: api.change_discussion_status(repo_id, num, "open"))
+            retry("reopen the pull request", lambda: api.change_discussion_status(repo_id, num, "open"))
         revision = f"refs/pr/{num}"
         stale = _stale_exports(api, repo_id, revision, set(files), report)
-        commit = _retry(
+        commit = retry(
             "push the new exports to the pull request",
             lambda: api.create_commit(
                 repo_id, build_operations(stale), commit_message=f"Update exports to {source_sha[:12]}",
@@ -275,7 +240,7 @@ def publish(
             raise
         return int(info.pr_num), info.oid
 
-    num, commit_oid = _retry("open the pull request", open_pr)
+    num, commit_oid = retry("open the pull request", open_pr)
     url = _pr_url(api, repo_id, num)
     log(f"opened PR #{num}: {url}")
     return PublishResult("opened", repo_id, num, url, commit_oid, files, description, card)
@@ -295,7 +260,7 @@ def _whoami(api) -> str:
                 ) from None
             raise
 
-    return _retry("check the token", ask)
+    return retry("check the token", ask)
 
 
 def _raise_auth(e, repo_id: str) -> None:
@@ -313,7 +278,7 @@ def _stale_exports(api, repo_id: str, revision: str, keep: set[str], report: Rep
     from .backends import BACKENDS
 
     ours = tuple(f"{b.subfolder}/" for b in BACKENDS.values())
-    listed = _retry("list the pull request's files", lambda: api.list_repo_files(repo_id, revision=revision))
+    listed = retry("list the pull request's files", lambda: api.list_repo_files(repo_id, revision=revision))
     return [p for p in listed if p.startswith(ours) and p not in keep]
 
 
@@ -324,7 +289,7 @@ def _comment_once(api, repo_id: str, num: int, nonce: str, text: str) -> None:
             return  # an earlier attempt got through
         api.comment_discussion(repo_id, num, text)
 
-    _retry("comment on the pull request", comment)
+    retry("comment on the pull request", comment)
 
 
 def _description(report: Report, hidden: str) -> str:
@@ -373,7 +338,7 @@ def _report_failure(api, repo_id: str, me: str, report: Report, nonce: str, dry_
             return open_ones[0].num
         return api.create_discussion(repo_id, DISCUSSION_TITLE, description=text).num
 
-    num = _retry("report the failure in a discussion", ensure)
+    num = retry("report the failure in a discussion", ensure)
     url = _pr_url(api, repo_id, num)
     log(f"every backend failed: reported in discussion #{num}: {url}")
     return PublishResult("discussion", repo_id, num, url, description=text)

@@ -71,9 +71,11 @@ def _resolve_hub(repo_id: str, revision: str | None, token: str | None) -> Sourc
     )
     from huggingface_hub.errors import RevisionNotFoundError as HubRevisionNotFound
 
+    from .hub import retry
+
     api = HfApi(token=token)
     try:
-        info = api.model_info(repo_id, revision=revision)
+        info = retry(f"resolve {repo_id}", lambda: api.model_info(repo_id, revision=revision))
     except GatedRepoError as e:
         raise AuthError(f"{repo_id} is gated and this token has no access.", "Accept its terms on the Hub, or use a token that has.") from e
     except RepositoryNotFoundError as e:
@@ -99,11 +101,12 @@ def _resolve_hub(repo_id: str, revision: str | None, token: str | None) -> Sourc
 
 
 def folder_digest(path: Path) -> str:
-    """A content digest of a model folder (names and bytes), ignoring earlier export folders."""
+    """A content digest of a model folder (names and bytes), ignoring earlier export folders and
+    the card: what an export depends on."""
     digest = hashlib.sha256()
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         relative = file.relative_to(path)
-        if relative.parts[0] in EXPORT_FOLDERS or relative.parts[0].startswith("."):
+        if relative.parts[0] in EXPORT_FOLDERS or relative.parts[0].startswith(".") or relative.name == "README.md":
             continue
         digest.update(str(relative).encode() + b"\0")
         with open(file, "rb") as handle:

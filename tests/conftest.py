@@ -6,13 +6,24 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-# No test may reach the real Hub: point the client at a closed local port before anything imports it.
-os.environ.setdefault("HF_ENDPOINT", "http://127.0.0.1:9")
+from hfexport.devhub import DevHub  # noqa: E402  (imports no huggingface_hub)
+
+# No test may reach the real Hub. The client reads HF_ENDPOINT once, at import: start the local Hub
+# first and point every client in this process (and the processes it starts) at it.
+_SESSION_ROOT = Path(tempfile.mkdtemp(prefix="hfexport-tests-"))
+HUB = DevHub(_SESSION_ROOT / "hub").start()
+HUB.settings.lfs = False  # this process's client has Xet on: serve it inline (see devhub.app.Settings)
+os.environ["HF_ENDPOINT"] = HUB.url
+os.environ["HF_HOME"] = str(_SESSION_ROOT / "hf-home")
+os.environ["HFEXPORT_CACHE"] = str(_SESSION_ROOT / "cache")
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+os.environ.pop("HF_TOKEN", None)
+os.environ.pop("HF_HUB_DISABLE_XET", None)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -30,6 +41,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def hub() -> DevHub:
+    """The in-process local Hub every client in this session talks to."""
+    return HUB
 
 
 @pytest.fixture(scope="session")

@@ -51,7 +51,7 @@ class HubApp:
     def __init__(self, store: Store, settings: Settings | None = None):
         self.store = store
         self.settings = settings or Settings()
-        self.stats = {"requests": 0, "bytes_uploaded": 0}
+        self.stats = {"requests": 0, "bytes_uploaded": 0, "multipart_uploads": 0, "basic_uploads": 0}
         self._stats_lock = threading.Lock()
         self.routes: list[tuple[str, re.Pattern, Handler]] = []
         api = rf"/api/(?P<t>models|datasets|spaces)/{_REPO}"
@@ -463,6 +463,8 @@ class HubApp:
         if part is None:
             if self.store.put_blob(content) != oid:
                 return _error(400, "Uploaded content does not match its sha256 oid")
+            with self._stats_lock:
+                self.stats["basic_uploads"] += 1
             return Response(status_code=200)
         with self.store.lock:
             self.store.parts.setdefault(oid, {})[int(part)] = content
@@ -478,6 +480,8 @@ class HubApp:
             return _error(400, f"Part {e} was never uploaded")
         if self.store.put_blob(content) != oid:
             return _error(400, "Assembled content does not match its sha256 oid")
+        with self._stats_lock:
+            self.stats["multipart_uploads"] += 1
         return JSONResponse({})
 
     async def lfs_verify(self, request: Request, oid: str) -> Response:

@@ -1,0 +1,68 @@
+"""Talking to the Hub reliably: one retry policy for every call hfexport makes through `HfApi`.
+
+The client retries a few calls itself (uploads); most it does not. Here 429 and 5xx answers and
+dropped connections are retried with exponential backoff, honouring Retry-After. Anything else
+(401, 404, a bad request) is an answer, not a glitch, and is raised at once.
+
+`HFEXPORT_HUB_RETRIES` sets the number of attempts (default 8).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from .errors import HfExportError
+
+T = TypeVar("T")
+
+
+class HubUnavailableError(HfExportError):
+    """The Hub kept failing after every retry."""
+
+    exit_code = 3
+
+
+def _retryable(e: BaseException) -> tuple[bool, float | None]:
+    import httpx
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if isinstance(e, HfHubHTTPError) and e.response is not None:
+        status = e.response.status_code
+        if status == 429 or status >= 500:
+            retry_after = e.response.headers.get("retry-after")
+            try:
+                return True, float(retry_after) if retry_after else None
+            except ValueError:
+                return True, None
+        return False, None
+    if isinstance(e, (httpx.TransportError, ConnectionError)):
+        return True, None
+    # The client wraps upload failures (a dropped LFS part) in RuntimeError/OSError with the cause attached.
+    cause = e.__cause__ or e.__context__
+    if isinstance(e, (RuntimeError, OSError, ValueError)) and cause is not None and cause is not e:
+        return _retryable(cause)
+    return False, None
+
+
+def retry(what: str, fn: Callable[[], T], attempts: int | None = None, base_s: float = 0.25, max_s: float = 8.0) -> T:
+    """`fn()`, retried on transient Hub failures; `what` names the step in the final error."""
+    attempts = attempts or int(os.environ.get("HFEXPORT_HUB_RETRIES", "8"))
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except Exception as e:
+            transient, retry_after = _retryable(e)
+            if not transient:
+                raise
+            if attempt == attempts:
+                raise HubUnavailableError(
+                    f"The Hub kept failing while trying to {what} ({attempts} attempts; last: {type(e).__name__}).",
+                    "Retry later; nothing half-done was left behind (a rerun picks up where this stopped).",
+                ) from e
+            time.sleep(min(max_s, retry_after if retry_after is not None else base_s * 2 ** (attempt - 1)))
+    raise AssertionError("unreachable")
+
+

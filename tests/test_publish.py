@@ -1,0 +1,345 @@
+"""`hfexport push` against the local Hub, with the real `huggingface_hub` client over HTTP.
+
+The in-process client has Xet on (its default path, served inline by the emulator); the LFS path
+(`HF_HUB_DISABLE_XET=1`, basic and multipart) runs as a CLI process against a second Hub.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+import hfexport
+from hfexport.api import push
+from hfexport.card import END, START
+from hfexport.devhub import DevHub
+from hfexport.hub import HubUnavailableError
+
+from conftest import run_cli
+import tiny_models
+
+OWNER_README = """---
+license: apache-2.0
+base_model: google-bert/bert-base-uncased
+custom_owner_key:
+  nested: [1, 2, 3]
+tags:
+- owner-tag
+---
+
+# Tiny BERT
+
+The owner's own words, kept byte for byte.
+Trailing line without newline"""
+
+
+@pytest.fixture(scope="module")
+def accounts(hub):
+    return {"alice": hub.add_user("alice"), "bot": hub.add_user("hfexport-bot"), "mallory": hub.add_user("mallory")}
+
+
+def _api(hub, token):
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=hub.url, token=token)
+
+
+def seed(hub, token, repo_id: str, folder: Path, readme: str | None = OWNER_README, private: bool = False, extra: dict | None = None):
+    api = _api(hub, token)
+    api.create_repo(repo_id, private=private, exist_ok=True)
+    api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="model")
+    for path, content in ({"README.md": readme} if readme is not None else {}).items() | (extra or {}).items():
+        api.upload_file(path_or_fileobj=content.encode(), path_in_repo=path, repo_id=repo_id)
+    return api.model_info(repo_id).sha
+
+
+def _our_prs(api, repo_id, status=None):
+    return [d for d in api.get_repo_discussions(repo_id, author="hfexport-bot", discussion_type="pull_request", discussion_status=status)]
+
+
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ── the lifecycle of one PR ──────────────────────────────────────────────────
+
+
+class TestLifecycle:
+    repo = "alice/tiny-bert"
+
+    @pytest.fixture(scope="class")
+    def first(self, hub, accounts, workspace):
+        folder = tiny_models.bert(workspace / "publish-bert")
+        sha = seed(hub, accounts["alice"], self.repo, folder)
+        result, report = push(self.repo, backends="dynamo,onnx", token=accounts["bot"])
+        return folder, sha, result, report
+
+    def test_first_push_opens_one_pr_whose_files_load_back(self, hub, accounts, first):
+        from transformers import BertModel
+        from transformers.exporters import ExportedModel
+
+        folder, sha, result, report = first
+        assert result.action == "opened" and report.ok
+        api = _api(hub, accounts["bot"])
+        assert [p.num for p in _our_prs(api, self.repo)] == [result.pr_num]
+        revision = f"refs/pr/{result.pr_num}"
+        files = set(api.list_repo_files(self.repo, revision=revision))
+        assert {"onnx/model.onnx", "onnx/export.json", "dynamo/model.pt2", "hfexport-report.json", "README.md"} <= files
+        # main is untouched: the PR holds the exports.
+        assert api.model_info(self.repo).sha == sha
+        # One commit on top of main holds artifacts and card together.
+        commits = api.list_repo_commits(self.repo, revision=revision)
+        assert commits[1].commit_id == sha
+        model = BertModel.from_pretrained(folder).eval()
+        ids = torch.randint(5, 128, (3, 11))
+        with torch.inference_mode():
+            expected = model(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state
+        for subfolder, trust in (("onnx", False), ("dynamo", True)):
+            exported = ExportedModel.from_pretrained(self.repo, subfolder=subfolder, revision=revision, trust_remote_code=trust, token=accounts["bot"])
+            got = exported(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state
+            assert torch.allclose(got, expected, atol=1e-3), subfolder
+        published = json.loads(Path(api.hf_hub_download(self.repo, "hfexport-report.json", revision=revision)).read_text())
+        assert published["source"]["sha"] == sha
+
+    def test_card_section_metadata_and_owner_text(self, hub, accounts, first):
+        result = first[2]
+        api = _api(hub, accounts["bot"])
+        card = Path(api.hf_hub_download(self.repo, "README.md", revision=f"refs/pr/{result.pr_num}")).read_text()
+        self._assert_card(card)
+
+    def _assert_card(self, card: str):
+        import yaml
+
+        assert card.count(START) == 1 and card.count(END) == 1
+        metadata = yaml.safe_load(card.split("---\n")[1])
+        assert metadata["license"] == "apache-2.0"
+        assert metadata["base_model"] == "google-bert/bert-base-uncased"
+        assert metadata["custom_owner_key"] == {"nested": [1, 2, 3]}
+        assert metadata["tags"][0] == "owner-tag" and {"onnx", "torch-export", "hfexport"} <= set(metadata["tags"])
+        owner_body = OWNER_README.split("---\n", 2)[2]
+        body = card.split("---\n", 2)[2]
+        assert body.startswith(owner_body), "the owner's text must be kept byte for byte"
+        section = card[card.index(START):]
+        assert "| onnx | `onnx/` |" in section and 'subfolder="onnx"' in section and "ort.InferenceSession" in section
+
+    def test_rerun_on_same_sha_is_a_noop(self, hub, accounts, first):
+        result = first[2]
+        api = _api(hub, accounts["bot"])
+        head = api.list_repo_refs(self.repo, include_pull_requests=True).pull_requests[0].target_commit
+        uploaded = hub.app.stats["bytes_uploaded"]
+        again, report = push(self.repo, backends="dynamo,onnx", token=accounts["bot"])
+        assert again.action == "unchanged" and again.pr_num == result.pr_num and report is None
+        assert hub.app.stats["bytes_uploaded"] == uploaded
+        assert api.list_repo_refs(self.repo, include_pull_requests=True).pull_requests[0].target_commit == head
+        assert len(list(api.get_repo_discussions(self.repo))) == 1
+
+    def test_new_model_commit_updates_the_same_pr_and_comments(self, hub, accounts, first, workspace):
+        from transformers import BertConfig, BertModel
+
+        result = first[2]
+        owner = _api(hub, accounts["alice"])
+        torch.manual_seed(1)
+        changed = workspace / "publish-bert-v2"
+        BertModel(BertConfig.from_pretrained(first[0])).save_pretrained(changed)
+        owner.upload_file(path_or_fileobj=str(changed / "model.safetensors"), path_in_repo="model.safetensors", repo_id=self.repo)
+        new_sha = owner.model_info(self.repo).sha
+        updated, report = push(self.repo, backends="dynamo,onnx", token=accounts["bot"])
+        assert updated.action == "updated" and updated.pr_num == result.pr_num and report.source["sha"] == new_sha
+        api = _api(hub, accounts["bot"])
+        assert [p.num for p in _our_prs(api, self.repo)] == [result.pr_num]
+        details = api.get_discussion_details(self.repo, result.pr_num)
+        comments = [e for e in details.events if e.type == "comment"]
+        assert "Updated" in comments[-1].content and new_sha[:12] in comments[-1].content
+        commits = [e for e in details.events if e.type == "commit"]
+        assert len(commits) == 2  # opened, then updated
+        remote = Path(api.hf_hub_download(self.repo, "onnx/model.onnx.data", revision=f"refs/pr/{result.pr_num}"))
+        assert _file_sha256(remote) == _file_sha256(Path(report.out_dir) / "onnx" / "model.onnx.data")
+        card = Path(api.hf_hub_download(self.repo, "README.md", revision=f"refs/pr/{result.pr_num}")).read_text()
+        self._assert_card(card)  # two pushes, still exactly one section
+        assert new_sha[:12] in card
+
+    def test_readme_only_commit_reuses_exports_and_uploads_only_what_changed(self, hub, accounts, first):
+        result = first[2]
+        owner = _api(hub, accounts["alice"])
+        owner.upload_file(path_or_fileobj=(OWNER_README + "\nOne more line.\n").encode(), path_in_repo="README.md", repo_id=self.repo)
+        uploaded = hub.app.stats["bytes_uploaded"]
+        updated, report = push(self.repo, backends="dynamo,onnx", token=accounts["bot"])
+        assert updated.action == "updated"
+        # Only the card and the report changed: no artifact went up again.
+        assert hub.app.stats["bytes_uploaded"] - uploaded < 50_000
+        card = Path(_api(hub, accounts["bot"]).hf_hub_download(self.repo, "README.md", revision=f"refs/pr/{result.pr_num}")).read_text()
+        assert "One more line." in card and card.count(START) == 1
+
+    def test_token_never_appears_anywhere(self, hub, accounts, first):
+        token = accounts["bot"]
+        result = run_cli("push", self.repo, "--backends", "dynamo,onnx", "--token", token, "--json", env={"HF_TOKEN": token})
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert json.loads(result.stdout)["publish"]["action"] == "unchanged"
+        dry = run_cli("push", self.repo, "--backends", "dynamo", "--dry-run", "--json", env={"HF_TOKEN": token})
+        assert dry.returncode == 0, dry.stderr[-2000:]
+        for text in (result.stdout, result.stderr, dry.stdout, dry.stderr):
+            assert token not in text
+        # Nor in what was published (PR texts, files) or cached.
+        api = _api(hub, token)
+        for d in api.get_repo_discussions(self.repo):
+            for event in api.get_discussion_details(self.repo, d.num).events:
+                assert token not in (getattr(event, "content", "") or "")
+        for path in Path(os.environ["HFEXPORT_CACHE"]).rglob("*.json"):
+            assert token not in path.read_text()
+        assert token.encode() not in b"".join(p.read_bytes() for p in (hub.root / "blobs").iterdir())
+
+
+# ── closed PRs, opt-out, dry run ─────────────────────────────────────────────
+
+
+def test_closed_pr_is_respected_and_force_reopens(hub, accounts, tiny_bert_folder):
+    repo = "alice/closed-one"
+    seed(hub, accounts["alice"], repo, tiny_bert_folder)
+    opened, _ = push(repo, backends="dynamo", token=accounts["bot"])
+    owner = _api(hub, accounts["alice"])
+    owner.change_discussion_status(repo, opened.pr_num, "closed", comment="not now")
+    owner.upload_file(path_or_fileobj=b"# changed\n", path_in_repo="README.md", repo_id=repo)  # the model moves on
+    again, report = push(repo, backends="dynamo", token=accounts["bot"])
+    assert again.action == "closed-respected" and report is None
+    assert owner.get_discussion_details(repo, opened.pr_num).status == "closed"
+    assert len(list(owner.get_repo_discussions(repo))) == 1
+    forced, _ = push(repo, backends="dynamo", token=accounts["bot"], force=True)
+    assert forced.action == "updated" and forced.pr_num == opened.pr_num
+    assert owner.get_discussion_details(repo, opened.pr_num).status in ("open", "draft")
+    assert len(list(owner.get_repo_discussions(repo))) == 1
+
+
+@pytest.mark.parametrize("how", ["card", "file"])
+def test_opt_out_is_respected(hub, accounts, tiny_bert_folder, how):
+    repo = f"alice/opted-out-{how}"
+    if how == "card":
+        seed(hub, accounts["alice"], repo, tiny_bert_folder, readme="---\nhfexport: false\nlicense: mit\n---\n# no thanks\n")
+    else:
+        seed(hub, accounts["alice"], repo, tiny_bert_folder, extra={".hfexport.yaml": "opt_out: true\n"})
+    result, report = push(repo, backends="dynamo", token=accounts["bot"])
+    assert result.action == "opted-out" and report is None
+    assert list(_api(hub, accounts["alice"]).get_repo_discussions(repo)) == []
+
+
+def test_dry_run_writes_nothing(hub, accounts, tiny_bert_folder):
+    repo = "alice/dry"
+    sha = seed(hub, accounts["alice"], repo, tiny_bert_folder)
+    result, report = push(repo, backends="dynamo", token=accounts["bot"], dry_run=True)
+    assert result.action == "dry-run" and report.ok
+    assert "dynamo/model.pt2" in result.files and "README.md" in result.files
+    assert START in result.card and "<!-- hfexport {" in result.description
+    api = _api(hub, accounts["alice"])
+    assert list(api.get_repo_discussions(repo)) == [] and api.model_info(repo).sha == sha
+    assert api.list_repo_refs(repo, include_pull_requests=True).pull_requests == []
+
+
+# ── refusals and failures ────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("who", ["wrong-user", "no-token", "bad-token"])
+def test_private_repo_without_access_is_refused_clearly(hub, accounts, tiny_bert_folder, who):
+    repo = "alice/private-model"
+    seed(hub, accounts["alice"], repo, tiny_bert_folder, private=True)
+    before = json.dumps(hub.store.load("model", repo), sort_keys=True)
+    env = {"wrong-user": {"HF_TOKEN": accounts["mallory"]}, "no-token": {}, "bad-token": {"HF_TOKEN": "hf_not_a_real_token"}}[who]
+    result = run_cli("push", repo, "--backends", "dynamo", env=env, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "error:" in result.stderr and "fix:" in result.stderr and "token" in result.stderr.lower()
+    assert "Traceback" not in result.stderr
+    assert json.dumps(hub.store.load("model", repo), sort_keys=True) == before  # nothing written
+
+
+def test_every_backend_failing_opens_a_discussion_not_a_pr(hub, accounts, tiny_bert_folder, monkeypatch):
+    repo = "alice/all-fail"
+    seed(hub, accounts["alice"], repo, tiny_bert_folder)
+    monkeypatch.setenv("HFEXPORT_FAULT", "dynamo:crash,onnx:crash")
+    result, report = push(repo, backends="dynamo,onnx", token=accounts["bot"])
+    assert result.action == "discussion" and not report.ok
+    api = _api(hub, accounts["alice"])
+    discussions = list(api.get_repo_discussions(repo))
+    assert len(discussions) == 1 and not discussions[0].is_pull_request
+    text = api.get_discussion_details(repo, discussions[0].num).events[0].content
+    assert "dynamo" in text and "crashed" in text and "SIGKILL" in text
+    # Again: the same discussion is updated, still no PR.
+    again, _ = push(repo, backends="dynamo,onnx", token=accounts["bot"])
+    assert again.action == "discussion" and again.pr_num == discussions[0].num
+    assert len(list(api.get_repo_discussions(repo))) == 1
+    assert len([e for e in api.get_discussion_details(repo, discussions[0].num).events if e.type == "comment"]) == 2
+
+
+# ── reliability under injected faults ───────────────────────────────────────
+
+
+def test_twenty_pushes_under_faults_each_end_with_exactly_one_pr(hub, accounts, tiny_bert_folder):
+    repos = [f"alice/flaky-{i:02d}" for i in range(20)]
+    for repo in repos:
+        seed(hub, accounts["alice"], repo, tiny_bert_folder)
+    hub.settings.faults.configure(rate=0.2, retry_after_s=0.1, seed=1234)
+    hub.settings.faults.injected.clear()
+    try:
+        results = [push(repo, backends="dynamo", token=accounts["bot"])[0] for repo in repos]
+    finally:
+        hub.settings.faults.configure(rate=0.0)
+    injected = dict(hub.settings.faults.injected)
+    assert sum(injected.values()) >= 40 and {"429", "drop", "drop-after"} <= set(injected), injected
+    api = _api(hub, accounts["alice"])
+    for repo, result in zip(repos, results):
+        assert result.action == "opened", (repo, result)
+        prs = list(api.get_repo_discussions(repo))
+        assert len(prs) == 1 and prs[0].is_pull_request, (repo, prs)
+        files = set(api.list_repo_files(repo, revision=f"refs/pr/{prs[0].num}"))
+        assert {"dynamo/model.pt2", "dynamo/export.json", "README.md", "hfexport-report.json"} <= files, repo
+        card = Path(api.hf_hub_download(repo, "README.md", revision=f"refs/pr/{prs[0].num}")).read_text()
+        assert card.count(START) == 1
+
+
+def test_clear_error_once_retries_run_out(hub, accounts, tiny_bert_folder, monkeypatch):
+    repo = "alice/down"
+    seed(hub, accounts["alice"], repo, tiny_bert_folder)
+    monkeypatch.setenv("HFEXPORT_HUB_RETRIES", "3")
+    hub.settings.faults.configure(rate=1.0, kinds=("503",), seed=1)
+    try:
+        with pytest.raises(HubUnavailableError) as raised:
+            push(repo, backends="dynamo", token=accounts["bot"])
+    finally:
+        hub.settings.faults.configure(rate=0.0, kinds=("500", "503", "429", "drop", "drop-after"))
+    assert "kept failing" in raised.value.cause and "3 attempts" in raised.value.cause
+    assert list(_api(hub, accounts["alice"]).get_repo_discussions(repo)) == []
+
+
+# ── the LFS client path (HF_HUB_DISABLE_XET=1), with a >10 MB artifact ───────
+
+
+def test_lfs_path_with_a_large_artifact(workspace, tmp_path):
+    from huggingface_hub import HfApi
+    from transformers import BertConfig, BertModel
+
+    folder = workspace / "publish-big-bert"
+    torch.manual_seed(0)
+    # A 30k vocabulary makes the embeddings (and so model.pt2) about 12 MB: LFS, multipart.
+    BertModel(BertConfig(vocab_size=30000, hidden_size=96, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)).save_pretrained(folder)
+    with DevHub(tmp_path / "lfs-hub") as lfs_hub:
+        lfs_hub.settings.lfs = True
+        alice, bot = lfs_hub.add_user("alice"), lfs_hub.add_user("hfexport-bot")
+        owner = HfApi(endpoint=lfs_hub.url, token=alice)
+        owner.create_repo("alice/big")
+        owner.upload_folder(repo_id="alice/big", folder_path=folder)
+        env = {"HF_ENDPOINT": lfs_hub.url, "HF_HUB_DISABLE_XET": "1", "HF_TOKEN": bot, "HFEXPORT_CACHE": str(tmp_path / "cache")}
+        result = run_cli("push", "alice/big", "--backends", "dynamo", "--json", env=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        out = json.loads(result.stdout)
+        assert out["publish"]["action"] == "opened"
+        revision = f"refs/pr/{out['publish']['pr_num']}"
+        entries = {e.path: e for e in owner.list_repo_tree("alice/big", revision=revision, recursive=True)}
+        program = entries["dynamo/model.pt2"]
+        assert program.size > 10_000_000 and program.lfs is not None
+        local = Path(out["report"]["out_dir"]) / "dynamo" / "model.pt2"
+        assert program.lfs.sha256 == _file_sha256(local)
+        assert lfs_hub.app.stats["multipart_uploads"] >= 1
+        downloaded = Path(owner.hf_hub_download("alice/big", "dynamo/model.pt2", revision=revision))
+        assert _file_sha256(downloaded) == _file_sha256(local)
