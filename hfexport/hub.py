@@ -25,8 +25,21 @@ class HubUnavailableError(HfExportError):
     exit_code = 3
 
 
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """Connection-level failures of the HTTP library the client uses (httpx2 in huggingface_hub
+    2.x, httpx before): refused, reset, timed out, closed mid-response."""
+    import importlib
+
+    errors = []
+    for name in ("httpx2", "httpx"):
+        try:
+            errors.append(importlib.import_module(name).TransportError)
+        except (ImportError, AttributeError):
+            pass
+    return tuple(errors)
+
+
 def _retryable(e: BaseException) -> tuple[bool, float | None]:
-    import httpx
     from huggingface_hub.errors import HfHubHTTPError
 
     if isinstance(e, HfHubHTTPError) and e.response is not None:
@@ -38,7 +51,7 @@ def _retryable(e: BaseException) -> tuple[bool, float | None]:
             except ValueError:
                 return True, None
         return False, None
-    if isinstance(e, (httpx.TransportError, ConnectionError)):
+    if isinstance(e, (*_transport_errors(), ConnectionError)):
         return True, None
     # The client wraps upload failures (a dropped LFS part) in RuntimeError/OSError with the cause attached.
     cause = e.__cause__ or e.__context__

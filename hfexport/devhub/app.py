@@ -18,7 +18,7 @@ import yaml
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .faults import Faults
+from .faults import Faults, drop_connection
 from .store import Actor, Store, StoreError, git_blob_sha1, now_iso
 
 Handler = Callable[..., Awaitable[Response]]
@@ -110,7 +110,7 @@ class HubApp:
             return
         response = await self._dispatch(request, raw_path)
         if self.settings.faults.drop_after(raw_path):
-            await _drop(send, response)
+            await drop_connection(send)  # the request took effect; the client never hears so
             return
         await response(scope, receive, send)
 
@@ -676,11 +676,3 @@ def _error(status: int, message: str, code: str | None = None, extra: dict | Non
     if code:
         headers["X-Error-Code"] = code
     return JSONResponse({"error": message}, status_code=status, headers=headers)
-
-
-async def _drop(send, response: Response) -> None:
-    """Send the head and part of the body, then break off: the client sees a dropped connection."""
-    await send({"type": "http.response.start", "status": response.status_code,
-                "headers": [(b"content-length", b"100000"), (b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": b"{", "more_body": True})
-    raise ConnectionAbortedError("devhub fault injection: connection dropped")

@@ -61,12 +61,25 @@ class Faults:
         return False
 
 
+async def drop_connection(send) -> None:
+    """Close the connection without a byte of response, as a dying proxy or server does.
+
+    ASGI has no verb for it, so reach the transport through uvicorn's `send` (a bound method of
+    its request cycle). Elsewhere, fall back to a response cut off mid-body."""
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    if transport is not None:
+        transport.abort()
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100000")]})
+    await send({"type": "http.response.body", "body": b"{", "more_body": True})
+    raise ConnectionAbortedError("devhub fault injection: connection dropped")
+
+
 def _reply(kind: str, retry_after_s: float):
     async def app(scope, receive, send):
         if kind == "drop":
-            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100000")]})
-            await send({"type": "http.response.body", "body": b"{", "more_body": True})
-            raise ConnectionAbortedError("devhub fault injection: connection dropped")
+            await drop_connection(send)
+            return
         status = int(kind)
         headers = [(b"content-type", b"application/json")]
         if status == 429:
