@@ -324,11 +324,12 @@ def test_lfs_path_with_a_large_artifact(workspace, tmp_path):
     # A 30k vocabulary makes the embeddings (and so model.pt2) about 12 MB: LFS, multipart.
     BertModel(BertConfig(vocab_size=30000, hidden_size=96, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)).save_pretrained(folder)
     with DevHub(tmp_path / "lfs-hub") as lfs_hub:
-        lfs_hub.settings.lfs = True
         alice, bot = lfs_hub.add_user("alice"), lfs_hub.add_user("hfexport-bot")
         owner = HfApi(endpoint=lfs_hub.url, token=alice)
         owner.create_repo("alice/big")
+        lfs_hub.settings.lfs = False  # seeded by this process's Xet-enabled client: inline
         owner.upload_folder(repo_id="alice/big", folder_path=folder)
+        lfs_hub.settings.lfs = True  # the push below runs with HF_HUB_DISABLE_XET=1: basic + multipart LFS
         env = {"HF_ENDPOINT": lfs_hub.url, "HF_HUB_DISABLE_XET": "1", "HF_TOKEN": bot, "HFEXPORT_CACHE": str(tmp_path / "cache")}
         result = run_cli("push", "alice/big", "--backends", "dynamo", "--json", env=env)
         assert result.returncode == 0, result.stderr[-3000:]
