@@ -9,6 +9,7 @@ dropped connections are retried with exponential backoff, honouring Retry-After.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -79,3 +80,8 @@ def retry(what: str, fn: Callable[[], T], attempts: int | None = None, base_s: f
     raise AssertionError("unreachable")
 
 
+
+
+def git_blob_sha1(content: bytes) -> str:
+    """The git object id of a regular (non-LFS) file, as the Hub reports it in `oid`/`blob_id`."""
+    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()

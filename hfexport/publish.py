@@ -41,8 +41,8 @@ _MARKER = re.compile(r"<!-- hfexport (\{.*?\}) -->")
 
 @dataclass
 class PublishResult:
-    """What `publish` did. `action` is one of: opened, updated, unchanged, closed-respected,
-    opted-out, discussion, dry-run."""
+    """What `publish` did. `action` is one of: opened, updated, unchanged, up-to-date (main already
+    holds these exports, e.g. after our PR was merged), closed-respected, opted-out, discussion, dry-run."""
 
     action: str
     repo_id: str
@@ -225,6 +225,11 @@ def publish(
         log(f"updated PR #{num}: {url}")
         return PublishResult("updated", repo_id, num, url, commit.oid, files, description, card)
 
+    if _already_on_base(api, repo_id, source_sha, report, readme):
+        # Our PR was merged (or the owner added the same files): a new PR would only restamp the card.
+        log("the repo already holds these exact exports and card section: nothing to do")
+        return PublishResult("up-to-date", repo_id, latest.num if latest else None)
+
     def open_pr():
         # A dropped reply may hide a PR that was in fact opened: look for our nonce first.
         for pr in _our_discussions(api, repo_id, me, pull_requests=True):
@@ -244,6 +249,36 @@ def publish(
     url = _pr_url(api, repo_id, num)
     log(f"opened PR #{num}: {url}")
     return PublishResult("opened", repo_id, num, url, commit_oid, files, description, card)
+
+
+def _already_on_base(api, repo_id: str, revision: str, report: Report, readme: str | None) -> bool:
+    """Whether every artifact is already at `revision` byte for byte (by hash), with our card section."""
+    import hashlib
+
+    from huggingface_hub.hf_api import RepoFile
+
+    from .card import START
+    from .hub import git_blob_sha1
+
+    if not readme or START not in readme:
+        return False
+    local = {
+        f"{b.subfolder}/{f['path']}": Path(report.out_dir) / b.subfolder / f["path"] for b in report.succeeded for f in b.files
+    }
+    remote = {
+        e.path: e for e in retry("compare with the repo's files", lambda: api.get_paths_info(repo_id, list(local), revision=revision))
+        if isinstance(e, RepoFile)
+    }
+    for path, file in local.items():
+        entry = remote.get(path)
+        if entry is None or entry.size != file.stat().st_size:
+            return False
+        content = file.read_bytes()
+        expected = entry.lfs.sha256 if entry.lfs is not None else entry.blob_id
+        actual = hashlib.sha256(content).hexdigest() if entry.lfs is not None else git_blob_sha1(content)
+        if expected != actual:
+            return False
+    return True
 
 
 def _whoami(api) -> str:

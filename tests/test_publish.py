@@ -214,6 +214,19 @@ def test_closed_pr_is_respected_and_force_reopens(hub, accounts, tiny_bert_folde
     assert len(list(owner.get_repo_discussions(repo))) == 1
 
 
+def test_merged_pr_does_not_start_a_loop(hub, accounts, tiny_bert_folder):
+    """Merging our PR moves main; the next push finds main already holding the exports and opens nothing."""
+    repo = "alice/merged"
+    seed(hub, accounts["alice"], repo, tiny_bert_folder)
+    opened, _ = push(repo, backends="dynamo", token=accounts["bot"])
+    owner = _api(hub, accounts["alice"])
+    owner.merge_pull_request(repo, opened.pr_num)
+    assert "dynamo/model.pt2" in owner.list_repo_files(repo)
+    again, _ = push(repo, backends="dynamo", token=accounts["bot"])
+    assert again.action == "up-to-date"
+    assert len(list(owner.get_repo_discussions(repo))) == 1
+
+
 @pytest.mark.parametrize("how", ["card", "file"])
 def test_opt_out_is_respected(hub, accounts, tiny_bert_folder, how):
     repo = f"alice/opted-out-{how}"

@@ -19,7 +19,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .faults import Faults, drop_connection
-from .store import Actor, Store, StoreError, git_blob_sha1, now_iso
+from ..hub import git_blob_sha1
+from .store import Actor, Store, StoreError, now_iso
 
 Handler = Callable[..., Awaitable[Response]]
 _TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}

@@ -21,10 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-
-def git_blob_sha1(content: bytes) -> str:
-    """The git object id of a regular file, as the Hub and the client compute it."""
-    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+from ..hub import git_blob_sha1
 
 
 def now_iso() -> str:
