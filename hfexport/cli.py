@@ -170,7 +170,10 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON o
 
 @app.command()
 def push(
-    repo_id: Annotated[str, typer.Argument(help="The Hub repo to export and open a PR on (org/name).")],
+    repo_id: Annotated[Optional[str], typer.Argument(help="The Hub repo to export and open a PR on (org/name).")] = None,
+    from_webhook_env: Annotated[
+        bool, typer.Option(help="Take the repo and commit from $WEBHOOK_PAYLOAD (a Hub webhook that starts a Job).")
+    ] = False,
     revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit to export; pinned to its sha.")] = None,
     backends: Annotated[str, typer.Option(help="Comma-separated backends, as for export.")] = "dynamo,onnx,executorch",
     task: Annotated[str, typer.Option(help="As for export.")] = "auto",
@@ -189,6 +192,16 @@ def push(
     card metadata, or `opt_out: true` in a `.hfexport.yaml` at the repo root."""
     from .api import push as run_push
 
+    if from_webhook_env:
+        try:
+            repo_id, revision = _from_webhook_env(repo_id)
+        except HfExportError as e:
+            _fail(e)
+        if repo_id is None:
+            err.print(f"[bold]ignored[/]: {revision}")
+            raise typer.Exit(0)
+    if not repo_id:
+        _fail(HfExportError("No repo to push to.", "Pass REPO_ID, or --from-webhook-env inside a webhook-started Job."))
     started = time.perf_counter()
     with err.status("resolving…") as status:
 
@@ -221,6 +234,70 @@ def push(
         sys.stdout.write(json.dumps({"publish": result.to_dict(), "report": report.to_dict() if report else None}, indent=2) + "\n")
     failed = report is not None and not report.ok
     raise typer.Exit(1 if failed else 0)
+
+
+def _from_webhook_env(expected: str | None) -> tuple[str | None, str]:
+    """`(repo id, sha)` from $WEBHOOK_PAYLOAD, or `(None, why it is ignored)`."""
+    import os
+
+    from .service import BadPayload, IgnoredEvent, ServiceConfig, parse_event
+
+    raw = os.environ.get("WEBHOOK_PAYLOAD")
+    if not raw:
+        raise HfExportError("--from-webhook-env was given but WEBHOOK_PAYLOAD is empty.", "Run inside a Job started by a Hub webhook, or pass REPO_ID.")
+    watch = {expected} if expected else {"*"}
+    try:
+        return parse_event(json.loads(raw), ServiceConfig(secret="", watch=watch, plan_key=""))
+    except (ValueError, BadPayload) as e:
+        raise HfExportError(f"WEBHOOK_PAYLOAD is not a Hub webhook payload: {e}.", "Check the webhook that started this Job.") from None
+    except IgnoredEvent as e:
+        return None, str(e)
+
+
+@app.command()
+def serve(
+    secret: Annotated[str, typer.Option(envvar="HFEXPORT_WEBHOOK_SECRET", help="The webhook's secret (X-Webhook-Secret) [env: HFEXPORT_WEBHOOK_SECRET].", show_default=False)],
+    watch: Annotated[list[str], typer.Option(help="Repo id to act on (repeatable); '*' for every repo the webhook sends.")],
+    db: Annotated[Path, typer.Option(help="The durable job queue (SQLite).")] = Path("hfexport-queue.sqlite"),
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8080,
+    workers: Annotated[int, typer.Option(help="Jobs run at once.")] = 1,
+    executor: Annotated[str, typer.Option(help="local (a push process here) or hf-jobs (an HF Job per export).")] = "local",
+    image: Annotated[str, typer.Option(help="The hfexport image HF Jobs run (hf-jobs executor).")] = "ghcr.io/hfexport/hfexport:0.1.0",
+    backends: Annotated[str, typer.Option(help="Backends each job exports.")] = "dynamo,onnx,executorch",
+    task: Annotated[str, typer.Option(help="Task, as for export.")] = "auto",
+    max_attempts: Annotated[int, typer.Option(help="Attempts per job before it is marked failed.")] = 4,
+) -> None:
+    """The Hub webhook receiver: a push to main of a watched repo queues an export + PR job.
+
+    Point a Hub webhook (scope repo.content) at http://HOST:PORT/webhook with the same secret.
+    The token comes from HF_TOKEN. Jobs survive restarts (SQLite, WAL); a replayed event is
+    deduplicated by (repo, sha, plan); our own PRs never trigger work."""
+    import logging
+    import os
+
+    import uvicorn
+
+    from .backends import parse_backends
+    from .service import ServiceConfig, Workers, create_app
+    from .service.executors import HfJobsExecutor, LocalExecutor
+    from .service.queue import JobQueue
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        names = ",".join(parse_backends(backends))
+    except HfExportError as e:
+        _fail(e)
+    if executor not in ("local", "hf-jobs"):
+        _fail(HfExportError(f"Unknown executor {executor!r}.", "Use --executor local or --executor hf-jobs."))
+    config = ServiceConfig(secret=secret, watch=set(watch), plan_key=f"{names}|{task}", workers=workers, max_attempts=max_attempts)
+    queue = JobQueue(db)
+    runner = LocalExecutor() if executor == "local" else HfJobsExecutor(image=image, token=os.environ.get("HF_TOKEN"))
+    pool = Workers(config, queue, runner).start()
+    try:
+        uvicorn.run(create_app(config, queue), host=host, port=port, log_level="warning")
+    finally:
+        pool.stop()
 
 
 @app.command()

@@ -22,6 +22,7 @@ from pathlib import Path
 from .backends import get_backend
 from .fetch import FetchedModel
 from .plan import ExportPlan
+from .proc import die_with_parent
 
 DEFAULT_TIMEOUT_S = 1800
 
@@ -105,6 +106,7 @@ def _run_isolated(
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=die_with_parent,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"},
             )
             try:

@@ -21,6 +21,7 @@ import uvicorn
 from .app import HubApp, Settings
 from .faults import Faults
 from .store import Store
+from .webhooks import WebhookDispatcher
 
 __all__ = ["DevHub", "Settings", "Faults", "Store"]
 
@@ -33,6 +34,12 @@ class DevHub:
         self.store = Store(self.root)
         self.app = HubApp(self.store, settings)
         self.port = port or _free_port()
+        self.webhooks = WebhookDispatcher(self.url)
+        self.settings.on_commit.append(self.webhooks.on_commit)
+        self.settings.on_discussion.append(self.webhooks.on_discussion)
+        # HF Jobs run here talk back to this Hub, through the client's LFS path (no Xet here).
+        self.settings.job_env.setdefault("HF_ENDPOINT", self.url)
+        self.settings.job_env.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -46,6 +53,10 @@ class DevHub:
 
     def add_user(self, name: str, token: str | None = None) -> str:
         return self.store.add_user(name, token)
+
+    def add_webhook(self, url: str, secret: str):
+        """Send repo and discussion events to `url` with `X-Webhook-Secret: secret`."""
+        return self.webhooks.add(url, secret)
 
     def start(self) -> DevHub:
         config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="error", access_log=False, lifespan="on")

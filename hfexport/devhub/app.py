@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .faults import Faults, drop_connection
+from .jobs import JobRunner
 from ..hub import git_blob_sha1
 from .store import Actor, Store, StoreError, now_iso
 
@@ -44,6 +45,8 @@ class Settings:
     # Called after every commit with (repo, ref, old sha, new sha): the webhook dispatcher hooks in here.
     on_commit: list[Callable[[dict, str, str | None, str], None]] = field(default_factory=list)
     on_discussion: list[Callable[[dict, dict, str], None]] = field(default_factory=list)
+    # Extra environment of HF Jobs run here (HF_ENDPOINT back to this Hub is added by DevHub).
+    job_env: dict[str, str] = field(default_factory=dict)
 
 
 class HubApp:
@@ -55,6 +58,7 @@ class HubApp:
         self.stats = {"requests": 0, "bytes_uploaded": 0, "multipart_uploads": 0, "basic_uploads": 0}
         self._stats_lock = threading.Lock()
         self.routes: list[tuple[str, re.Pattern, Handler]] = []
+        self.jobs = JobRunner(self.settings.job_env)
         api = rf"/api/(?P<t>models|datasets|spaces)/{_REPO}"
         for method, pattern, handler in [
             ("GET", r"/api/whoami-v2", self.whoami),
@@ -83,6 +87,11 @@ class HubApp:
             ("PUT", r"/_lfs/(?P<oid>[0-9a-f]{64})(?:/(?P<part>\d+))?", self.lfs_put),
             ("POST", r"/_lfs/(?P<oid>[0-9a-f]{64})/complete", self.lfs_complete),
             ("POST", r"/_lfs/(?P<oid>[0-9a-f]{64})/verify", self.lfs_verify),
+            ("POST", r"/api/jobs/(?P<ns>[\w.\-]+)", self.run_job),
+            ("GET", r"/api/jobs/(?P<ns>[\w.\-]+)", self.list_jobs),
+            ("GET", r"/api/jobs/(?P<ns>[\w.\-]+)/(?P<job_id>[0-9a-f]+)", self.inspect_job),
+            ("GET", r"/api/jobs/(?P<ns>[\w.\-]+)/(?P<job_id>[0-9a-f]+)/logs", self.job_logs),
+            ("POST", r"/api/jobs/(?P<ns>[\w.\-]+)/(?P<job_id>[0-9a-f]+)/cancel", self.cancel_job),
             ("HEAD", rf"/(?P<prefix>datasets/|spaces/)?{_REPO}/resolve/{_REV}/(?P<path>.+)", self.resolve_file),
             ("GET", rf"/(?P<prefix>datasets/|spaces/)?{_REPO}/resolve/{_REV}/(?P<path>.+)", self.resolve_file),
         ]:
@@ -639,6 +648,44 @@ class HubApp:
             self.store.save(data)
         for hook in self.settings.on_commit:
             hook(data, d["base"], old, merged)
+        return JSONResponse({})
+
+
+    # ── HF Jobs ──
+
+    def _job(self, request: Request, ns: str, job_id: str):
+        actor = self.actor(request)
+        job = self.jobs.jobs.get(job_id)
+        if job is None or job.owner != ns or actor.name != ns:
+            raise StoreError(404, f"Job {job_id} not found")
+        return job
+
+    async def run_job(self, request: Request, ns: str) -> Response:
+        actor = self.actor(request)
+        if actor.anonymous:
+            return _error(401, "Invalid credentials in Authorization header")
+        if actor.name != ns:
+            return _error(403, f"You cannot run jobs under {ns}")
+        spec = await request.json()
+        if not spec.get("dockerImage") and not spec.get("spaceId"):
+            return _error(400, "a job needs dockerImage or spaceId")
+        job = self.jobs.start(actor.name, spec)
+        return JSONResponse(job.info(self.base_url(request)))
+
+    async def list_jobs(self, request: Request, ns: str) -> Response:
+        actor = self.actor(request)
+        return JSONResponse([j.info(self.base_url(request)) for j in self.jobs.jobs.values() if j.owner == ns == actor.name])
+
+    async def inspect_job(self, request: Request, ns: str, job_id: str) -> Response:
+        return JSONResponse(self._job(request, ns, job_id).info(self.base_url(request)))
+
+    async def job_logs(self, request: Request, ns: str, job_id: str) -> Response:
+        job = self._job(request, ns, job_id)
+        body = "".join(f"data: {json.dumps({'timestamp': job.created_at, 'data': line})}\n\n" for line in job.logs)
+        return Response(body, media_type="text/event-stream")
+
+    async def cancel_job(self, request: Request, ns: str, job_id: str) -> Response:
+        self.jobs.cancel(self._job(request, ns, job_id))
         return JSONResponse({})
 
 

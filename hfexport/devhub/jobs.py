@@ -1,0 +1,87 @@
+"""HF Jobs on the local Hub: a job runs as a local process instead of a container.
+
+The image cannot run here, so its command does: `hfexport ...` is run as this Python's
+`-m hfexport ...` (the image's entrypoint), anything else as given. The job's environment is the
+Hub's own (`Settings.job_env`: HF_ENDPOINT pointing back here, ...) plus the job's `environment`
+and `secrets` — secrets reach the process, never the job's public description.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+
+from .store import now_iso
+
+
+@dataclass
+class LocalJob:
+    id: str
+    owner: str
+    spec: dict
+    stage: str = "RUNNING"
+    message: str | None = None
+    created_at: str = field(default_factory=now_iso)
+    finished_at: str | None = None
+    logs: list[str] = field(default_factory=list)
+    process: subprocess.Popen | None = None
+
+    def info(self, base_url: str) -> dict:
+        spec = self.spec
+        return {
+            "id": self.id,
+            "createdAt": self.created_at,
+            "finishedAt": self.finished_at,
+            "dockerImage": spec.get("dockerImage"),
+            "spaceId": spec.get("spaceId"),
+            "command": spec.get("command"),
+            "arguments": spec.get("arguments", []),
+            "environment": spec.get("environment", {}),
+            "secrets": {name: None for name in spec.get("secrets", {})},  # names only, as the Hub shows them
+            "flavor": spec.get("flavor"),
+            "labels": spec.get("labels"),
+            "status": {"stage": self.stage, "message": self.message},
+            "owner": {"id": self.owner, "name": self.owner, "type": "user"},
+            "url": f"{base_url}/jobs/{self.owner}/{self.id}",
+        }
+
+
+class JobRunner:
+    def __init__(self, job_env: dict[str, str]):
+        self.job_env = job_env
+        self.jobs: dict[str, LocalJob] = {}
+        self.lock = threading.Lock()
+
+    def start(self, owner: str, spec: dict) -> LocalJob:
+        job = LocalJob(secrets.token_hex(12), owner, spec)
+        with self.lock:
+            self.jobs[job.id] = job
+        command = list(spec.get("command") or []) + list(spec.get("arguments") or [])
+        if command and command[0] == "hfexport":
+            command = [sys.executable, "-m", "hfexport", *command[1:]]
+        env = {**os.environ, **self.job_env, **spec.get("environment", {}), **spec.get("secrets", {})}
+        try:
+            job.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        except OSError as e:
+            job.stage, job.message, job.finished_at = "ERROR", f"could not start: {e}", now_iso()
+            return job
+        threading.Thread(target=self._follow, args=(job,), daemon=True).start()
+        return job
+
+    def _follow(self, job: LocalJob) -> None:
+        for line in job.process.stdout:
+            job.logs.append(line.rstrip("\n"))
+        code = job.process.wait()
+        if job.stage == "RUNNING":
+            job.stage = "COMPLETED" if code == 0 else "ERROR"
+            job.message = None if code == 0 else f"exit code {code}"
+        job.finished_at = now_iso()
+
+    def cancel(self, job: LocalJob) -> None:
+        if job.process is not None and job.process.poll() is None:
+            job.stage, job.message = "CANCELED", "cancelled"
+            job.process.kill()

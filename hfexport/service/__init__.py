@@ -1,0 +1,180 @@
+"""`hfexport serve`: the Hub webhook receiver.
+
+    POST /webhook   a Hub webhook (JSON; the secret in X-Webhook-Secret)
+    GET  /healthz   liveness and queue counts
+    GET  /jobs      recent jobs;  GET /jobs/{id}  one job
+
+What triggers work: a `repo.content` update of the `main` branch of a watched model repo. Our
+own PR refs (`refs/pr/N`) and discussion events never do, so the bot's PRs cannot loop. Events
+are deduplicated by (repo, head sha, plan) in the durable queue (`queue.py`): a replay is
+harmless. Workers run the jobs with bounded concurrency, retrying with backoff.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from .executors import JobFailed
+from .queue import JobQueue
+
+log = logging.getLogger("hfexport.serve")
+MAX_PAYLOAD_BYTES = 1 << 20
+
+
+@dataclass
+class ServiceConfig:
+    secret: str
+    watch: set[str]  # repo ids; "*" watches every repo the webhook sends
+    plan_key: str  # "backends|task"
+    workers: int = 1
+    max_attempts: int = 4
+    backoff_s: float = 5.0
+    branch: str = "main"
+    bot_names: set[str] = field(default_factory=set)
+
+
+class IgnoredEvent(Exception):
+    """A well-formed event that is not ours to act on (the reason is returned to the Hub)."""
+
+
+class BadPayload(Exception):
+    pass
+
+
+def parse_event(payload: object, config: ServiceConfig) -> tuple[str, str]:
+    """`(repo id, head sha)` of an event that should trigger an export.
+
+    Raises:
+        BadPayload: not a Hub webhook payload.
+        IgnoredEvent: a valid event we do not act on, with the reason.
+    """
+    if not isinstance(payload, dict):
+        raise BadPayload("the payload is not a JSON object")
+    event, repo = payload.get("event"), payload.get("repo")
+    if not isinstance(event, dict) or not isinstance(repo, dict) or not isinstance(repo.get("name"), str):
+        raise BadPayload("missing event{action,scope} or repo{name}")
+    if event.get("scope") != "repo.content" or event.get("action") != "update":
+        raise IgnoredEvent(f"scope {event.get('scope')!r} / action {event.get('action')!r} is not a content update")
+    if repo.get("type", "model") != "model":
+        raise IgnoredEvent(f"{repo.get('type')} repos are not exported")
+    name = repo["name"]
+    if "*" not in config.watch and name not in config.watch:
+        raise IgnoredEvent(f"{name} is not watched")
+    refs = payload.get("updatedRefs")
+    branch_ref = f"refs/heads/{config.branch}"
+    if isinstance(refs, list) and refs:
+        updates = [r for r in refs if isinstance(r, dict) and r.get("ref") == branch_ref and r.get("newSha")]
+        if not updates:
+            # Our own PR commits arrive as refs/pr/N updates: never a trigger.
+            raise IgnoredEvent(f"no update of {branch_ref} (refs: {[r.get('ref') for r in refs if isinstance(r, dict)]})")
+        head = updates[-1]["newSha"]
+    else:
+        head = repo.get("headSha")
+    if not isinstance(head, str) or len(head) != 40:
+        raise BadPayload("no 40-hex head sha for the branch")
+    return name, head
+
+
+def create_app(config: ServiceConfig, queue: JobQueue) -> Starlette:
+    async def webhook(request: Request) -> JSONResponse:
+        secret = request.headers.get("x-webhook-secret")
+        if secret is None:
+            return JSONResponse({"error": "missing X-Webhook-Secret"}, status_code=401)
+        if not hmac.compare_digest(secret.encode(), config.secret.encode()):
+            return JSONResponse({"error": "wrong X-Webhook-Secret"}, status_code=403)
+        body, size = b"", 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size <= MAX_PAYLOAD_BYTES:
+                body += chunk
+            elif size > 8 * MAX_PAYLOAD_BYTES:
+                break  # read a little past the limit so the sender hears the 413, not a reset
+        if size > MAX_PAYLOAD_BYTES:
+            return JSONResponse({"error": f"payload over {MAX_PAYLOAD_BYTES} bytes"}, status_code=413)
+        try:
+            repo_id, head = parse_event(json.loads(body), config)
+        except (ValueError, BadPayload) as e:
+            return JSONResponse({"error": f"invalid payload: {e}"}, status_code=400)
+        except IgnoredEvent as e:
+            log.info(json.dumps({"msg": "ignored", "reason": str(e)}))
+            return JSONResponse({"ignored": str(e)})
+        job_id, created = queue.enqueue(repo_id, head, config.plan_key)
+        log.info(json.dumps({"msg": "queued" if created else "duplicate", "job": job_id, "repo": repo_id, "sha": head}))
+        return JSONResponse({"job": job_id, "queued": created}, status_code=202 if created else 200)
+
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True, "jobs": queue.counts()})
+
+    async def jobs(request: Request) -> JSONResponse:
+        return JSONResponse({"jobs": [j.to_dict() for j in queue.list()]})
+
+    async def job(request: Request) -> JSONResponse:
+        found = queue.get(int(request.path_params["job_id"]))
+        if found is None:
+            return JSONResponse({"error": "no such job"}, status_code=404)
+        return JSONResponse(found.to_dict())
+
+    return Starlette(
+        routes=[
+            Route("/webhook", webhook, methods=["POST"]),
+            Route("/healthz", healthz),
+            Route("/jobs", jobs),
+            Route("/jobs/{job_id:int}", job),
+        ]
+    )
+
+
+class Workers:
+    """`config.workers` threads that claim jobs from the queue and run them on the executor."""
+
+    def __init__(self, config: ServiceConfig, queue: JobQueue, executor, idle_s: float = 0.5):
+        self.config, self.queue, self.executor, self.idle_s = config, queue, executor, idle_s
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._loop, name=f"worker-{i}", daemon=True) for i in range(config.workers)]
+
+    def start(self) -> Workers:
+        recovered = self.queue.recover()
+        if recovered:
+            log.info(json.dumps({"msg": "recovered", "jobs": recovered}))
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            job = self.queue.claim()
+            if job is None:
+                self._stop.wait(self.idle_s)
+                continue
+            started = time.perf_counter()
+            log.info(json.dumps({"msg": "running", "job": job.id, "repo": job.repo_id, "sha": job.head_sha, "attempt": job.attempts}))
+            try:
+                result = self.executor.run(job)
+            except JobFailed as e:
+                retry_in = self.config.backoff_s * 2 ** (job.attempts - 1) if e.retryable and job.attempts < self.config.max_attempts else None
+                self.queue.fail(job.id, str(e), retry_in)
+                log.warning(json.dumps({"msg": "failed", "job": job.id, "error": str(e), "retry_in_s": retry_in}))
+                continue
+            except Exception as e:  # an executor bug must not kill the worker
+                retry_in = self.config.backoff_s if job.attempts < self.config.max_attempts else None
+                self.queue.fail(job.id, f"{type(e).__name__}: {e}", retry_in)
+                log.exception("executor error")
+                continue
+            result["seconds"] = round(time.perf_counter() - started, 1)
+            self.queue.finish(job.id, result)
+            log.info(json.dumps({"msg": "done", "job": job.id, **result}))

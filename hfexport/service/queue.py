@@ -1,0 +1,165 @@
+"""A durable job queue on SQLite (WAL mode): a restart, or a `kill -9`, loses nothing.
+
+One row per export job, unique by its dedup key (repo, head sha, plan): a replayed or repeated
+webhook inserts nothing new. Workers claim a row by moving it to `running` inside a write
+transaction, so two workers never take the same job. Rows left `running` by a process that died
+are handed out again when their lease expires (and at once on start-up, see `recover`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    dedup_key TEXT NOT NULL UNIQUE,
+    repo_id TEXT NOT NULL,
+    head_sha TEXT NOT NULL,
+    plan_key TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'queued',   -- queued | running | done | failed
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_run_at REAL NOT NULL DEFAULT 0,
+    lease_until REAL,
+    result TEXT,
+    error TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (status, next_run_at);
+"""
+
+
+@dataclass
+class Job:
+    id: int
+    repo_id: str
+    head_sha: str
+    plan_key: str
+    status: str
+    attempts: int
+    result: dict | None
+    error: str | None
+    created_at: float
+    updated_at: float
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class JobQueue:
+    def __init__(self, path: str | Path, lease_s: float = 3600):
+        self.path = str(path)
+        self.lease_s = lease_s
+        self._local = threading.local()
+        with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            # One connection per thread; `isolation_level=None` so BEGIN IMMEDIATE is ours to issue.
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=True)
+            db.execute("PRAGMA busy_timeout=30000")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.row_factory = sqlite3.Row
+            self._local.db = db
+        return db
+
+    def enqueue(self, repo_id: str, head_sha: str, plan_key: str) -> tuple[int, bool]:
+        """Add a job unless one with the same (repo, sha, plan) exists. Returns (job id, created)."""
+        key = f"{repo_id}@{head_sha}#{plan_key}"
+        now = time.time()
+        db = self._connect()
+        cursor = db.execute(
+            "INSERT OR IGNORE INTO jobs (dedup_key, repo_id, head_sha, plan_key, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (key, repo_id, head_sha, plan_key, now, now),
+        )
+        created = cursor.rowcount == 1
+        row = db.execute("SELECT id FROM jobs WHERE dedup_key = ?", (key,)).fetchone()
+        return row["id"], created
+
+    def recover(self) -> int:
+        """On start-up: jobs a dead process left `running` go back to the queue."""
+        now = time.time()
+        cursor = self._connect().execute(
+            "UPDATE jobs SET status='queued', lease_until=NULL, updated_at=? WHERE status='running'", (now,)
+        )
+        return cursor.rowcount
+
+    def claim(self) -> Job | None:
+        """Take the oldest ready job (or one whose lease ran out) and mark it running."""
+        now = time.time()
+        db = self._connect()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = db.execute(
+                "SELECT * FROM jobs WHERE (status='queued' AND next_run_at <= ?) OR (status='running' AND lease_until < ?) "
+                "ORDER BY id LIMIT 1",
+                (now, now),
+            ).fetchone()
+            if row is None:
+                db.execute("COMMIT")
+                return None
+            db.execute(
+                "UPDATE jobs SET status='running', attempts=attempts+1, lease_until=?, updated_at=? WHERE id=?",
+                (now + self.lease_s, now, row["id"]),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return self.get(row["id"])
+
+    def finish(self, job_id: int, result: dict) -> None:
+        self._set(job_id, "done", result=result)
+
+    def fail(self, job_id: int, error: str, retry_in_s: float | None) -> None:
+        """Back to the queue after `retry_in_s`, or `failed` for good when it is None."""
+        if retry_in_s is None:
+            self._set(job_id, "failed", error=error)
+        else:
+            now = time.time()
+            self._connect().execute(
+                "UPDATE jobs SET status='queued', error=?, next_run_at=?, lease_until=NULL, updated_at=? WHERE id=?",
+                (error, now + retry_in_s, now, job_id),
+            )
+
+    def _set(self, job_id: int, status: str, result: dict | None = None, error: str | None = None) -> None:
+        self._connect().execute(
+            "UPDATE jobs SET status=?, result=?, error=?, lease_until=NULL, updated_at=? WHERE id=?",
+            (status, json.dumps(result) if result is not None else None, error, time.time(), job_id),
+        )
+
+    def get(self, job_id: int) -> Job | None:
+        row = self._connect().execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
+        return _job(row) if row else None
+
+    def list(self, limit: int = 100) -> list[Job]:
+        rows = self._connect().execute("SELECT * FROM jobs ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        return [_job(r) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        rows = self._connect().execute("SELECT status, COUNT(*) AS n FROM jobs GROUP BY status").fetchall()
+        return {r["status"]: r["n"] for r in rows}
+
+
+def _job(row: sqlite3.Row) -> Job:
+    return Job(
+        id=row["id"],
+        repo_id=row["repo_id"],
+        head_sha=row["head_sha"],
+        plan_key=row["plan_key"],
+        status=row["status"],
+        attempts=row["attempts"],
+        result=json.loads(row["result"]) if row["result"] else None,
+        error=row["error"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )

@@ -1,0 +1,267 @@
+"""`hfexport serve` (the webhook receiver) and the HF Jobs executor, end to end on the local Hub."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+from hfexport.service.executors import HfJobsExecutor
+from hfexport.service.queue import Job
+
+import tiny_models
+
+SECRET = "s3cret-webhook-value"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Service:
+    """`hfexport serve` as a real process, restartable on the same queue."""
+
+    def __init__(self, db: Path, watch: list[str], token: str, backends: str = "dynamo"):
+        self.db, self.watch, self.token, self.backends = db, watch, token, backends
+        self.port = _free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Service:
+        args = [sys.executable, "-m", "hfexport", "serve", "--port", str(self.port), "--db", str(self.db), "--backends", self.backends]
+        for repo in self.watch:
+            args += ["--watch", repo]
+        env = {**os.environ, "HF_TOKEN": self.token, "HFEXPORT_WEBHOOK_SECRET": SECRET}
+        self.log = open(self.db.with_suffix(".log"), "ab")
+        self.process = subprocess.Popen(args, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                self.get("/healthz")
+                return self
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError("the service did not start: " + self.db.with_suffix(".log").read_text()[-2000:])
+
+    def kill9(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=20)
+
+    def get(self, path: str) -> dict:
+        with urllib.request.urlopen(self.url + path, timeout=10) as r:
+            return json.loads(r.read())
+
+    def post(self, payload: bytes | dict, secret: str | None = SECRET) -> tuple[int, dict]:
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        headers = {"Content-Type": "application/json"}
+        if secret is not None:
+            headers["X-Webhook-Secret"] = secret
+        request = urllib.request.Request(self.url + "/webhook", data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+
+    def wait_done(self, job_id: int, timeout: float = 600) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            job = self.get(f"/jobs/{job_id}")
+            if job["status"] in ("done", "failed"):
+                return job
+            time.sleep(0.5)
+        raise AssertionError(f"job {job_id} did not finish: {job}")
+
+
+@pytest.fixture(scope="module")
+def accounts(hub):
+    return {"alice": hub.add_user("alice-svc"), "bot": hub.add_user("svc-bot")}
+
+
+def _api(hub, token):
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=hub.url, token=token)
+
+
+def _seed(hub, token, repo: str, folder: Path) -> str:
+    api = _api(hub, token)
+    api.create_repo(repo, exist_ok=True)
+    api.upload_folder(repo_id=repo, folder_path=folder)
+    return api.model_info(repo).sha
+
+
+def _fresh_bert(folder: Path, seed: int) -> Path:
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37, max_position_embeddings=128)
+    BertModel(config).save_pretrained(folder)
+    return folder
+
+
+def _payload(repo: str, sha: str, ref: str = "refs/heads/main", scope: str = "repo.content") -> dict:
+    return {
+        "event": {"action": "update", "scope": scope},
+        "repo": {"type": "model", "name": repo, "id": repo, "private": False, "headSha": sha, "owner": {"id": "x"}},
+        "updatedRefs": [{"ref": ref, "oldSha": "0" * 40, "newSha": sha}],
+        "webhook": {"id": "abc", "version": 3},
+    }
+
+
+def _prs(hub, token, repo):
+    return [d for d in _api(hub, token).get_repo_discussions(repo) if d.is_pull_request]
+
+
+def test_refuses_forged_missing_secret_and_junk(tmp_path, accounts):
+    service = Service(tmp_path / "q.sqlite", ["alice-svc/any"], accounts["bot"]).start()
+    try:
+        good = _payload("alice-svc/any", "a" * 40)
+        assert service.post(good, secret=None)[0] == 401
+        assert service.post(good, secret="guess")[0] == 403
+        assert service.post(good, secret=SECRET[:-1])[0] == 403
+        assert service.post(b"{not json")[0] == 400
+        assert service.post({"event": "nope"})[0] == 400
+        assert service.post(b"[" + b"1," * 600_000 + b"1]")[0] == 413
+        # Valid but not ours to act on: our own PR ref, a discussion event, an unwatched repo.
+        for payload in (
+            _payload("alice-svc/any", "b" * 40, ref="refs/pr/3"),
+            _payload("alice-svc/any", "c" * 40, scope="discussion"),
+            _payload("someone/else", "d" * 40),
+        ):
+            status, body = service.post(payload)
+            assert status == 200 and "ignored" in body, body
+        assert service.get("/jobs")["jobs"] == []
+        assert service.get("/healthz")["ok"] is True
+    finally:
+        service.stop()
+
+
+def test_commit_fires_webhook_then_service_opens_pr(hub, accounts, tmp_path, workspace):
+    repo = "alice-svc/e2e"
+    _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-e2e"))
+    service = Service(tmp_path / "q.sqlite", [repo], accounts["bot"]).start()
+    hub.add_webhook(service.url + "/webhook", SECRET)
+    try:
+        owner = _api(hub, accounts["alice"])
+        owner.upload_file(path_or_fileobj=b"# E2E\n", path_in_repo="README.md", repo_id=repo)
+        sha = owner.model_info(repo).sha
+        deadline = time.monotonic() + 30
+        while not service.get("/jobs")["jobs"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        jobs = service.get("/jobs")["jobs"]
+        assert len(jobs) == 1 and jobs[0]["head_sha"] == sha and jobs[0]["repo_id"] == repo
+        job = service.wait_done(jobs[0]["id"])
+        assert job["status"] == "done" and job["result"]["action"] == "opened", job
+        prs = _prs(hub, accounts["alice"], repo)
+        assert len(prs) == 1 and job["result"]["pr_url"].endswith(f"/discussions/{prs[0].num}")
+        # The PR itself fired discussion and refs/pr/N events: none of them queued work.
+        time.sleep(2)
+        assert len(service.get("/jobs")["jobs"]) == 1
+    finally:
+        hub.webhooks.hooks.clear()
+        service.stop()
+
+
+def test_fifty_concurrent_identical_events_make_one_job_and_one_pr(hub, accounts, tmp_path, workspace):
+    repo = "alice-svc/burst"
+    sha = _seed(hub, accounts["alice"], repo, _fresh_bert(workspace / "svc-burst", seed=50))
+    service = Service(tmp_path / "q.sqlite", [repo], accounts["bot"]).start()
+    try:
+        with ThreadPoolExecutor(max_workers=50) as pool:
+            replies = list(pool.map(lambda _: service.post(_payload(repo, sha)), range(50)))
+        assert all(status in (200, 202) for status, _ in replies), replies
+        assert sum(body["queued"] for _, body in replies) == 1
+        assert len({body["job"] for _, body in replies}) == 1
+        job = service.wait_done(replies[0][1]["job"])
+        assert job["status"] == "done" and job["attempts"] == 1 and job["result"]["action"] == "opened"
+        assert len(service.get("/jobs")["jobs"]) == 1
+        assert len(_prs(hub, accounts["alice"], repo)) == 1
+        # A replay, later, is harmless too.
+        status, body = service.post(_payload(repo, sha))
+        assert status == 200 and body["queued"] is False
+    finally:
+        service.stop()
+
+
+def test_kill9_mid_job_then_restart_completes_with_one_pr(hub, accounts, tmp_path, workspace):
+    repo = "alice-svc/crashy"
+    sha = _seed(hub, accounts["alice"], repo, _fresh_bert(workspace / "svc-crashy", seed=9))
+    db = tmp_path / "q.sqlite"
+    service = Service(db, [repo], accounts["bot"], backends="dynamo,onnx").start()
+    status, body = service.post(_payload(repo, sha))
+    assert status == 202
+    deadline = time.monotonic() + 60
+    while service.get(f"/jobs/{body['job']}")["status"] != "running" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(4)  # the export is under way
+    service.kill9()
+    assert _prs(hub, accounts["alice"], repo) == []  # killed before it could publish
+    restarted = Service(db, [repo], accounts["bot"], backends="dynamo,onnx")
+    restarted.port = service.port
+    restarted.start()
+    try:
+        job = restarted.wait_done(body["job"])
+        assert job["status"] == "done" and job["attempts"] == 2, job
+        assert len(_prs(hub, accounts["alice"], repo)) == 1
+    finally:
+        restarted.stop()
+
+
+def test_hf_jobs_executor_runs_on_the_hubs_jobs_endpoints(hub, accounts, tmp_path, workspace):
+    repo = "alice-svc/jobs"
+    sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-jobs"))
+    executor = HfJobsExecutor(image="hfexport:test", token=accounts["bot"], poll_s=0.5)
+    job = Job(id=1, repo_id=repo, head_sha=sha, plan_key="dynamo|auto", status="running", attempts=1,
+              result=None, error=None, created_at=0, updated_at=0)
+    result = executor.run(job)
+    assert result["stage"] == "COMPLETED"
+    launched = hub.app.jobs.jobs[result["hf_job"]]
+    spec = launched.spec
+    assert spec["dockerImage"] == "hfexport:test" and spec["flavor"] == "cpu-upgrade"
+    assert accounts["bot"] not in json.dumps(spec["command"]) and accounts["bot"] not in json.dumps(spec.get("environment"))
+    assert spec["secrets"] == {"HF_TOKEN": accounts["bot"]}  # the secret reaches the job's process only
+    info = _api(hub, accounts["bot"]).inspect_job(job_id=result["hf_job"])
+    assert accounts["bot"] not in json.dumps(info.command) and list(info.secrets) == ["HF_TOKEN"]
+    assert not any(accounts["bot"] in line for line in launched.logs)
+    assert len(_prs(hub, accounts["alice"], repo)) == 1
+    cuda_job = Job(**{**job.__dict__, "plan_key": "dynamo,executorch-cuda|auto"})
+    assert executor.flavor_for(cuda_job) == "a10g-small"
+
+
+def test_push_from_webhook_env(hub, accounts, workspace):
+    """The Hub-native path: a webhook starts a Job, which runs `push --from-webhook-env`."""
+    from conftest import run_cli
+
+    repo = "alice-svc/native"
+    sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-native"))
+    env = {"HF_TOKEN": accounts["bot"], "WEBHOOK_PAYLOAD": json.dumps(_payload(repo, sha))}
+    result = run_cli("push", "--from-webhook-env", "--backends", "dynamo", "--json", env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout)
+    assert out["publish"]["action"] == "opened" and out["report"]["source"]["sha"] == sha
+    ignored = run_cli("push", "--from-webhook-env", env={**env, "WEBHOOK_PAYLOAD": json.dumps(_payload(repo, sha, ref="refs/pr/1"))})
+    assert ignored.returncode == 0 and "ignored" in ignored.stderr
+    junk = run_cli("push", "--from-webhook-env", env={**env, "WEBHOOK_PAYLOAD": "{junk"})
+    assert junk.returncode == 2 and "WEBHOOK_PAYLOAD" in junk.stderr
