@@ -220,7 +220,7 @@ def push(
             _fail(e)
     if report is not None:
         print_report(report)
-    if dry_run:
+    if result.action == "dry-run":
         err.print("[bold]dry run[/]: nothing was written to the Hub. Would commit:")
         for path in result.files:
             err.print(f"  {path}")
@@ -342,6 +342,18 @@ def devhub_serve(
             time.sleep(3600)
     except KeyboardInterrupt:
         hub.stop()
+
+
+@app.command("github-action", hidden=True)
+def github_action() -> None:
+    """Run as the GitHub Action (action.yml): action/entrypoint.py, found through HFEXPORT_ACTION_DIR
+    in the image, or beside the package in a source checkout."""
+    import os
+    import runpy
+
+    default = Path(__file__).resolve().parent.parent / "action"
+    script = Path(os.environ.get("HFEXPORT_ACTION_DIR") or default) / "entrypoint.py"
+    raise typer.Exit(runpy.run_path(str(script))["main"]())
 
 
 def main() -> None:

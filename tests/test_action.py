@@ -1,0 +1,136 @@
+"""The GitHub Action and the container: the entrypoint run as a process under a simulated GitHub
+Actions environment against the local Hub, and the Dockerfile / workflows linted."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run_action(tmp_path: Path, inputs: dict[str, str], extra_env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict, str]:
+    """`hfexport github-action` (what the image runs for action.yml) with GitHub's environment."""
+    output, summary, workspace = tmp_path / "output", tmp_path / "summary.md", tmp_path / "workspace"
+    workspace.mkdir(exist_ok=True)
+    env = {
+        **os.environ,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_OUTPUT": str(output),
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_WORKSPACE": str(workspace),
+        **{f"INPUT_{k.upper()}": v for k, v in inputs.items()},
+        **(extra_env or {}),
+    }
+    env.pop("HF_TOKEN", None)
+    process = subprocess.run([sys.executable, "-m", "hfexport", "github-action"], capture_output=True, text=True, env=env, timeout=1800)
+    outputs = dict(re.findall(r"^([\w-]+)<<__HFEXPORT__\n(.*?)\n__HFEXPORT__$", output.read_text() if output.exists() else "", re.M | re.S))
+    return process, outputs, summary.read_text() if summary.exists() else ""
+
+
+@pytest.fixture(scope="module")
+def action_repo(hub, tmp_path_factory):
+    from huggingface_hub import HfApi
+
+    import tiny_models
+
+    owner, bot = hub.add_user("alice-action"), hub.add_user("action-bot")
+    folder = tiny_models.bert(tmp_path_factory.mktemp("action") / "bert")
+    api = HfApi(endpoint=hub.url, token=owner)
+    api.create_repo("alice-action/tiny")
+    api.upload_folder(repo_id="alice-action/tiny", folder_path=folder)
+    return "alice-action/tiny", bot
+
+
+def test_action_outputs_summary_and_masking(action_repo, tmp_path):
+    repo, token = action_repo
+    process, outputs, summary = _run_action(tmp_path, {"repo-id": repo, "hf-token": token, "backends": "dynamo,onnx"})
+    assert process.returncode == 0, process.stderr[-3000:]
+    lines = process.stdout.splitlines()
+    assert lines[0] == f"::add-mask::{token}"  # masked before anything else is printed
+    assert token not in "\n".join(lines[1:]) and token not in process.stderr
+    assert outputs["status"] == "opened" and outputs["pr-url"].endswith("/discussions/1")
+    report = json.loads(Path(outputs["report-path"]).read_text())
+    assert Path(outputs["report-path"]).parent == tmp_path / "workspace" and report["ok"] is True
+    assert f"### hfexport: {repo}" in summary and "| onnx | ok |" in summary and outputs["pr-url"] in summary
+    # Rerun: same sha and plan, nothing to do, and the Action says so.
+    again, outputs, _ = _run_action(tmp_path, {"repo-id": repo, "hf-token": token, "backends": "dynamo,onnx"})
+    assert again.returncode == 0 and outputs["status"] == "unchanged"
+
+
+def test_action_annotates_failed_backends(action_repo, tmp_path):
+    repo, token = action_repo
+    # Another plan than the PR holds (executorch-cuda is skipped without a GPU), so there is work to do.
+    inputs = {"repo-id": repo, "hf-token": token, "backends": "dynamo,onnx,executorch-cuda", "dry-run": "true"}
+    process, outputs, _ = _run_action(tmp_path, inputs, {"HFEXPORT_FAULT": "onnx:crash"})
+    assert process.returncode == 1, process.stderr[-2000:]
+    assert re.search(r"^::error title=hfexport onnx::crashed: .*SIGKILL", process.stdout, re.M), process.stdout
+    assert outputs["status"] == "dry-run"
+    tolerant, _, _ = _run_action(tmp_path, {**inputs, "fail-on-validation-error": "false"}, {"HFEXPORT_FAULT": "onnx:crash"})
+    assert tolerant.returncode == 0
+
+
+def test_action_reports_bad_input_as_an_error(tmp_path):
+    process, outputs, _ = _run_action(tmp_path, {"repo-id": "", "hf-token": "x"})
+    assert process.returncode == 2 and "::error title=hfexport::input 'repo-id' is required" in process.stdout
+    assert outputs["status"] == "error"
+
+
+def test_action_inputs_are_all_used():
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    source = (ROOT / "action" / "entrypoint.py").read_text()
+    for name in action["inputs"]:
+        assert f'"{name}"' in source, f"input {name} is declared but never read"
+    assert set(action["outputs"]) == {"pr-url", "status", "report-path"}
+    for name in action["outputs"]:
+        assert f'_set_output("{name}"' in source
+    assert action["runs"]["using"] == "docker" and action["runs"]["args"] == ["github-action"]
+
+
+def test_container_entrypoint_as_a_plain_process():
+    """The image's ENTRYPOINT is `hfexport`; run it as the container would (no args: CMD --help)."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert 'ENTRYPOINT ["hfexport"]' in dockerfile and 'CMD ["--help"]' in dockerfile
+    assert shutil.which("hfexport"), "the console script is installed"
+    result = subprocess.run(["hfexport", "--help"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "push" in result.stdout and "serve" in result.stdout
+
+
+def test_dockerfile_pins_come_from_pyproject_and_it_runs_as_non_root():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    installs = [line for line in dockerfile.splitlines() if "pip install" in line]
+    assert installs and all("/opt/hfexport" in line and "==" not in line for line in installs)
+    assert re.search(r"^FROM .* AS cpu$", dockerfile, re.M) and re.search(r"^FROM .* AS cuda$", dockerfile, re.M)
+    # The default target (the last stage) is the CPU image, and every final stage drops root.
+    stages = re.split(r"^FROM ", dockerfile, flags=re.M)[1:]
+    assert stages[-1].startswith("base AS cpu")
+    for stage in stages[1:]:
+        assert re.search(r"^USER 1001$", stage, re.M)
+
+
+def test_hadolint_passes():
+    result = subprocess.run(["hadolint", str(ROOT / "Dockerfile")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_actionlint_passes():
+    workflows = sorted(str(p) for p in [*(ROOT / ".github" / "workflows").glob("*.yml"), *(ROOT / "docs" / "workflows").glob("*.yml")])
+    assert len(workflows) >= 2
+    result = subprocess.run(
+        ["actionlint", "-config-file", str(ROOT / ".github" / "actionlint.yaml"), *workflows],
+        capture_output=True, text=True, cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    example = yaml.safe_load((ROOT / "docs" / "workflows" / "hfexport.yml").read_text())
+    triggers = example[True]  # YAML 1.1 reads the key `on` as True
+    assert {"schedule", "workflow_dispatch", "repository_dispatch"} <= set(triggers)
+    assert "--gpus all" in example["jobs"]["gpu"]["container"]["options"]
+    assert "executorch-cuda" in example["jobs"]["gpu"]["steps"][0]["run"]
