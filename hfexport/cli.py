@@ -325,7 +325,7 @@ def devhub_serve(
     root: Annotated[Path, typer.Option(help="Data folder (kept across restarts).")] = Path("hfexport-out/devhub"),
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8765,
     user: Annotated[list[str], typer.Option(help="NAME=TOKEN to register (repeatable).")] = [],
-    lfs: Annotated[bool, typer.Option(help="Answer uploadMode=lfs for large files (for HF_HUB_DISABLE_XET=1 clients).")] = True,
+    lfs: Annotated[bool, typer.Option(help="Answer uploadMode=lfs for large files (clients with HF_HUB_DISABLE_XET=1); --no-lfs serves Xet-enabled clients inline.")] = True,
 ) -> None:
     """Serve the local Hub until interrupted. Point a client at it with HF_ENDPOINT=http://127.0.0.1:PORT."""
     from .devhub import DevHub

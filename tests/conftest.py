@@ -39,7 +39,7 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run .ci/run-gpu on a GPU machine)")
     for item in items:
-        if "cuda" in item.keywords:
+        if item.get_closest_marker("cuda"):
             item.add_marker(skip)
 
 
