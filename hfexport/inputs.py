@@ -79,7 +79,7 @@ def _load_tokenizer(model_dir: Path):
 @register_inputs("text")
 def text_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
     # Decoders are padded on the left (generation appends on the right); encoders on the right.
-    left = plan.mode == "generation" and not plan.is_encoder_decoder or plan.task == "text-generation"
+    left = (plan.mode == "generation" and not plan.is_encoder_decoder) or plan.task == "text-generation"
     tokenizer = _load_tokenizer(model_dir)
     if tokenizer is not None:
         tokenizer.padding_side = "left" if left else "right"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,14 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+# Console scripts of this environment (hfexport, hadolint, actionlint), whether or not it is activated.
+BIN = Path(sys.executable).parent
+
+
+def _tool(name: str) -> str:
+    path = BIN / name
+    assert path.exists(), f"{name} is missing from {BIN}: pip install -e '.[test]'"
+    return str(path)
 
 
 def _run_action(tmp_path: Path, inputs: dict[str, str], extra_env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict, str]:
@@ -99,8 +106,7 @@ def test_container_entrypoint_as_a_plain_process():
     """The image's ENTRYPOINT is `hfexport`; run it as the container would (no args: CMD --help)."""
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert 'ENTRYPOINT ["hfexport"]' in dockerfile and 'CMD ["--help"]' in dockerfile
-    assert shutil.which("hfexport"), "the console script is installed"
-    result = subprocess.run(["hfexport", "--help"], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([_tool("hfexport"), "--help"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and "push" in result.stdout and "serve" in result.stdout
 
 
@@ -117,7 +123,7 @@ def test_dockerfile_pins_come_from_pyproject_and_it_runs_as_non_root():
 
 
 def test_hadolint_passes():
-    result = subprocess.run(["hadolint", str(ROOT / "Dockerfile")], capture_output=True, text=True)
+    result = subprocess.run([_tool("hadolint"), str(ROOT / "Dockerfile")], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -125,7 +131,7 @@ def test_actionlint_passes():
     workflows = sorted(str(p) for p in [*(ROOT / ".github" / "workflows").glob("*.yml"), *(ROOT / "docs" / "workflows").glob("*.yml")])
     assert len(workflows) >= 2
     result = subprocess.run(
-        ["actionlint", "-config-file", str(ROOT / ".github" / "actionlint.yaml"), *workflows],
+        [_tool("actionlint"), "-config-file", str(ROOT / ".github" / "actionlint.yaml"), *workflows],
         capture_output=True, text=True, cwd=ROOT,
     )
     assert result.returncode == 0, result.stdout + result.stderr
