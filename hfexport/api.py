@@ -34,6 +34,7 @@ def export(
     trust_remote_code: bool = False,
     token: str | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    jobs: int | None = None,
     progress: Progress | None = None,
     adjust_plan: Callable[[ExportPlan], ExportPlan] | None = None,
 ) -> Report:
@@ -49,6 +50,7 @@ def export(
         trust_remote_code: accept a model whose code lives in its repo.
         token: Hub token (default: the client's, e.g. `HF_TOKEN`). Never printed or recorded.
         timeout_s: per backend.
+        jobs: backends exported at once (default `HFEXPORT_JOBS`, else 1).
         progress: `progress(backend, message)` callback.
         adjust_plan: edit the plan before exporting (e.g. `lambda p: replace(p, sample=Shape(1, 8))`).
 
@@ -67,7 +69,7 @@ def export(
         plan = adjust_plan(dataclasses.replace(plan))
     out_dir = Path(out) if out is not None else Path("hfexport-out") / Path(resolved.ref).name
     with staging_folder(out_dir) as staging:
-        results = run_backends(fetched, plan, staging, timeout_s=timeout_s, progress=progress)
+        results = run_backends(fetched, plan, staging, timeout_s=timeout_s, progress=progress, jobs=jobs)
         return package(staging, out_dir, resolved, plan, results)
 
 

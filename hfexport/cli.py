@@ -55,6 +55,7 @@ def export(
     trust_remote_code: Annotated[bool, typer.Option(help="Run model code from the repo (auto_map).")] = False,
     token: Annotated[Optional[str], typer.Option(help="Hub token [default: $HF_TOKEN or the saved login].", show_default=False)] = None,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per backend before it is stopped.")] = 1800,
+    jobs: Annotated[Optional[int], typer.Option(help="Backends exported at once [default: $HFEXPORT_JOBS or 1].", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
 ) -> None:
     """Export SOURCE to each backend, validate every artifact, and write them with hfexport-report.json."""
@@ -80,6 +81,7 @@ def export(
                 trust_remote_code=trust_remote_code,
                 token=token,
                 timeout_s=timeout,
+                jobs=jobs,
                 progress=progress,
             )
         except HfExportError as e:

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,34 +57,49 @@ class BackendResult:
 # ── Stage 4: export ──────────────────────────────────────────────────────────
 
 
+def default_jobs() -> int:
+    """Backends exported at once: `HFEXPORT_JOBS`, else 1 (peak memory is then one backend's)."""
+    return max(1, int(os.environ.get("HFEXPORT_JOBS", "1")))
+
+
 def run_backends(
     fetched: FetchedModel,
     plan: ExportPlan,
     staging: Path,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     progress: Progress | None = None,
+    jobs: int | None = None,
 ) -> list[BackendResult]:
     """Export and validate every backend of the plan into `staging/<subfolder>`, one process each.
 
     Backends that cannot run here (a missing package, no CUDA) are `skipped` with the reason.
+    With `jobs` > 1 that many backends run at once: much of ExecuTorch lowering and ONNX
+    translation is single-threaded Python, so they overlap well; each worker then gets its share
+    of the cores for torch's thread pool instead of all of them.
     """
     progress = progress or (lambda backend, message: None)
-    results = []
-    for name in plan.backends:
+    jobs = jobs or default_jobs()
+    threads = str(max(1, (os.cpu_count() or 1) // jobs)) if jobs > 1 else None
+
+    def one(name: str) -> BackendResult:
         backend = get_backend(name)
         reason = backend.unavailable_reason()
         if reason:
             progress(name, f"skipped: {reason}")
-            results.append(BackendResult(name, "skipped", backend.subfolder, error=reason))
-            continue
-        result = _run_isolated(fetched, plan, name, staging / backend.subfolder, timeout_s, progress)
+            return BackendResult(name, "skipped", backend.subfolder, error=reason)
+        result = _run_isolated(fetched, plan, name, staging / backend.subfolder, timeout_s, progress, threads)
         progress(name, result.status)
-        results.append(result)
-    return results
+        return result
+
+    if jobs == 1:
+        return [one(name) for name in plan.backends]
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="backend") as pool:
+        return list(pool.map(one, plan.backends))
 
 
 def _run_isolated(
-    fetched: FetchedModel, plan: ExportPlan, name: str, out_dir: Path, timeout_s: float, progress: Progress
+    fetched: FetchedModel, plan: ExportPlan, name: str, out_dir: Path, timeout_s: float, progress: Progress,
+    threads: str | None = None,
 ) -> BackendResult:
     backend = get_backend(name)
     with tempfile.TemporaryDirectory(prefix=f"hfexport-{name}-") as job_dir:
@@ -107,7 +123,12 @@ def _run_isolated(
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 preexec_fn=die_with_parent,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"},
+                env={
+                    **os.environ,
+                    "PYTHONUNBUFFERED": "1",
+                    "TOKENIZERS_PARALLELISM": "false",
+                    **({"OMP_NUM_THREADS": threads} if threads else {}),
+                },
             )
             try:
                 status = _wait(process, job_path, name, started, timeout_s, progress)

@@ -57,7 +57,7 @@ def test_crash_and_hang_are_isolated(workspace, tiny_bert_folder):
     out = workspace / "out-isolation"
     result = run_cli(
         "export", str(tiny_bert_folder), "--backends", "dynamo,onnx,executorch", "--out", str(out),
-        "--timeout", "60", "--json",
+        "--timeout", "60", "--jobs", "1", "--json",
         env={"HFEXPORT_FAULT": "onnx:crash,executorch:hang"},
     )
     assert result.returncode == 1, result.stderr[-2000:]

@@ -145,6 +145,13 @@ class HubApp:
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
         return Actor(self.store.user_for(token))
 
+    def signed_in(self, request: Request) -> Actor:
+        """The actor of a request that must carry a valid token (401 otherwise, as the Hub answers)."""
+        actor = self.actor(request)
+        if actor.anonymous:
+            raise StoreError(401, "Invalid credentials in Authorization header")
+        return actor
+
     def base_url(self, request: Request) -> str:
         return str(request.base_url).rstrip("/")
 
@@ -165,9 +172,7 @@ class HubApp:
     # ── account and repos ──
 
     async def whoami(self, request: Request) -> Response:
-        actor = self.actor(request)
-        if actor.anonymous:
-            return _error(401, "Invalid credentials in Authorization header")
+        actor = self.signed_in(request)
         return JSONResponse(
             {
                 "type": "user",
@@ -181,9 +186,7 @@ class HubApp:
         )
 
     async def create_repo(self, request: Request) -> Response:
-        actor = self.actor(request)
-        if actor.anonymous:
-            return _error(401, "Invalid credentials in Authorization header")
+        actor = self.signed_in(request)
         body = await request.json()
         namespace = body.get("organization") or actor.name
         repo_type = body.get("type") or "model"
@@ -367,9 +370,7 @@ class HubApp:
         return JSONResponse({"files": out, "commitOid": self.store.resolve(data, rev) if files else None})
 
     async def commit(self, request: Request, t: str, repo: str, rev: str) -> Response:
-        actor = self.actor(request)
-        if actor.anonymous:
-            return _error(401, "Invalid credentials in Authorization header")
+        actor = self.signed_in(request)
         create_pr = request.query_params.get("create_pr") in ("1", "true")
         lines = [json.loads(line) for line in (await request.body()).decode().splitlines() if line.strip()]
         header = next((line["value"] for line in lines if line.get("key") == "header"), {})
@@ -443,9 +444,7 @@ class HubApp:
 
     async def lfs_batch(self, request: Request, repo: str, prefix: str | None = None) -> Response:
         repo_type = {"datasets/": "dataset", "spaces/": "space"}.get(prefix or "", "model")
-        actor = self.actor(request)
-        if actor.anonymous:
-            return _error(401, "Invalid credentials in Authorization header")
+        actor = self.signed_in(request)
         self.store.get_repo(repo_type, repo, actor)
         body = await request.json()
         base = self.base_url(request)
@@ -577,9 +576,7 @@ class HubApp:
         )
 
     async def create_discussion(self, request: Request, t: str, repo: str) -> Response:
-        actor = self.actor(request)
-        if actor.anonymous:
-            return _error(401, "Invalid credentials in Authorization header")
+        actor = self.signed_in(request)
         body = await request.json()
         with self.store.lock:
             data = self.repo(request, t, repo)
@@ -601,9 +598,7 @@ class HubApp:
         return JSONResponse(details)
 
     async def comment(self, request: Request, t: str, repo: str, num: str) -> Response:
-        actor = self.actor(request)
-        if actor.anonymous:
-            return _error(401, "Invalid credentials in Authorization header")
+        actor = self.signed_in(request)
         body = await request.json()
         with self.store.lock:
             data = self.repo(request, t, repo)
@@ -661,9 +656,7 @@ class HubApp:
         return job
 
     async def run_job(self, request: Request, ns: str) -> Response:
-        actor = self.actor(request)
-        if actor.anonymous:
-            return _error(401, "Invalid credentials in Authorization header")
+        actor = self.signed_in(request)
         if actor.name != ns:
             return _error(403, f"You cannot run jobs under {ns}")
         spec = await request.json()
