@@ -328,12 +328,19 @@ def devhub_serve(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8765,
     user: Annotated[list[str], typer.Option(help="NAME=TOKEN to register (repeatable).")] = [],
     lfs: Annotated[bool, typer.Option(help="Answer uploadMode=lfs for large files (clients with HF_HUB_DISABLE_XET=1); --no-lfs serves Xet-enabled clients inline.")] = True,
+    fault_rate: Annotated[float, typer.Option(help="Share of requests that fail (0..1), for reliability tests.")] = 0.0,
+    fault_kinds: Annotated[str, typer.Option(help="Which failures: 500, 503, 429, drop (before acting), drop-after (after acting).")] = "500,503,429,drop,drop-after",
+    retry_after: Annotated[float, typer.Option(help="Retry-After seconds sent with 429.")] = 1.0,
+    latency_ms: Annotated[int, typer.Option(help="Delay added to every request.")] = 0,
 ) -> None:
     """Serve the local Hub until interrupted. Point a client at it with HF_ENDPOINT=http://127.0.0.1:PORT."""
     from .devhub import DevHub
 
     hub = DevHub(root, port=port)
     hub.settings.lfs = lfs
+    hub.settings.faults.configure(
+        rate=fault_rate, kinds=[k.strip() for k in fault_kinds.split(",") if k.strip()], retry_after_s=retry_after, latency_ms=latency_ms
+    )
     for item in user:
         name, _, token = item.partition("=")
         hub.add_user(name, token or None)

@@ -116,9 +116,17 @@ def _ensure_padding(inputs: dict[str, torch.Tensor], pad_id: int, left: bool) ->
 @register_inputs("vision")
 def vision_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
+    processor = _load_processor(model_dir, "AutoImageProcessor")
     vision = getattr(config, "vision_config", config)
     size = getattr(vision, "image_size", 224)
     height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
+    if processor is not None:
+        # Random images through the repo's own processor: its resize, crop and normalisation.
+        images = torch.randint(0, 256, (shape.batch, height, width, 3), generator=generator, dtype=torch.uint8).numpy()
+        try:
+            return {"pixel_values": processor(images=list(images), return_tensors="pt")["pixel_values"]}
+        except Exception:
+            pass  # an unusual processor: fall back to the config's sizes
     channels = getattr(vision, "num_channels", 3)
     # Values in the normalised range an image processor produces.
     return {"pixel_values": torch.randn(shape.batch, channels, height, width, generator=generator)}
@@ -127,6 +135,17 @@ def vision_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed:
 @register_inputs("audio")
 def audio_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
+    extractor = _load_processor(model_dir, "AutoFeatureExtractor")
+    if extractor is not None:
+        rate = getattr(extractor, "sampling_rate", 16000)
+        # One to two seconds of noise per example, of different lengths: the extractor pads them.
+        waves = [torch.randn(rate + 997 * i, generator=generator).numpy() for i in range(shape.batch)]
+        try:
+            features = extractor(waves, sampling_rate=rate, return_tensors="pt")
+            key = "input_features" if "input_features" in features else "input_values"
+            return {key: features[key]}
+        except Exception:
+            pass
     mel_bins = getattr(config, "num_mel_bins", None)
     if mel_bins:
         # Whisper-style encoders take a fixed number of frames: 2 per source position.
@@ -134,3 +153,15 @@ def audio_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: 
         return {"input_features": torch.randn(shape.batch, mel_bins, frames, generator=generator)}
     samples = 1600 * shape.sequence
     return {"input_values": torch.randn(shape.batch, samples, generator=generator)}
+
+
+def _load_processor(model_dir: Path, auto_class: str):
+    """The repo's image processor or feature extractor, or None when it has none (or it won't load)."""
+    if not (model_dir / "preprocessor_config.json").exists():
+        return None
+    import transformers
+
+    try:
+        return getattr(transformers, auto_class).from_pretrained(model_dir)
+    except Exception:
+        return None

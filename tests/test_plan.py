@@ -1,0 +1,78 @@
+"""The plan stage and the input builders, without exporting anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from hfexport.inputs import build_inputs
+from hfexport.plan import Shape, make_plan
+
+import tiny_models
+
+
+def test_plans_follow_the_architecture(tmp_path):
+    bert = make_plan(tiny_models.bert(tmp_path / "bert"), ["onnx"])
+    assert (bert.task, bert.mode, bert.components, bert.modality) == ("feature-extraction", "single", ["model"], "text")
+    assert bert.dynamic_axes["input_ids"] == {"0": ["batch", 1, 64], "1": ["sequence", 1, 128]}
+    llama = make_plan(tiny_models.llama(tmp_path / "llama"), ["onnx"])
+    assert (llama.task, llama.mode, llama.components) == ("text-generation-with-past", "generation", ["prefill", "decode"])
+    single = make_plan(tmp_path / "llama", ["onnx"], task="text-generation")
+    assert (single.mode, single.components) == ("single", ["model"])
+    t5 = make_plan(tiny_models.t5(tmp_path / "t5"), ["onnx"])
+    assert t5.components == ["encoder", "prefill", "decode"] and t5.is_encoder_decoder
+    vit = make_plan(tiny_models.vit(tmp_path / "vit"), ["onnx"])
+    assert (vit.modality, vit.task, vit.dynamic_axes) == ("vision", "image-classification", {"pixel_values": {"0": ["batch", 1, 64]}})
+    # The sample never has a size-1 axis, and validation differs from it on every varying axis.
+    for plan in (bert, llama, t5, vit):
+        assert plan.sample.batch >= 2 and plan.sample.sequence >= 2 and plan.sample.decoder_prompt >= 2
+        assert plan.validation.batch != plan.sample.batch and plan.validation.sequence != plan.sample.sequence
+    assert bert.digest() != make_plan(tmp_path / "bert", ["dynamo"]).digest()
+    assert make_plan(tmp_path / "bert", ["onnx", "dynamo"]).digest() == make_plan(tmp_path / "bert", ["dynamo", "onnx"]).digest()
+
+
+def test_text_inputs_use_the_tokenizer_and_pad(tmp_path):
+    folder = tiny_models.minilm_folder()
+    plan = make_plan(folder, ["onnx"])
+    inputs = build_inputs(folder, None, plan, plan.validation, seed=1)
+    assert inputs["input_ids"].shape == (plan.validation.batch, plan.validation.sequence)
+    assert inputs["input_ids"][:, 0].eq(101).all()  # [CLS]: real tokenizer output, not random ids
+    assert (inputs["attention_mask"] == 0).any()  # a padded row
+
+
+def test_decoders_are_left_padded(tmp_path):
+    from transformers import AutoConfig
+
+    folder = tiny_models.llama(tmp_path / "llama")
+    plan = make_plan(folder, ["onnx"])
+    inputs = build_inputs(folder, AutoConfig.from_pretrained(folder), plan, plan.sample, seed=0)
+    mask = inputs["attention_mask"]
+    assert (mask[:, -1] == 1).all() and (mask[:, 0] == 0).any()
+
+
+def test_vision_and_audio_inputs_go_through_the_repos_preprocessor(tmp_path):
+    from transformers import ViTConfig, ViTImageProcessor, WhisperConfig, WhisperFeatureExtractor
+
+    vit = tiny_models.vit(tmp_path / "vit")
+    ViTImageProcessor(size={"height": 32, "width": 32}, image_mean=[0.5] * 3, image_std=[0.5] * 3).save_pretrained(vit)
+    plan = make_plan(vit, ["onnx"])
+    pixels = build_inputs(vit, ViTConfig.from_pretrained(vit), plan, Shape(batch=3, sequence=8), seed=0)["pixel_values"]
+    assert pixels.shape == (3, 3, 32, 32) and -1.0 <= pixels.min() and pixels.max() <= 1.0  # normalised by the processor
+
+    from transformers import WhisperForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = WhisperConfig(
+        vocab_size=64, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+        encoder_ffn_dim=16, decoder_ffn_dim=16, num_mel_bins=16, max_source_positions=1500, max_target_positions=32,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+    )
+    whisper = tmp_path / "whisper"
+    WhisperForConditionalGeneration(config).save_pretrained(whisper)
+    WhisperFeatureExtractor(feature_size=16).save_pretrained(whisper)
+    plan = make_plan(whisper, ["onnx"])
+    assert plan.modality == "audio" and plan.task == "automatic-speech-recognition-with-past"
+    inputs = build_inputs(whisper, config, plan, plan.sample, seed=0)
+    assert inputs["input_features"].shape == (plan.sample.batch, 16, 3000)
+    assert inputs["decoder_input_ids"].shape == (plan.sample.batch, plan.sample.decoder_prompt)
