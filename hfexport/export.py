@@ -47,6 +47,8 @@ class BackendResult:
     components: list[str] = field(default_factory=list)
     validation: dict | None = None
     versions: dict = field(default_factory=dict)
+    # Seconds per worker stage ("starting" is the imports): the profile of where the time went.
+    timings: dict = field(default_factory=dict)
     log_tail: str | None = None
 
     @property
@@ -164,6 +166,7 @@ def _run_isolated(
             components=data.get("components", []),
             validation=data.get("validation"),
             versions=data.get("versions", {}),
+            timings=data.get("timings", {}),
             log_tail=None if data.get("status") == "ok" else log_tail,
         )
         return result

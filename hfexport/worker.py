@@ -17,6 +17,8 @@ import time
 import traceback
 from pathlib import Path
 
+_STARTED = time.perf_counter()
+
 # Test hook (documented in docs/design.md): HFEXPORT_FAULT="onnx:crash,dynamo:hang" makes that
 # backend's worker die by SIGKILL (as the OOM killer does) or hang, to prove isolation.
 FAULT_ENV = "HFEXPORT_FAULT"
@@ -35,8 +37,12 @@ def main(job_dir: str) -> int:
     job = json.loads((job_path / "job.json").read_text())
     backend_name = job["backend"]
 
+    marks: list[tuple[str, float]] = [("starting", _STARTED)]
+
     def stage(name: str) -> None:
+        """Show progress (the parent reads this file) and time each stage, for the report's profile."""
         (job_path / "stage").write_text(name)
+        marks.append((name, time.perf_counter()))
 
     fault = _fault_for(backend_name)
     if fault == "crash":
@@ -53,6 +59,8 @@ def main(job_dir: str) -> int:
         result["error"] = f"{type(e).__name__}: {_describe(e)}"
         result["traceback"] = traceback.format_exc()[-4000:]
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    marks.append(("end", time.perf_counter()))
+    result["timings"] = {name: round(end - start, 2) for (name, start), (_, end) in zip(marks, marks[1:])}
     (job_path / "result.json").write_text(json.dumps(result, indent=2, default=str))
     return 0
 
