@@ -97,13 +97,24 @@ def export_rows(models: dict[str, tuple[Path, str, list[str]]]) -> list[dict]:
         for backend in backends:
             ours = measure([*HFEXPORT, "export", str(folder), "--backends", backend, "--task", task, "--out", str(WORK / f"out-{name}-{backend}")])
             bare = measure([PY, str(BENCH / "bare_export.py"), str(folder), backend, str(WORK / f"bare-{name}-{backend}"), "--task", task])
-            row = {"model": name, "backend": backend, "hfexport": ours, "bare": bare}
+            row = {"model": name, "backend": backend, "hfexport": ours, "bare": bare, "profile": _profile(WORK / f"out-{name}-{backend}", ours)}
             if backend == "onnx" and optimum is not None:
                 opt_task = "feature-extraction" if task == "feature-extraction" else "text-generation"
                 row["optimum"] = measure([str(optimum), "export", "onnx", "--model", str(folder), "--task", opt_task, str(WORK / f"optimum-{name}")])
             rows.append(row)
             print(f"  {name:10s} {backend:10s} hfexport {ours['wall_s']:.1f}s  bare {bare['wall_s']:.1f}s" + (f"  optimum {row['optimum']['wall_s']:.1f}s" if "optimum" in row else ""), file=sys.stderr)
     return rows
+
+
+def _profile(out: Path, measured: dict) -> dict:
+    """Where hfexport's wall time went: the worker's stages (from the report) and the parent around it."""
+    report_file = out / "hfexport-report.json"
+    if not report_file.exists():
+        return {}
+    backend = json.loads(report_file.read_text())["backends"][0]
+    profile = dict(backend.get("timings") or {})
+    profile["parent (resolve, plan, package)"] = measured["wall_s"] - (backend.get("wall_seconds") or 0)
+    return profile
 
 
 # ── 2. run time ──
@@ -198,6 +209,20 @@ def write_report(data: dict, path: Path) -> None:
             f" {ratio(r['hfexport']['wall_s'], r['bare']['wall_s'])} | - | {r['hfexport']['peak_rss_mb']:.0f} | {r['bare']['peak_rss_mb']:.0f} | - |"
         )
     lines += ["", "![export wall time](benchmarks.png)", ""]
+    lines += [
+        "### Where hfexport's time goes",
+        "",
+        "From each run's report (`timings`, seconds per worker stage; *starting* is importing torch, transformers and the",
+        "exporter's backend) and the parent process around the worker.",
+        "",
+        "| model | backend | starting (imports) | loading model | exporting | saving | validating | parent |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in data["export"]:
+        p = r.get("profile") or {}
+        cells = [p.get(k) for k in ("starting", "loading model", "exporting", "saving", "validating", "parent (resolve, plan, package)")]
+        lines.append(f"| {r['model']} | {r['backend']} | " + " | ".join(f"{c:.1f}" if isinstance(c, (int, float)) else "-" for c in cells) + " |")
+    lines.append("")
     lines += [
         "## Run time of the artifacts",
         "",

@@ -20,39 +20,39 @@ FORMAT_TAGS = {"dynamo": "torch-export", "onnx": "onnx", "executorch": "executor
 _FRONT_MATTER = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n?", re.S)
 
 
-def split_card(text: str) -> tuple[dict, str, str]:
-    """`(metadata, front matter as written, body)`."""
+def split_card(text: str) -> tuple[dict | None, str, str]:
+    """`(metadata, front matter as written, body)`; metadata is None when the front matter is not
+    a YAML mapping (then nobody but its owner should rewrite it)."""
     match = _FRONT_MATTER.match(text)
     if not match:
         return {}, "", text
     try:
         data = yaml.safe_load(match.group(1)) or {}
     except yaml.YAMLError:
-        data = {}
-    return (data if isinstance(data, dict) else {}), match.group(0), text[match.end():]
+        data = None
+    return (data if isinstance(data, dict) else None), match.group(0), text[match.end():]
 
 
 def opted_out(text: str | None) -> bool:
     """The owner's opt-out in the card metadata: `hfexport: false` or `hfexport: {opt_out: true}`."""
     if not text:
         return False
-    value = split_card(text)[0].get("hfexport")
+    value = (split_card(text)[0] or {}).get("hfexport")
     return value is False or (isinstance(value, dict) and bool(value.get("opt_out")))
 
 
 def render_card(current: str | None, repo_id: str, report: Report) -> str:
     """The README with our section replaced or appended and our tags merged in."""
     metadata, front, body = split_card(current or "")
-    tags = list(metadata.get("tags") or [])
-    for b in report.succeeded:
-        for tag in (FORMAT_TAGS.get(b.backend, b.backend), "hfexport"):
-            if tag not in tags:
-                tags.append(tag)
-    if tags != list(metadata.get("tags") or []):
-        metadata["tags"] = tags
-        front = "---\n" + yaml.safe_dump(metadata, sort_keys=False, allow_unicode=True) + "---\n"
-    elif not front:
-        front = ""
+    if metadata is not None:  # unreadable front matter stays exactly as the owner wrote it
+        tags = list(metadata.get("tags") or [])
+        for b in report.succeeded:
+            for tag in (FORMAT_TAGS.get(b.backend, b.backend), "hfexport"):
+                if tag not in tags:
+                    tags.append(tag)
+        if tags != list(metadata.get("tags") or []):
+            metadata["tags"] = tags
+            front = "---\n" + yaml.safe_dump(metadata, sort_keys=False, allow_unicode=True) + "---\n"
     section = render_section(repo_id, report)
     if START in body and END in body:
         before, rest = body.split(START, 1)

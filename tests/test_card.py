@@ -1,0 +1,44 @@
+"""The model-card section and metadata merge, on their own (the Hub round trip is in test_publish)."""
+
+from __future__ import annotations
+
+import yaml
+
+from hfexport.card import END, START, opted_out, render_card
+from hfexport.export import BackendResult
+from hfexport.package import Report
+
+
+def _report(sha: str = "a" * 40) -> Report:
+    ok = BackendResult("onnx", "ok", "onnx", files=[{"path": "model.onnx", "size": 10}], size_bytes=10,
+                       components=["model"], validation={"max_abs_diff": 1e-6, "tolerance": 1e-3, "checks": []},
+                       versions={"onnx": "1.21.0"})
+    bad = BackendResult("executorch", "failed", "executorch/xnnpack", error="validation 'other_shape': boom | x")
+    return Report(source={"kind": "hub", "ref": "o/m", "sha": sha}, plan={"task": "feature-extraction", "validation": {"new_tokens": 8}},
+                  plan_digest="d", backends=[ok, bad])
+
+
+def test_section_replaced_not_duplicated_and_owner_text_kept():
+    owner = "---\nlicense: mit\ntags:\n- mine\n---\n# Title\n\nOwner text.\n"
+    first = render_card(owner, "o/m", _report("a" * 40))
+    edited = first.replace("Owner text.", "Owner text, edited after our PR.")
+    second = render_card(edited, "o/m", _report("b" * 40))
+    assert second.count(START) == 1 and second.count(END) == 1
+    assert "Owner text, edited after our PR." in second and "bbbbbbbbbbbb" in second and "aaaaaaaaaaaa" not in second
+    meta = yaml.safe_load(second.split("---\n")[1])
+    assert meta == {"license": "mit", "tags": ["mine", "onnx", "hfexport"]}
+    assert "| executorch | `executorch/xnnpack/` | - | - | - | - | failed: validation 'other_shape': boom / x |" in second
+
+
+def test_readme_is_created_when_missing_and_bad_yaml_is_left_alone():
+    created = render_card(None, "o/m", _report())
+    assert created.startswith("---\ntags:\n- onnx\n- hfexport\n---\n# m\n") and START in created
+    broken = "---\nlicense: [unclosed\n---\nBody\n"
+    rendered = render_card(broken, "o/m", _report())
+    assert rendered.startswith(broken) and START in rendered
+
+
+def test_opt_out_flags():
+    assert opted_out("---\nhfexport: false\n---\n")
+    assert opted_out("---\nhfexport:\n  opt_out: true\n---\n")
+    assert not opted_out("---\nlicense: mit\n---\n") and not opted_out(None) and not opted_out("---\n[bad\n---\n")
