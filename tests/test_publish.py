@@ -267,9 +267,10 @@ def test_private_repo_without_access_is_refused_clearly(hub, accounts, tiny_bert
     assert json.dumps(hub.store.load("model", repo), sort_keys=True) == before  # nothing written
 
 
-def test_every_backend_failing_opens_a_discussion_not_a_pr(hub, accounts, tiny_bert_folder, monkeypatch):
+def test_every_backend_failing_opens_a_discussion_not_a_pr(hub, accounts, workspace, monkeypatch):
     repo = "alice/all-fail"
-    seed(hub, accounts["alice"], repo, tiny_bert_folder)
+    # Weights no other test exported: a cached export would (rightly) make the faults moot.
+    seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "publish-all-fail", seed=13))
     monkeypatch.setenv("HFEXPORT_FAULT", "dynamo:crash,onnx:crash")
     result, report = push(repo, backends="dynamo,onnx", token=accounts["bot"])
     assert result.action == "discussion" and not report.ok

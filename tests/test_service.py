@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import torch
 
 from hfexport.service.executors import HfJobsExecutor
 from hfexport.service.queue import Job
@@ -112,15 +111,6 @@ def _seed(hub, token, repo: str, folder: Path) -> str:
     return api.model_info(repo).sha
 
 
-def _fresh_bert(folder: Path, seed: int) -> Path:
-    from transformers import BertConfig, BertModel
-
-    torch.manual_seed(seed)
-    config = BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37, max_position_embeddings=128)
-    BertModel(config).save_pretrained(folder)
-    return folder
-
-
 def _payload(repo: str, sha: str, ref: str = "refs/heads/main", scope: str = "repo.content") -> dict:
     return {
         "event": {"action": "update", "scope": scope},
@@ -186,7 +176,7 @@ def test_commit_fires_webhook_then_service_opens_pr(hub, accounts, tmp_path, wor
 
 def test_fifty_concurrent_identical_events_make_one_job_and_one_pr(hub, accounts, tmp_path, workspace):
     repo = "alice-svc/burst"
-    sha = _seed(hub, accounts["alice"], repo, _fresh_bert(workspace / "svc-burst", seed=50))
+    sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-burst", seed=50))
     service = Service(tmp_path / "q.sqlite", [repo], accounts["bot"]).start()
     try:
         with ThreadPoolExecutor(max_workers=50) as pool:
@@ -207,7 +197,7 @@ def test_fifty_concurrent_identical_events_make_one_job_and_one_pr(hub, accounts
 
 def test_kill9_mid_job_then_restart_completes_with_one_pr(hub, accounts, tmp_path, workspace):
     repo = "alice-svc/crashy"
-    sha = _seed(hub, accounts["alice"], repo, _fresh_bert(workspace / "svc-crashy", seed=9))
+    sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-crashy", seed=9))
     db = tmp_path / "q.sqlite"
     service = Service(db, [repo], accounts["bot"], backends="dynamo,onnx").start()
     status, body = service.post(_payload(repo, sha))

@@ -16,10 +16,11 @@ def _save(model, folder: Path) -> Path:
     return folder
 
 
-def bert(folder: Path) -> Path:
+def bert(folder: Path, seed: int = 0) -> Path:
+    """A tiny BERT; a different `seed` gives different weights (a model the export cache hasn't seen)."""
     from transformers import BertConfig, BertModel
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     config = BertConfig(
         vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
         max_position_embeddings=128,
