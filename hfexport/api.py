@@ -108,18 +108,20 @@ def push(
     """
     from huggingface_hub import HfApi
 
-    from .publish import publish, settled
+    from .publish import publish, request_key, settled
 
     names = parse_backends(backends)
     resolved = resolve(repo_id, revision=revision, token=token)
     if resolved.kind != "hub":
         raise SourceNotFoundError(f"{repo_id} is a local folder; push needs a Hub repo id.", "Pass a repo id such as org/model.")
     api = HfApi(token=token)
-    fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
-    plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code)
-    early, _ = settled(api, repo_id, resolved.sha, plan.digest(), force=force, log=log)
+    request = request_key(names, task)
+    # Before downloading or planning: opted out, already published, or closed by a maintainer.
+    early, _ = settled(api, repo_id, resolved.sha, request=request, force=force, log=log)
     if early is not None:
         return early, None
+    fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
+    plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code)
 
     # Keyed by content, plan and versions: the same weights exported the same way are reused.
     out_dir = cache_dir() / "exports" / f"{fetched.content_digest[:24]}-{plan.digest()}-{_versions_digest()}"
@@ -132,7 +134,7 @@ def push(
         with staging_folder(out_dir) as staging:
             results = run_backends(fetched, plan, staging, timeout_s=timeout_s, progress=progress)
             report = package(staging, out_dir, resolved, plan, results)
-    result = publish(api, repo_id, report, force=force, dry_run=dry_run, log=log)
+    result = publish(api, repo_id, report, force=force, dry_run=dry_run, request=request, log=log)
     return result, report
 
 

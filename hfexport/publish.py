@@ -20,6 +20,7 @@ look first for what an earlier, seemingly failed attempt may already have done, 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import secrets
@@ -60,8 +61,17 @@ class PublishResult:
 # ── reading our state on the Hub ─────────────────────────────────────────────
 
 
-def marker(source_sha: str, plan_digest: str, nonce: str) -> str:
-    return "<!-- hfexport " + json.dumps({"source_sha": source_sha, "plan": plan_digest, "nonce": nonce}) + " -->"
+def marker(source_sha: str, plan_digest: str, nonce: str, request: str | None = None) -> str:
+    state = {"source_sha": source_sha, "plan": plan_digest, "request": request, "nonce": nonce}
+    return "<!-- hfexport " + json.dumps(state) + " -->"
+
+
+def request_key(backends: list[str], task: str) -> str:
+    """What the user asked for that, with the source sha, decides the plan: checked before the
+    plan exists, so an unchanged rerun needs neither a download nor transformers."""
+    from . import __version__
+
+    return hashlib.sha256(json.dumps([sorted(backends), task, __version__]).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -119,16 +129,23 @@ def opted_out_on_hub(api, repo_id: str, revision: str) -> bool:
 # ── Stage 7: publish ─────────────────────────────────────────────────────────
 
 
-def find_existing(api, repo_id: str, me: str, source_sha: str, plan_digest: str) -> tuple[OurPR | None, bool]:
-    """`(our newest PR, whether it already holds exactly this sha and plan)`."""
+def find_existing(
+    api, repo_id: str, me: str, source_sha: str, plan_digest: str | None = None, request: str | None = None
+) -> tuple[OurPR | None, bool]:
+    """`(our newest PR, whether it already holds exactly this sha and plan)` — the plan known by its
+    digest, or before planning by the request that leads to it."""
     prs = _our_discussions(api, repo_id, me, pull_requests=True)
     latest = prs[0] if prs else None
-    same = latest is not None and latest.state.get("source_sha") == source_sha and latest.state.get("plan") == plan_digest
-    return latest, same
+    if latest is None or latest.state.get("source_sha") != source_sha:
+        return latest, False
+    if plan_digest is not None and latest.state.get("plan") == plan_digest:
+        return latest, True
+    return latest, request is not None and latest.state.get("request") == request
 
 
 def settled(
-    api, repo_id: str, source_sha: str, plan_digest: str, *, force: bool = False, log=lambda m: None
+    api, repo_id: str, source_sha: str, plan_digest: str | None = None, *, request: str | None = None,
+    force: bool = False, log=lambda m: None,
 ) -> tuple[PublishResult | None, OurPR | None]:
     """The outcomes that need no export: the repo opted out, our open PR already holds this sha
     and plan, or a maintainer closed our PR (and `force` is off). Returns that outcome (or `None`:
@@ -136,7 +153,7 @@ def settled(
     if opted_out_on_hub(api, repo_id, source_sha):
         log("the repo opts out of hfexport: nothing to do")
         return PublishResult("opted-out", repo_id), None
-    latest, same = find_existing(api, repo_id, _whoami(api), source_sha, plan_digest)
+    latest, same = find_existing(api, repo_id, _whoami(api), source_sha, plan_digest, request)
     if latest is None:
         return None, None
     url = _pr_url(api, repo_id, latest.num)
@@ -156,6 +173,7 @@ def publish(
     *,
     force: bool = False,
     dry_run: bool = False,
+    request: str | None = None,
     log: Callable[[str], None] = lambda message: None,
 ) -> PublishResult:
     """Open or update our PR on `repo_id` with the exports in `report.out_dir`.
@@ -165,6 +183,7 @@ def publish(
         report: the packaged exports (see `package.py`).
         force: reopen and update a PR a maintainer closed.
         dry_run: compute everything, write nothing to the Hub.
+        request: `request_key(...)` of what was asked, recorded so the next run can skip planning.
 
     Raises:
         AuthError: the token is missing or cannot open PRs here.
@@ -174,7 +193,7 @@ def publish(
     from huggingface_hub.errors import HfHubHTTPError
 
     source_sha = report.source["sha"]
-    early, latest = settled(api, repo_id, source_sha, report.plan_digest, force=force, log=log)
+    early, latest = settled(api, repo_id, source_sha, report.plan_digest, request=request, force=force, log=log)
     if early is not None:
         return early
     me = _whoami(api)
@@ -198,7 +217,7 @@ def publish(
     card = render_card(readme, repo_id, report)
     operations.append(lambda: CommitOperationAdd("README.md", card.encode()))
     files.append("README.md")
-    description = _description(report, marker(source_sha, report.plan_digest, nonce))
+    description = _description(report, marker(source_sha, report.plan_digest, nonce, request))
     if dry_run:
         return PublishResult("dry-run", repo_id, latest.num if latest else None, None, None, files, description, card)
 
