@@ -320,7 +320,14 @@ def targets(data: dict) -> list[str]:
     for r in data["export"]:
         if r["backend"] == "onnx" and "optimum" in r:
             x = r["hfexport"]["wall_s"] / r["optimum"]["wall_s"]
-            out.append(f"- {r['model']} ONNX export + validation vs optimum-cli: {x:.2f}x (target <= 1.00x): {'met' if x <= 1 else 'NOT met'}.")
+            bare = r["bare"]["wall_s"] / r["optimum"]["wall_s"]
+            out.append(
+                f"- {r['model']} ONNX export + validation vs optimum-cli: {x:.2f}x (target <= 1.00x): {'met' if x <= 1 else 'NOT met'}. "
+                f"Why: the bare transformers.exporters script alone takes {bare:.2f}x optimum-cli's time. Its ONNX path is torch.export "
+                f"plus onnxscript translation ({r.get('profile', {}).get('exporting', float('nan')):.1f} s in the profile's *exporting*), "
+                "where optimum-onnx 0.1.0 uses the TorchScript exporter; turning off its graph optimizer saves about 1 s. That is the "
+                "dependency's cost, which hfexport does not re-implement; its graph runs faster in ONNX Runtime (next line)."
+            )
     ours = next((r for r in data["runtime"] if r["runtime"] == "ONNX Runtime, hfexport model.onnx"), None)
     theirs = next((r for r in data["runtime"] if r["runtime"] == "ONNX Runtime, optimum model.onnx"), None)
     if ours and theirs:
@@ -343,7 +350,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="MiniLM only, fewer runtime runs")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    parser.add_argument("--render", action="store_true", help="re-render the markdown and plot from benchmarks.json, measure nothing")
     args = parser.parse_args()
+    out = Path(args.out)
+    if args.render:
+        data = json.loads((out.parent / "benchmarks.json").read_text())
+        data["targets"] = targets(data)
+        plot(data, out.parent / "benchmarks.png")
+        write_report(data, out)
+        return 0
     WORK.mkdir(parents=True, exist_ok=True)
     models = {"minilm": (minilm(), "feature-extraction", ["dynamo", "onnx", "executorch"])}
     if not args.quick:
@@ -363,7 +378,6 @@ def main() -> int:
     print("4/4 webhook service", file=sys.stderr)
     data["webhook"] = subprocess_json("webhook_load.py")
     data["targets"] = targets(data)
-    out = Path(args.out)
     (out.parent / "benchmarks.json").write_text(json.dumps(data, indent=2))
     plot(data, out.parent / "benchmarks.png")
     write_report(data, out)
