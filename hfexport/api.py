@@ -68,9 +68,14 @@ def export(
     if adjust_plan is not None:
         plan = adjust_plan(dataclasses.replace(plan))
     out_dir = Path(out) if out is not None else Path("hfexport-out") / Path(resolved.ref).name
+    return _export_into(out_dir, fetched, plan, timeout_s=timeout_s, progress=progress, jobs=jobs)
+
+
+def _export_into(out_dir: Path, fetched, plan: ExportPlan, **run_options) -> Report:
+    """Stages 4-6 for both jobs: run the backends into a staging folder, then package it as `out_dir`."""
     with staging_folder(out_dir) as staging:
-        results = run_backends(fetched, plan, staging, timeout_s=timeout_s, progress=progress, jobs=jobs)
-        return package(staging, out_dir, resolved, plan, results)
+        results = run_backends(fetched, plan, staging, **run_options)
+        return package(staging, out_dir, fetched.source, plan, results)
 
 
 def cache_dir() -> Path:
@@ -125,15 +130,14 @@ def push(
 
     # Keyed by content, plan and versions: the same weights exported the same way are reused.
     out_dir = cache_dir() / "exports" / f"{fetched.content_digest[:24]}-{plan.digest()}-{_versions_digest()}"
-    if (out_dir / REPORT_FILE).exists() and Report.load(out_dir).ok:  # failures are retried, not cached
+    cached = Report.load(out_dir) if (out_dir / REPORT_FILE).exists() else None
+    if cached is not None and cached.ok:  # failures are retried, not cached
         log(f"reusing the cached exports in {out_dir}")
-        report = Report.load(out_dir)
+        report = cached
         report.out_dir = str(out_dir)
         report.source = resolved.to_dict()
     else:
-        with staging_folder(out_dir) as staging:
-            results = run_backends(fetched, plan, staging, timeout_s=timeout_s, progress=progress)
-            report = package(staging, out_dir, resolved, plan, results)
+        report = _export_into(out_dir, fetched, plan, timeout_s=timeout_s, progress=progress)
     result = publish(api, repo_id, report, force=force, dry_run=dry_run, request=request, log=log)
     return result, report
 

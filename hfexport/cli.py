@@ -64,12 +64,7 @@ def export(
     started = time.perf_counter()
     with err.status("resolving source…") as status:
 
-        def progress(backend: str, message: str) -> None:
-            elapsed = time.perf_counter() - started
-            status.update(f"[bold]{backend}[/]: {message}  [dim]({elapsed:.0f}s)[/]")
-            if message in ("ok", "failed", "crashed", "timeout") or message.startswith("skipped"):
-                err.print(f"  {_badge(message)} {backend}")
-
+        progress = _progress(status, started)
         try:
             report = run_export(
                 source,
@@ -93,6 +88,18 @@ def export(
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
     raise typer.Exit(0 if report.ok else 1)
+
+
+def _progress(status, started: float):
+    """A progress callback: the spinner shows each backend's stage and the elapsed time; a
+    backend's outcome is printed once, as a line of its own."""
+
+    def progress(backend: str, message: str) -> None:
+        status.update(f"[bold]{backend}[/]: {message}  [dim]({time.perf_counter() - started:.0f}s)[/]")
+        if message in ("ok", "failed", "crashed", "timeout") or message.startswith("skipped"):
+            err.print(f"  {_badge(message)} {backend}")
+
+    return progress
 
 
 def _badge(status: str) -> str:
@@ -207,11 +214,7 @@ def push(
     started = time.perf_counter()
     with err.status("resolving…") as status:
 
-        def progress(backend: str, message: str) -> None:
-            status.update(f"[bold]{backend}[/]: {message}  [dim]({time.perf_counter() - started:.0f}s)[/]")
-            if message in ("ok", "failed", "crashed", "timeout") or message.startswith("skipped"):
-                err.print(f"  {_badge(message)} {backend}")
-
+        progress = _progress(status, started)
         try:
             result, report = run_push(
                 repo_id, revision=revision, backends=backends, task=task, token=token, dry_run=dry_run,
