@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .backends import parse_backends
-from .export import DEFAULT_TIMEOUT_S, Progress, run_backends
+from .export import DEFAULT_TIMEOUT_S, Progress, Workers, run_backends
 from .fetch import fetch
 from .errors import SourceNotFoundError
 from .package import REPORT_FILE, Report, package, staging_folder
@@ -62,19 +62,21 @@ def export(
         HfExportError subclasses for bad input, before anything is written.
     """
     names = parse_backends(backends)
-    resolved = resolve(source, revision=revision, token=token)
-    fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
-    plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code)
-    if adjust_plan is not None:
-        plan = adjust_plan(dataclasses.replace(plan))
-    out_dir = Path(out) if out is not None else Path("hfexport-out") / Path(resolved.ref).name
-    return _export_into(out_dir, fetched, plan, timeout_s=timeout_s, progress=progress, jobs=jobs)
+    # The workers import torch and the exporters while this process resolves, fetches and plans.
+    with Workers(len(names), jobs) as workers:
+        resolved = resolve(source, revision=revision, token=token)
+        fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
+        plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code)
+        if adjust_plan is not None:
+            plan = adjust_plan(dataclasses.replace(plan))
+        out_dir = Path(out) if out is not None else Path("hfexport-out") / Path(resolved.ref).name
+        return _export_into(out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress)
 
 
-def _export_into(out_dir: Path, fetched, plan: ExportPlan, **run_options) -> Report:
+def _export_into(out_dir: Path, fetched, plan: ExportPlan, workers: Workers, **run_options) -> Report:
     """Stages 4-6 for both jobs: run the backends into a staging folder, then package it as `out_dir`."""
     with staging_folder(out_dir) as staging:
-        results = run_backends(fetched, plan, staging, **run_options)
+        results = run_backends(fetched, plan, staging, workers=workers, **run_options)
         return package(staging, out_dir, fetched.source, plan, results)
 
 
@@ -125,19 +127,20 @@ def push(
     early, _ = settled(api, repo_id, resolved.sha, request=request, force=force, log=log)
     if early is not None:
         return early, None
-    fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
-    plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code)
+    with Workers(len(names)) as workers:  # importing while the model downloads and the plan is made
+        fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
+        plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code)
 
-    # Keyed by content, plan and versions: the same weights exported the same way are reused.
-    out_dir = cache_dir() / "exports" / f"{fetched.content_digest[:24]}-{plan.digest()}-{_versions_digest()}"
-    cached = Report.load(out_dir) if (out_dir / REPORT_FILE).exists() else None
-    if cached is not None and cached.ok:  # failures are retried, not cached
-        log(f"reusing the cached exports in {out_dir}")
-        report = cached
-        report.out_dir = str(out_dir)
-        report.source = resolved.to_dict()
-    else:
-        report = _export_into(out_dir, fetched, plan, timeout_s=timeout_s, progress=progress)
+        # Keyed by content, plan and versions: the same weights exported the same way are reused.
+        out_dir = cache_dir() / "exports" / f"{fetched.content_digest[:24]}-{plan.digest()}-{_versions_digest()}"
+        cached = Report.load(out_dir) if (out_dir / REPORT_FILE).exists() else None
+        if cached is not None and cached.ok:  # failures are retried, not cached
+            log(f"reusing the cached exports in {out_dir}")
+            report = cached
+            report.out_dir = str(out_dir)
+            report.source = resolved.to_dict()
+        else:
+            report = _export_into(out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress)
     result = publish(api, repo_id, report, force=force, dry_run=dry_run, request=request, log=log)
     return result, report
 

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -71,105 +72,199 @@ def run_backends(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     progress: Progress | None = None,
     jobs: int | None = None,
+    workers: Workers | None = None,
 ) -> list[BackendResult]:
     """Export and validate every backend of the plan into `staging/<subfolder>`, one process each.
 
     Backends that cannot run here (a missing package, no CUDA) are `skipped` with the reason.
     With `jobs` > 1 that many backends run at once: much of ExecuTorch lowering and ONNX
     translation is single-threaded Python, so they overlap well; each worker then gets its share
-    of the cores for torch's thread pool instead of all of them.
+    of the cores for torch's thread pool instead of all of them. `workers`: processes the caller
+    started ahead (see `Workers`); by default they are started here.
     """
+    if workers is None:
+        with Workers(len(plan.backends), jobs) as own:
+            return run_backends(fetched, plan, staging, timeout_s, progress, workers=own)
     progress = progress or (lambda backend, message: None)
-    jobs = jobs or default_jobs()
-    threads = str(max(1, (os.cpu_count() or 1) // jobs)) if jobs > 1 else None
 
     def one(name: str) -> BackendResult:
         backend = get_backend(name)
         reason = backend.unavailable_reason()
         if reason:
+            workers.skip()
             progress(name, f"skipped: {reason}")
             return BackendResult(name, "skipped", backend.subfolder, error=reason)
-        result = _run_isolated(fetched, plan, name, staging / backend.subfolder, timeout_s, progress, threads)
-        progress(name, result.status)
-        return result
-
-    if jobs == 1:
-        return [one(name) for name in plan.backends]
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="backend") as pool:
-        return list(pool.map(one, plan.backends))
-
-
-def _run_isolated(
-    fetched: FetchedModel, plan: ExportPlan, name: str, out_dir: Path, timeout_s: float, progress: Progress,
-    threads: str | None = None,
-) -> BackendResult:
-    backend = get_backend(name)
-    with tempfile.TemporaryDirectory(prefix=f"hfexport-{name}-") as job_dir:
-        job_path = Path(job_dir)
         job = {
             "backend": name,
             "plan": plan.to_dict(),
             "model_dir": str(fetched.model_dir),
-            "out_dir": str(out_dir),
+            "out_dir": str(staging / backend.subfolder),
             "use_safetensors": fetched.use_safetensors,
         }
-        (job_path / "job.json").write_text(json.dumps(job))
-        log_path = job_path / "worker.log"
-        started = time.perf_counter()
-        with open(log_path, "wb") as log:
-            # A session of its own, so a timeout kills the worker's children too.
-            process = subprocess.Popen(
-                [sys.executable, "-m", "hfexport.worker", job_dir],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-                env={
-                    **os.environ,
-                    "PYTHONUNBUFFERED": "1",
-                    "TOKENIZERS_PARALLELISM": "false",
-                    **({"OMP_NUM_THREADS": threads} if threads else {}),
-                },
-            )
-            try:
-                status = _wait(process, job_path, name, started, timeout_s, progress)
-            except BaseException:  # Ctrl-C or a failing progress callback: never leave a worker behind
-                _kill_group(process)
-                raise
-        wall = round(time.perf_counter() - started, 2)
-        log_tail = _tail(log_path)
-        result_path = job_path / "result.json"
-        if status == "timeout":
-            return BackendResult(
-                name, "timeout", backend.subfolder, wall_seconds=wall, log_tail=log_tail,
-                error=f"did not finish within {timeout_s:g} s and was stopped (raise --timeout for large models)",
-            )
-        if not result_path.exists():
-            return BackendResult(
-                name, "crashed", backend.subfolder, wall_seconds=wall, log_tail=log_tail,
-                error=_crash_reason(process.returncode),
-            )
-        data = json.loads(result_path.read_text())
-        data.pop("traceback", None)
-        result = BackendResult(
-            backend=name,
-            status=data.get("status", "failed"),
-            subfolder=backend.subfolder,
-            error=data.get("error"),
-            files=data.get("files", []),
-            size_bytes=data.get("size_bytes", 0),
-            export_seconds=data.get("export_seconds"),
-            validate_seconds=data.get("validate_seconds"),
-            wall_seconds=wall,
-            peak_rss_mb=data.get("peak_rss_mb"),
-            components=data.get("components", []),
-            validation=data.get("validation"),
-            versions=data.get("versions", {}),
-            timings=data.get("timings", {}),
-            log_tail=None if data.get("status") == "ok" else log_tail,
-        )
+        with workers.take() as worker:
+            result = _run(worker, job, timeout_s, progress)
+        progress(name, result.status)
         return result
+
+    if workers.jobs == 1:
+        return [one(name) for name in plan.backends]
+    with ThreadPoolExecutor(max_workers=workers.jobs, thread_name_prefix="backend") as pool:
+        return list(pool.map(one, plan.backends))
+
+
+class Workers:
+    """Worker processes started before their job exists, each to run one backend and exit.
+
+    A worker spends ~8 s importing torch, transformers and the exporters before it can do anything,
+    and the parent spends about as long planning (it imports the same libraries to read the model
+    class). Started first, workers do their imports while the parent resolves, fetches and plans —
+    and, with `jobs=1`, the next backend's worker imports while the current one exports. Each then
+    takes its job on stdin. Isolation is unchanged: every backend gets a fresh process of its own.
+
+    Up to `jobs` idle workers are kept warm while backends remain (so `jobs=1` holds one exporting
+    and one idle process, the idle one ~0.5 GB). Used as a context manager; leaving it kills the
+    idle ones, e.g. when planning fails or the exports come from the cache.
+    """
+
+    def __init__(self, backends: int, jobs: int | None = None):
+        self.jobs = jobs or default_jobs()
+        self._pending = backends  # backends not yet handed to a worker
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        # Each worker gets its share of the cores for torch's thread pool when several run at once.
+        self._threads = str(max(1, (os.cpu_count() or 1) // self.jobs)) if self.jobs > 1 else None
+
+    def __enter__(self) -> Workers:
+        with self._lock:
+            self._top_up()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.close()
+
+    def take(self) -> _Worker:
+        """A started worker for the next backend (a new one if none is idle)."""
+        with self._lock:
+            self._pending -= 1
+            worker = self._idle.pop(0) if self._idle else _Worker.start(self._threads)
+            self._top_up()
+        return worker
+
+    def skip(self) -> None:
+        """One backend will not run (skipped): one worker fewer is needed."""
+        with self._lock:
+            self._pending -= 1
+            surplus = self._idle[max(0, self._pending):]
+            del self._idle[max(0, self._pending):]
+        for worker in surplus:
+            worker.close()
+
+    def _top_up(self) -> None:
+        while len(self._idle) < min(self.jobs, self._pending):
+            self._idle.append(_Worker.start(self._threads))
+
+
+@dataclass
+class _Worker:
+    """One `python -m hfexport.worker JOB_DIR` process, importing or waiting for its job."""
+
+    process: subprocess.Popen
+    job_dir: tempfile.TemporaryDirectory
+    log: object
+
+    @classmethod
+    def start(cls, threads: str | None) -> _Worker:
+        job_dir = tempfile.TemporaryDirectory(prefix="hfexport-worker-")
+        log = open(Path(job_dir.name) / "worker.log", "wb")
+        # A session of its own, so a timeout kills the worker's children too.
+        process = subprocess.Popen(
+            [sys.executable, "-m", "hfexport.worker", job_dir.name],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+            env={
+                **os.environ,
+                "PYTHONUNBUFFERED": "1",
+                "TOKENIZERS_PARALLELISM": "false",
+                **({"OMP_NUM_THREADS": threads} if threads else {}),
+            },
+        )
+        return cls(process, job_dir, log)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.job_dir.name)
+
+    def hand(self, job: dict) -> None:
+        """Give the worker its job: the file first, then the line on stdin it is waiting for."""
+        (self.path / "job.json").write_text(json.dumps(job))
+        try:
+            self.process.stdin.write(b"start\n")
+            self.process.stdin.close()
+        except BrokenPipeError:  # it died while importing: `_run` reports the crash
+            pass
+
+    def close(self) -> None:
+        _kill_group(self.process)
+        self.log.close()
+        self.job_dir.cleanup()
+
+    def __enter__(self) -> _Worker:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _run(worker: _Worker, job: dict, timeout_s: float, progress: Progress) -> BackendResult:
+    """Hand `job` to `worker`, watch it to the end and read its result."""
+    name = job["backend"]
+    backend = get_backend(name)
+    started = time.perf_counter()  # the backend's own time: a warm worker's imports came before
+    worker.hand(job)
+    try:
+        status = _wait(worker.process, worker.path, name, started, timeout_s, progress)
+    except BaseException:  # Ctrl-C or a failing progress callback: never leave a worker behind
+        _kill_group(worker.process)
+        raise
+    wall = round(time.perf_counter() - started, 2)
+    worker.log.flush()
+    log_tail = _tail(worker.path / "worker.log")
+    result_path = worker.path / "result.json"
+    if status == "timeout":
+        return BackendResult(
+            name, "timeout", backend.subfolder, wall_seconds=wall, log_tail=log_tail,
+            error=f"did not finish within {timeout_s:g} s and was stopped (raise --timeout for large models)",
+        )
+    if not result_path.exists():
+        return BackendResult(
+            name, "crashed", backend.subfolder, wall_seconds=wall, log_tail=log_tail,
+            error=_crash_reason(worker.process.returncode),
+        )
+    data = json.loads(result_path.read_text())
+    data.pop("traceback", None)
+    return BackendResult(
+        backend=name,
+        status=data.get("status", "failed"),
+        subfolder=backend.subfolder,
+        error=data.get("error"),
+        files=data.get("files", []),
+        size_bytes=data.get("size_bytes", 0),
+        export_seconds=data.get("export_seconds"),
+        validate_seconds=data.get("validate_seconds"),
+        wall_seconds=wall,
+        peak_rss_mb=data.get("peak_rss_mb"),
+        components=data.get("components", []),
+        validation=data.get("validation"),
+        versions=data.get("versions", {}),
+        timings=data.get("timings", {}),
+        log_tail=None if data.get("status") == "ok" else log_tail,
+    )
 
 
 def _wait(process, job_path: Path, name: str, started: float, timeout_s: float, progress: Progress) -> str:

@@ -1,9 +1,11 @@
 """One backend's export and validation, in a process of its own.
 
-`export.py` starts `python -m hfexport.worker JOB_DIR` once per backend. The job folder holds
-`job.json` (plan, model folder, backend, output folder); the worker writes its current stage to
-`stage` (the parent shows it as progress) and its outcome to `result.json`. A crash, an OOM kill
-or a hang therefore costs this backend alone: the parent sees a missing result or a timeout.
+`export.py` starts `python -m hfexport.worker JOB_DIR` once per backend, before the job is known:
+the worker imports torch, transformers and the exporters first, then waits for a `start` line on
+stdin, when `JOB_DIR/job.json` (plan, model folder, backend, output folder) is there. It writes its
+current stage to `stage` (the parent shows it as progress) and its outcome to `result.json`. A
+crash, an OOM kill or a hang therefore costs this backend alone: the parent sees a missing result
+or a timeout.
 """
 
 from __future__ import annotations
@@ -34,10 +36,13 @@ def _fault_for(backend: str) -> str | None:
 
 def main(job_dir: str) -> int:
     job_path = Path(job_dir)
+    marks: list[tuple[str, float]] = [("starting", _STARTED)]
+    _preload()
+    marks.append(("waiting for the plan", time.perf_counter()))
+    if sys.stdin.readline().strip() != "start":
+        return 0  # the parent needed no worker after all (bad input, cached exports)
     job = json.loads((job_path / "job.json").read_text())
     backend_name = job["backend"]
-
-    marks: list[tuple[str, float]] = [("starting", _STARTED)]
 
     def stage(name: str) -> None:
         """Show progress (the parent reads this file) and time each stage, for the report's profile."""
@@ -63,6 +68,13 @@ def main(job_dir: str) -> int:
     result["timings"] = {name: round(end - start, 2) for (name, start), (_, end) in zip(marks, marks[1:])}
     (job_path / "result.json").write_text(json.dumps(result, indent=2, default=str))
     return 0
+
+
+def _preload() -> None:
+    """The imports every backend needs, done while the parent is still planning (`export.Workers`)."""
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+    from transformers.exporters import AutoHfExporter  # noqa: F401
 
 
 def _describe(e: BaseException) -> str:

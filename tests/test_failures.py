@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,38 @@ def test_crash_and_hang_are_isolated(workspace, tiny_bert_folder):
     assert (out / "dynamo" / "model.pt2").is_file()
     assert not (out / "onnx").exists() and not (out / "executorch").exists()
     assert "crashed" in result.stderr and "timeout" in result.stderr
+
+
+def _worker_processes() -> list[int]:
+    """Live `hfexport.worker` processes whose parent is this test process."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, ppid = stat.read_text().rsplit(")", 1)[1].split()[:2]
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(ppid) == os.getpid() and b"hfexport.worker" in cmdline and state != "Z":
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def test_warm_workers_are_bounded_and_never_left_behind(tmp_path, tiny_bert_folder):
+    """Workers start before the plan exists so their imports overlap it: one idle worker ahead per
+    job slot, not one per backend, and none survives a run that turns out to need no export."""
+    from hfexport.export import Workers
+
+    with Workers(3, jobs=1) as workers:
+        assert len(_worker_processes()) == 1
+        with workers.take():
+            assert len(_worker_processes()) == 2  # the next backend's worker imports while this one runs
+        workers.skip()
+        workers.skip()  # the other backends were skipped: the spare is not needed
+        assert _worker_processes() == []
+    # Planning fails on bad input after the workers started: they go with the error.
+    with pytest.raises(hfexport.HfExportError, match="Unknown task"):
+        hfexport.export(str(tiny_bert_folder), tmp_path / "out", backends="dynamo", task="teleportation")
+    assert _worker_processes() == []
 
 
 # ── Bad input: message names cause and fix, exit code 2, nothing written ─────
