@@ -211,6 +211,8 @@ class _Worker:
 
     def close(self) -> None:
         _kill_group(self.process)
+        if not self.process.stdin.closed:
+            self.process.stdin.close()
         self.log.close()
         self.job_dir.cleanup()
 
