@@ -80,7 +80,7 @@ def run_backends(
     With `jobs` > 1 that many backends run at once: much of ExecuTorch lowering and ONNX
     translation is single-threaded Python, so they overlap well; each worker then gets its share
     of the cores for torch's thread pool instead of all of them. `workers`: processes the caller
-    started ahead (see `Workers`); by default they are started here.
+    started ahead (see `Workers`, which then decides `jobs`); by default they are started here.
     """
     if workers is None:
         with Workers(len(plan.backends), jobs) as own:
@@ -235,7 +235,6 @@ def _run(worker: _Worker, job: dict, timeout_s: float, progress: Progress) -> Ba
         _kill_group(worker.process)
         raise
     wall = round(time.perf_counter() - started, 2)
-    worker.log.flush()
     log_tail = _tail(worker.path / "worker.log")
     result_path = worker.path / "result.json"
     if status == "timeout":
