@@ -58,7 +58,7 @@ def test_crash_and_hang_are_isolated(workspace, tiny_bert_folder):
     out = workspace / "out-isolation"
     result = run_cli(
         "export", str(tiny_bert_folder), "--backends", "dynamo,onnx,executorch", "--out", str(out),
-        "--timeout", "60", "--jobs", "1", "--json",
+        "--timeout", "30", "--jobs", "1", "--json",
         env={"HFEXPORT_FAULT": "onnx:crash,executorch:hang"},
     )
     assert result.returncode == 1, result.stderr[-2000:]
@@ -66,7 +66,7 @@ def test_crash_and_hang_are_isolated(workspace, tiny_bert_folder):
     status = {b["backend"]: b for b in report["backends"]}
     assert status["dynamo"]["status"] == "ok"
     assert status["onnx"]["status"] == "crashed" and "SIGKILL" in status["onnx"]["error"]
-    assert status["executorch"]["status"] == "timeout" and "60" in status["executorch"]["error"]
+    assert status["executorch"]["status"] == "timeout" and "30" in status["executorch"]["error"]
     assert (out / "dynamo" / "model.pt2").is_file()
     assert not (out / "onnx").exists() and not (out / "executorch").exists()
     assert "crashed" in result.stderr and "timeout" in result.stderr
