@@ -127,8 +127,8 @@ def _profile(out: Path, measured: dict) -> dict:
         return {}
     backend = json.loads(report_file.read_text())["backends"][0]
     profile = dict(backend.get("timings") or {})
-    # The worker starts with the run and imports while the parent resolves, fetches and plans; its
-    # clock up to the hand-off is therefore the parent's planning time.
+    # The worker starts before the plan and imports while the parent plans; its clock up to the
+    # hand-off is therefore the parent's planning time.
     profile["until the plan"] = profile.get("starting", 0) + profile.get("waiting for the plan", 0)
     profile["rest of parent"] = measured["wall_s"] - profile["until the plan"] - (backend.get("wall_seconds") or 0)
     return profile
@@ -295,10 +295,10 @@ def write_report(data: dict, path: Path) -> None:
     lines += [
         "### Where hfexport's time goes",
         "",
-        "From each run's report (`timings`, seconds per worker stage). The worker process starts with the run and imports",
-        "torch, transformers and the exporters (*worker imports*) while the parent resolves, fetches and plans (*until the",
+        "From each run's report (`timings`, seconds per worker stage). The worker process starts once the cheap checks",
+        "pass and imports torch, transformers and the exporters (*worker imports*) while the parent plans (*until the",
         "plan*, which imports the same libraries to read the model class); then it loads, exports, saves and validates.",
-        "*rest of parent*: interpreter start, packaging and the report.",
+        "*rest of parent*: interpreter start, resolve and fetch, packaging and the report.",
         "",
         "| model | backend | until the plan | (worker imports, overlapped) | loading model | exporting | saving | validating | rest of parent |",
         "|---|---|---|---|---|---|---|---|---|",

@@ -18,7 +18,7 @@ from .export import DEFAULT_TIMEOUT_S, Progress, Workers, run_backends
 from .fetch import fetch
 from .errors import SourceNotFoundError
 from .package import REPORT_FILE, Report, package, staging_folder
-from .plan import ExportPlan, make_plan
+from .plan import ExportPlan, check_request, make_plan
 from .publish import PublishResult
 from .resolve import resolve
 
@@ -62,10 +62,11 @@ def export(
         HfExportError subclasses for bad input, before anything is written.
     """
     names = parse_backends(backends)
-    # The workers import torch and the exporters while this process resolves, fetches and plans.
+    resolved = resolve(source, revision=revision, token=token)
+    fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
+    check_request(fetched.model_dir, task, trust_remote_code)
+    # The workers import torch and the exporters while this process plans (which imports them too).
     with Workers(len(names), jobs) as workers:
-        resolved = resolve(source, revision=revision, token=token)
-        fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
         plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code)
         if adjust_plan is not None:
             plan = adjust_plan(dataclasses.replace(plan))
@@ -127,8 +128,9 @@ def push(
     early, _ = settled(api, repo_id, resolved.sha, request=request, force=force, log=log)
     if early is not None:
         return early, None
-    with Workers(len(names)) as workers:  # importing while the model downloads and the plan is made
-        fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
+    fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
+    check_request(fetched.model_dir, task, trust_remote_code)
+    with Workers(len(names)) as workers:  # importing while the plan is made
         plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code)
 
         # Keyed by content, plan and versions: the same weights exported the same way are reused.

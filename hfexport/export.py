@@ -117,12 +117,12 @@ class Workers:
 
     A worker spends ~8 s importing torch, transformers and the exporters before it can do anything,
     and the parent spends about as long planning (it imports the same libraries to read the model
-    class). Started first, workers do their imports while the parent resolves, fetches and plans —
-    and, with `jobs=1`, the next backend's worker imports while the current one exports. Each then
+    class). Started before the plan, workers do their imports while the parent plans — and, with
+    `jobs=1`, the next backend's worker imports while the current one exports. Each then
     takes its job on stdin. Isolation is unchanged: every backend gets a fresh process of its own.
 
-    Up to `jobs` idle workers are kept warm while backends remain (so `jobs=1` holds one exporting
-    and one idle process, the idle one ~0.5 GB). Used as a context manager; leaving it kills the
+    Up to `jobs` idle workers (and one core fewer than the machine has) are kept warm while backends
+    remain, so `jobs=1` holds one exporting and one idle process, the idle one ~0.5 GB. Used as a context manager; leaving it kills the
     idle ones, e.g. when planning fails or the exports come from the cache.
     """
 
@@ -163,7 +163,9 @@ class Workers:
             worker.close()
 
     def _top_up(self) -> None:
-        while len(self._idle) < min(self.jobs, self._pending):
+        # One core is left to the parent: its planning is what the workers wait for.
+        ahead = min(self.jobs, self._pending, max(1, (os.cpu_count() or 1) - 1))
+        while len(self._idle) < ahead:
             self._idle.append(_Worker.start(self._threads))
 
 

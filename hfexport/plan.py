@@ -132,12 +132,9 @@ def make_plan(
     """
     import transformers
 
+    check_request(model_dir, task, trust_remote_code)
     config = load_config(model_dir, trust_remote_code)
     architectures = list(getattr(config, "architectures", None) or [])
-    if task != "auto" and task not in TASKS:
-        raise UnsupportedArchitectureError(
-            f"Unknown task {task!r}.", f"Use --task auto or one of: {', '.join(TASKS)}."
-        )
 
     if task == "auto":
         if architectures and hasattr(transformers, architectures[0]):
@@ -189,10 +186,22 @@ def make_plan(
     return plan
 
 
-def load_config(model_dir: Path, trust_remote_code: bool):
-    """`AutoConfig` from the folder, with errors that say what to do."""
-    from transformers import AutoConfig
+def check_request(model_dir: Path, task: str = "auto", trust_remote_code: bool = False) -> dict:
+    """The checks that need no torch or transformers import: the task name and `config.json` as JSON.
 
+    Run before anything expensive starts (`api.export` starts the workers after it), so the common
+    mistakes fail in well under a second.
+
+    Returns:
+        `config.json` as a dict.
+
+    Raises:
+        UnsupportedArchitectureError (unknown task), ConfigError, RemoteCodeError.
+    """
+    if task != "auto" and task not in TASKS:
+        raise UnsupportedArchitectureError(
+            f"Unknown task {task!r}.", f"Use --task auto or one of: {', '.join(TASKS)}."
+        )
     path = Path(model_dir) / "config.json"
     if not path.is_file():
         raise ConfigError(
@@ -211,11 +220,19 @@ def load_config(model_dir: Path, trust_remote_code: bool):
             "running it would execute that code.",
             "Read the repo's code, then pass --trust-remote-code if you trust it.",
         )
+    return raw
+
+
+def load_config(model_dir: Path, trust_remote_code: bool):
+    """`AutoConfig` from the folder (after `check_request`), with errors that say what to do."""
+    from transformers import AutoConfig
+
     try:
         return AutoConfig.from_pretrained(model_dir, trust_remote_code=trust_remote_code)
     except (ValueError, KeyError, OSError) as e:
+        model_type = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8")).get("model_type")
         raise UnsupportedArchitectureError(
-            f"transformers cannot read this config (model_type {raw.get('model_type')!r}): {e}",
+            f"transformers cannot read this config (model_type {model_type!r}): {e}",
             "Check model_type in config.json, or upgrade transformers if the model is newer.",
         ) from e
 

@@ -98,9 +98,11 @@ def test_warm_workers_are_bounded_and_never_left_behind(tmp_path, tiny_bert_fold
         workers.skip()
         workers.skip()  # the other backends were skipped: the spare is not needed
         assert _worker_processes() == []
-    # Planning fails on bad input after the workers started: they go with the error.
-    with pytest.raises(hfexport.HfExportError, match="Unknown task"):
-        hfexport.export(str(tiny_bert_folder), tmp_path / "out", backends="dynamo", task="teleportation")
+    # Planning fails after the workers started (an unknown architecture shows only once transformers
+    # is imported): they go with the error.
+    folder = _folder(tmp_path, "unsupported", {**_bert_config(), "architectures": ["FancyNewModel"]}, "model.safetensors")
+    with pytest.raises(hfexport.HfExportError, match="FancyNewModel"):
+        hfexport.export(str(folder), tmp_path / "out", backends="dynamo,onnx")
     assert _worker_processes() == []
 
 
