@@ -122,8 +122,9 @@ class Workers:
     takes its job on stdin. Isolation is unchanged: every backend gets a fresh process of its own.
 
     Up to `jobs` idle workers (and one core fewer than the machine has) are kept warm while backends
-    remain, so `jobs=1` holds one exporting and one idle process, the idle one ~0.5 GB. Used as a context manager; leaving it kills the
-    idle ones, e.g. when planning fails or the exports come from the cache.
+    remain, so `jobs=1` holds one exporting and one idle process, the idle one ~0.5 GB. Used as a
+    context manager; leaving it kills the idle ones, e.g. when planning fails or the exports come
+    from the cache.
     """
 
     def __init__(self, backends: int, jobs: int | None = None):
@@ -226,16 +227,13 @@ class _Worker:
 
 
 def _run(worker: _Worker, job: dict, timeout_s: float, progress: Progress) -> BackendResult:
-    """Hand `job` to `worker`, watch it to the end and read its result."""
+    """Hand `job` to `worker`, watch it to the end and read its result (the caller closes `worker`)."""
     name = job["backend"]
     backend = get_backend(name)
     started = time.perf_counter()  # the backend's own time: a warm worker's imports came before
     worker.hand(job)
-    try:
-        status = _wait(worker.process, worker.path, name, started, timeout_s, progress)
-    except BaseException:  # Ctrl-C or a failing progress callback: never leave a worker behind
-        _kill_group(worker.process)
-        raise
+    # Ctrl-C or a failing progress callback: the caller's `with worker` kills it on the way out.
+    status = _wait(worker.process, worker.path, name, started, timeout_s, progress)
     wall = round(time.perf_counter() - started, 2)
     log_tail = _tail(worker.path / "worker.log")
     result_path = worker.path / "result.json"

@@ -132,8 +132,8 @@ def make_plan(
     """
     import transformers
 
-    check_request(model_dir, task, trust_remote_code)
-    config = load_config(model_dir, trust_remote_code)
+    raw = check_request(model_dir, task, trust_remote_code)
+    config = load_config(model_dir, trust_remote_code, raw.get("model_type"))
     architectures = list(getattr(config, "architectures", None) or [])
 
     if task == "auto":
@@ -223,14 +223,14 @@ def check_request(model_dir: Path, task: str = "auto", trust_remote_code: bool =
     return raw
 
 
-def load_config(model_dir: Path, trust_remote_code: bool):
-    """`AutoConfig` from the folder (after `check_request`), with errors that say what to do."""
+def load_config(model_dir: Path, trust_remote_code: bool, model_type: str | None = None):
+    """`AutoConfig` from the folder (after `check_request`, whose `model_type` names it in errors),
+    with errors that say what to do."""
     from transformers import AutoConfig
 
     try:
         return AutoConfig.from_pretrained(model_dir, trust_remote_code=trust_remote_code)
     except (ValueError, KeyError, OSError) as e:
-        model_type = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8")).get("model_type")
         raise UnsupportedArchitectureError(
             f"transformers cannot read this config (model_type {model_type!r}): {e}",
             "Check model_type in config.json, or upgrade transformers if the model is newer.",
