@@ -14,6 +14,7 @@ RUN useradd --create-home --uid 1001 --shell /usr/sbin/nologin hfexport
 WORKDIR /opt/hfexport
 COPY pyproject.toml README.md ./
 COPY hfexport ./hfexport
+COPY hfexport_devhub ./hfexport_devhub
 COPY action ./action
 
 FROM base AS cuda

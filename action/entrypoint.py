@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hfexport.report import REPORT_FILE, PublishResult, Status, markdown_table
+
 
 def _input(name: str, default: str = "") -> str:
     # Docker actions receive input `repo-id` as INPUT_REPO-ID (upper-cased, hyphens kept).
@@ -74,46 +76,42 @@ def main() -> int:
     print("::endgroup::", flush=True)
 
     try:
-        outcome = json.loads(process.stdout)
-    except ValueError:
+        result = PublishResult.from_dict(json.loads(process.stdout))
+    except (ValueError, KeyError, TypeError):
         print(f"::error title=hfexport::hfexport push failed (exit {process.returncode}); see the log above", flush=True)
         _set_output("status", "error")
         _append("GITHUB_STEP_SUMMARY", f"### hfexport: {repo_id}\n\nFailed before publishing (exit {process.returncode}); see the log.\n")
         return process.returncode or 1
 
-    publish, report = outcome.get("publish") or {}, outcome.get("report")
-    status = publish.get("action") or "error"
+    report = result.report
     report_path = ""
-    if report is not None and report.get("out_dir"):
+    if report is not None and report.out_dir:
         workspace = Path(os.environ.get("GITHUB_WORKSPACE") or ".")
-        report_path = str(workspace / "hfexport-report.json")
-        shutil.copyfile(Path(report["out_dir"]) / "hfexport-report.json", report_path)
-    failed = [b for b in (report or {}).get("backends", []) if b["status"] not in ("ok", "skipped")]
+        report_path = str(workspace / REPORT_FILE)
+        shutil.copyfile(Path(report.out_dir) / REPORT_FILE, report_path)
+    failed = [b for b in (report.backends if report else []) if b.status not in (Status.OK, Status.SKIPPED)]
     for b in failed:
-        print(f"::error title=hfexport {b['backend']}::{_escape(b['status'] + ': ' + (b.get('error') or ''))}", flush=True)
+        message = _escape(f"{b.status}: {b.error or ''}")
+        print(f"::error title=hfexport {b.backend}::{message}", flush=True)
 
-    _set_output("pr-url", publish.get("pr_url") or "")
-    _set_output("status", status)
+    _set_output("pr-url", result.pr_url or "")
+    _set_output("status", str(result.action))
     _set_output("report-path", report_path)
-    _append("GITHUB_STEP_SUMMARY", _summary(repo_id, publish, report))
+    _append("GITHUB_STEP_SUMMARY", _summary(repo_id, result))
 
     if failed and _flag("fail-on-validation-error", True):
         return 1
     return 0
 
 
-def _summary(repo_id: str, publish: dict, report: dict | None) -> str:
+def _summary(repo_id: str, result: PublishResult) -> str:
     lines = [f"### hfexport: {repo_id}", ""]
-    if publish.get("pr_url"):
-        lines.append(f"**{publish['action']}**: [{publish['pr_url']}]({publish['pr_url']})")
+    if result.pr_url:
+        lines.append(f"**{result.action}**: [{result.pr_url}]({result.pr_url})")
     else:
-        lines.append(f"**{publish.get('action')}**")
-    if report:
-        lines += ["", "| backend | status | max abs diff | size |", "|---|---|---|---|"]
-        for b in report["backends"]:
-            diff = (b.get("validation") or {}).get("max_abs_diff")
-            size = f"{b['size_bytes'] / 1e6:.1f} MB" if b.get("size_bytes") else "-"
-            lines.append(f"| {b['backend']} | {b['status']} | {diff if diff is not None else '-'} | {size} |")
+        lines.append(f"**{result.action}**")
+    if result.report is not None:
+        lines += ["", *markdown_table(result.report, ["backend", "status", "max_abs_diff", "size"])]
     return "\n".join(lines) + "\n"
 
 

@@ -21,8 +21,8 @@ def main() -> None:
     backends = sys.argv[1] if len(sys.argv) > 1 else "dynamo,onnx,executorch"
     work = Path(tempfile.mkdtemp(prefix="hfexport-bench-"))
     os.environ.update(HF_HUB_DISABLE_TELEMETRY="1", HF_HOME=str(work / "hf-home"), HFEXPORT_CACHE=str(work / "cache"))
-    from hfexport.demo import minilm_folder
-    from hfexport.devhub import DevHub
+    from hfexport.entrypoints.demo import minilm_folder
+    from hfexport_devhub import DevHub
 
     hub = DevHub(work / "hub").start()
     hub.settings.lfs = False  # the client below has Xet on: everything inline
@@ -44,7 +44,7 @@ def main() -> None:
         wall = time.perf_counter() - start
         if out.returncode != 0:
             raise SystemExit(out.stderr[-3000:])
-        action = json.loads(out.stdout)["publish"]["action"]
+        action = json.loads(out.stdout)["action"]
         return {"wall_s": wall, "bytes_uploaded": hub.app.stats["bytes_uploaded"] - before, "action": action}
 
     result = {"backends": backends, "cold": push(), "unchanged": push()}

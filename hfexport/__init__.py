@@ -1,11 +1,23 @@
-"""hfexport: verified torch.export, ONNX and ExecuTorch exports of Hugging Face models."""
+"""hfexport: verified torch.export, ONNX and ExecuTorch exports of Hugging Face models, proposed back
+to their repo as one pull request.
 
-from .api import export
+The Python API is `export(source)` and `push(repo_id)`; what they return is in `hfexport.report`.
+Where the code lives, by where it runs:
+
+    report.py, errors.py, backends.py   the contracts, typed errors and the backend registry
+    pipeline/                           the stages run by the parent: resolve, fetch, plan, export, package
+    worker/                             the isolated process that loads, exports and validates one backend
+    hub/                                what talks to the Hub to publish: reads, decides, writes the PR
+    entrypoints/                        the Python API, the CLI, the demo and the webhook service
+"""
+
+from .entrypoints.api import export, push
 from .errors import (
     AuthError,
     ConfigError,
     ExportFailedError,
     HfExportError,
+    HubUnavailableError,
     NoWeightsError,
     OutputDirError,
     PickleWeightsError,
@@ -15,20 +27,26 @@ from .errors import (
     UnknownBackendError,
     UnsupportedArchitectureError,
 )
-from .package import Report
-from .plan import ExportPlan, Shape
+from .report import BackendResult, ExportPlan, PublishAction, PublishResult, Report, Shape, Source, Status
 
 __version__ = "0.1.0"
 
 __all__ = [
     "export",
+    "push",
     "Report",
+    "BackendResult",
+    "PublishResult",
+    "PublishAction",
+    "Status",
+    "Source",
     "ExportPlan",
     "Shape",
     "HfExportError",
     "AuthError",
     "ConfigError",
     "ExportFailedError",
+    "HubUnavailableError",
     "NoWeightsError",
     "OutputDirError",
     "PickleWeightsError",

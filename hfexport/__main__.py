@@ -1,3 +1,3 @@
-from .cli import main
+from .entrypoints.cli import main
 
 main()

@@ -1,15 +1,19 @@
-"""The backends hfexport offers, as a registry.
+"""The backends hfexport offers, as a registry: everything hfexport knows about a backend is here.
 
 A backend is a `transformers.exporters` export format plus what hfexport adds around it: the
-subfolder its files go to on the Hub, the tolerance its validation is held to, and whether it can
-run on this machine. Adding one is "write a config function and decorate it":
+folder its files go to on the Hub, the card tags it adds, how the card shows loading it with the
+runtime alone, the tolerance its validation is held to, and what hardware it needs. Adding one is
+"write a config function and decorate it" — no other module changes:
 
-    @register_backend("onnx", export_format="onnx", subfolder="onnx", packages=("onnxruntime",))
+    @register_backend("onnx", export_format="onnx", subfolder="onnx", tags=("onnx",),
+                      packages=("onnxruntime",), snippet=onnx_snippet)
     def onnx(dynamic_shapes):
         return OnnxConfig(dynamic=True, dynamic_shapes=dynamic_shapes)
 
 The config function receives the plan's `dynamic_shapes` (or `None` for a generation split, where
-the exporter marks every axis dynamic itself) and returns a `transformers.exporters` config.
+the exporter marks every axis dynamic itself) and returns a `transformers.exporters` config. It
+runs in the export worker, which imports the module that registered the backend first, so a
+backend registered outside hfexport works as long as its module is importable there.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ from typing import Any
 
 from .errors import UnknownBackendError
 
+# `snippet(repo_id, subfolder, first_component) -> lines of Python` that load the file with the
+# backend's runtime alone (the card shows them under the ExportedModel one).
+Snippet = Callable[[str, str, str], list[str]]
+
 # Max abs diff allowed between eager and exported outputs, per dtype. XNNPACK and ONNX Runtime
 # fuse and reorder float ops, so they get a looser bound than the torch program itself.
 _TOLERANCE_EXACT = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
@@ -31,8 +39,14 @@ _TOLERANCE_FUSED = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 1e-1}
 class Backend:
     name: str
     export_format: str
+    # Where its files go, in the output folder and in the Hub repo.
     subfolder: str
     make_config: Callable[[dict | None], Any]
+    # The module that registered it: the export worker imports it to find the backend.
+    module: str
+    # Card metadata tags added when it publishes (format names: `onnx`, `executorch`, ...).
+    tags: tuple[str, ...] = ()
+    snippet: Snippet | None = None
     packages: tuple[str, ...] = ()
     needs_cuda: bool = False
     tolerance: dict[str, float] = field(default_factory=lambda: dict(_TOLERANCE_FUSED))
@@ -62,7 +76,7 @@ def register_backend(name: str, **options: Any) -> Callable:
     """Decorator: register `fn(dynamic_shapes) -> ExportConfig` as backend `name`."""
 
     def decorate(fn: Callable[[dict | None], Any]) -> Callable:
-        BACKENDS[name] = Backend(name=name, make_config=fn, **options)
+        BACKENDS[name] = Backend(name=name, make_config=fn, module=fn.__module__, **options)
         return fn
 
     return decorate
@@ -74,7 +88,8 @@ def get_backend(name: str) -> Backend:
     except KeyError:
         raise UnknownBackendError(
             f"Unknown backend {name!r}.",
-            f"Use one of: {', '.join(offered_backends())} (comma-separated, e.g. --backends dynamo,onnx).",
+            f"Use one of: {', '.join(offered_backends())} (--backends dynamo,onnx on the command line, "
+            "backends=[...] in Python).",
         ) from None
 
 
@@ -90,19 +105,48 @@ def parse_backends(spec: str | list[str] | None) -> list[str]:
     names = spec.split(",") if isinstance(spec, str) else list(spec)
     names = [n.strip() for n in names if n.strip()]
     if not names:
-        raise UnknownBackendError("No backend was named.", f"Pass --backends with some of: {', '.join(offered_backends())}.")
+        raise UnknownBackendError(
+            "No backend was named.",
+            f"Pass some of: {', '.join(offered_backends())} (--backends on the command line, backends= in Python).",
+        )
     for n in names:
         get_backend(n)
     return list(dict.fromkeys(names))
 
 
+def export_folders() -> tuple[str, ...]:
+    """The top-level repo folders backends write to: not part of the model (nor of its identity)."""
+    return tuple(dict.fromkeys(b.subfolder.split("/")[0] for b in BACKENDS.values()))
+
+
 # ── The built-in backends ────────────────────────────────────────────────────
+
+
+def _download(repo_id: str, path: str) -> str:
+    return f'hf_hub_download("{repo_id}", "{path}")'
+
+
+def _onnx_snippet(repo_id: str, subfolder: str, first: str) -> list[str]:
+    return ["import onnxruntime as ort", f"session = ort.InferenceSession({_download(repo_id, f'{subfolder}/{first}.onnx')})"]
+
+
+def _dynamo_snippet(repo_id: str, subfolder: str, first: str) -> list[str]:
+    return ["import torch", f"program = torch.export.load({_download(repo_id, f'{subfolder}/{first}.pt2')})"]
+
+
+def _executorch_snippet(repo_id: str, subfolder: str, first: str) -> list[str]:
+    return [
+        "from executorch.runtime import Runtime",
+        f"program = Runtime.get().load_program({_download(repo_id, f'{subfolder}/{first}.pte')})",
+    ]
 
 
 @register_backend(
     "dynamo",
     export_format="dynamo",
     subfolder="dynamo",
+    tags=("torch-export",),
+    snippet=_dynamo_snippet,
     packages=("torch",),
     tolerance=dict(_TOLERANCE_EXACT),
     loads_pickle=True,
@@ -113,14 +157,28 @@ def _dynamo(dynamic_shapes):
     return DynamoConfig(dynamic=True, dynamic_shapes=dynamic_shapes)
 
 
-@register_backend("onnx", export_format="onnx", subfolder="onnx", packages=("onnx", "onnxscript", "onnxruntime"))
+@register_backend(
+    "onnx",
+    export_format="onnx",
+    subfolder="onnx",
+    tags=("onnx",),
+    snippet=_onnx_snippet,
+    packages=("onnx", "onnxscript", "onnxruntime"),
+)
 def _onnx(dynamic_shapes):
     from transformers.exporters import OnnxConfig
 
     return OnnxConfig(dynamic=True, dynamic_shapes=dynamic_shapes)
 
 
-@register_backend("executorch", export_format="executorch", subfolder="executorch/xnnpack", packages=("executorch",))
+@register_backend(
+    "executorch",
+    export_format="executorch",
+    subfolder="executorch/xnnpack",
+    tags=("executorch",),
+    snippet=_executorch_snippet,
+    packages=("executorch",),
+)
 def _executorch_xnnpack(dynamic_shapes):
     from transformers.exporters import ExecutorchConfig
 
@@ -131,6 +189,8 @@ def _executorch_xnnpack(dynamic_shapes):
     "executorch-cuda",
     export_format="executorch",
     subfolder="executorch/cuda",
+    tags=("executorch",),
+    snippet=_executorch_snippet,
     packages=("executorch",),
     needs_cuda=True,
     # The CUDA partitioner casts to bfloat16 (AOTInductor kernels), whatever the source dtype.
@@ -143,7 +203,7 @@ def _executorch_cuda(dynamic_shapes):
     return ExecutorchConfig(dynamic=True, dynamic_shapes=dynamic_shapes, backend="cuda")
 
 
-@register_backend("openvino", export_format="openvino", subfolder="openvino", packages=("openvino",), optional=True)
+@register_backend("openvino", export_format="openvino", subfolder="openvino", tags=("openvino",), packages=("openvino",), optional=True)
 def _openvino(dynamic_shapes):
     from transformers.exporters import OpenVINOConfig
 

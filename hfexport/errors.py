@@ -66,3 +66,9 @@ class ExportFailedError(HfExportError):
     """At least one backend failed to export or validate. The report was still written."""
 
     exit_code = 1
+
+
+class HubUnavailableError(HfExportError):
+    """The Hub kept failing after every retry."""
+
+    exit_code = 3

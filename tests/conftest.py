@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from hfexport.devhub import DevHub  # noqa: E402  (imports no huggingface_hub)
+from hfexport_devhub import DevHub  # noqa: E402  (imports no huggingface_hub)
 
 # No test may reach the real Hub. The client reads HF_ENDPOINT once, at import: start the local Hub
 # first and point every client in this process (and the processes it starts) at it.
 _SESSION_ROOT = Path(tempfile.mkdtemp(prefix="hfexport-tests-"))
 HUB = DevHub(_SESSION_ROOT / "hub").start()
-HUB.settings.lfs = False  # this process's client has Xet on: serve it inline (see devhub.app.Settings)
+HUB.settings.lfs = False  # this process's client has Xet on: serve it inline (see hfexport_devhub.app.Settings)
+# HF Jobs run the image's `hfexport` entrypoint: here, this interpreter's hfexport.
+HUB.settings.job_entrypoints["hfexport"] = [sys.executable, "-m", "hfexport"]
 os.environ["HF_ENDPOINT"] = HUB.url
 os.environ["HF_HOME"] = str(_SESSION_ROOT / "hf-home")
 os.environ["HFEXPORT_CACHE"] = str(_SESSION_ROOT / "cache")

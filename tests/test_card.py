@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import yaml
 
-from hfexport.card import END, START, opted_out, render_card
-from hfexport.export import BackendResult
-from hfexport.package import Report
+from hfexport.hub.card import END, START, opted_out, render_card
+from hfexport.report import ArtifactFile, BackendResult, Check, ExportPlan, Report, Source, Validation
 
 
 def _report(sha: str = "a" * 40) -> Report:
-    ok = BackendResult("onnx", "ok", "onnx", files=[{"path": "model.onnx", "size": 10}], size_bytes=10,
-                       components=["model"], validation={"max_abs_diff": 1e-6, "tolerance": 1e-3, "checks": []},
-                       versions={"onnx": "1.21.0"})
+    checks = [Check("sample", {"last_hidden_state": 1e-6})]
+    ok = BackendResult("onnx", "ok", "onnx", files=[ArtifactFile("model.onnx", 10)], components=["model"],
+                       validation=Validation(1e-3, checks), versions={"onnx": "1.21.0"})
     bad = BackendResult("executorch", "failed", "executorch/xnnpack", error="validation 'other_shape': boom | x")
-    return Report(source={"kind": "hub", "ref": "o/m", "sha": sha}, plan={"task": "feature-extraction", "validation": {"new_tokens": 8}},
-                  plan_digest="d", backends=[ok, bad])
+    plan = ExportPlan("feature-extraction", "BertModel", "BertModel", "bert", "single", "text", False, ["model"], ["onnx", "executorch"])
+    return Report(source=Source("hub", "o/m", sha), plan=plan, backends=[ok, bad])
 
 
 def test_section_replaced_not_duplicated_and_owner_text_kept():
@@ -28,6 +27,7 @@ def test_section_replaced_not_duplicated_and_owner_text_kept():
     meta = yaml.safe_load(second.split("---\n")[1])
     assert meta == {"license": "mit", "tags": ["mine", "onnx", "hfexport"]}
     assert "| executorch | `executorch/xnnpack/` | - | - | - | - | failed: validation 'other_shape': boom / x |" in second
+    assert "| onnx | `onnx/` | model.onnx | 10 B | 1.00e-06 | 0.001 | ok |" in second
 
 
 def test_readme_is_created_when_missing_and_bad_yaml_is_left_alone():

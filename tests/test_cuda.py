@@ -18,8 +18,8 @@ def test_executorch_cuda_exports_and_validates_on_the_gpu(tmp_path, tiny_bert_fo
     (result,) = report.backends
     assert result.status == "ok", result.error
     assert result.subfolder == "executorch/cuda"
-    assert any(f["path"].endswith(".pte") for f in result.files)
-    assert result.validation["passed"] and result.validation["max_abs_diff"] <= result.validation["tolerance"]
+    assert any(f.path.endswith(".pte") for f in result.files)
+    assert result.validation.passed and result.validation.max_abs_diff <= result.validation.tolerance
     assert torch.cuda.is_available()
 
 
@@ -30,5 +30,5 @@ def test_executorch_cuda_generation_split(tmp_path, workspace):
     report = hfexport.export(str(folder), tmp_path / "out", backends="executorch-cuda")
     (result,) = report.backends
     assert result.status == "ok", result.error
-    checks = {c["name"]: c for c in result.validation["checks"]}
+    checks = {c.name: c for c in result.validation.checks}
     assert checks["generation_other_shape"]["tokens_equal"] is True

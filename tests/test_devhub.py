@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from hfexport.devhub import DevHub
+from hfexport_devhub import DevHub
 
 
 def _api(url, token):
@@ -45,7 +45,7 @@ def _free_port() -> int:
 def _serve(tmp_path, *extra):
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "hfexport", "devhub", "serve", "--root", str(tmp_path / "hub"), "--port", str(port), "--user", "carol=hf_carol_token", *extra],
+        [sys.executable, "-m", "hfexport_devhub", "serve", "--root", str(tmp_path / "hub"), "--port", str(port), "--user", "carol=hf_carol_token", *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"

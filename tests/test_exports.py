@@ -3,14 +3,14 @@ reloaded on their own runtimes. Each model is exported once per session (see con
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
-import pytest
 import torch
 
 from hfexport.backends import get_backend
-from hfexport.package import REPORT_FILE
+from hfexport.report import REPORT_FILE, Report
 
 from conftest import run_cli
 import tiny_models
@@ -31,13 +31,13 @@ def _assert_all_validated(report, components):
     for b in report.backends:
         assert b.status == "ok", (b.backend, b.error)
         assert b.components == components
-        assert b.validation["passed"] is True
-        assert b.validation["max_abs_diff"] <= b.validation["tolerance"]
-        names = [c["name"] for c in b.validation["checks"]]
+        assert b.validation.passed is True
+        assert b.validation.max_abs_diff <= b.validation.tolerance
+        names = [c.name for c in b.validation.checks]
         assert any("other_shape" in n for n in names), names
         assert b.size_bytes > 0 and b.files
         for f in b.files:
-            assert (Path(report.out_dir) / b.subfolder / f["path"]).stat().st_size == f["size"]
+            assert (Path(report.out_dir) / b.subfolder / f.path).stat().st_size == f.size
 
 
 def _check_fresh_shape(model, out: Path, inputs: dict, atol: float = 1e-3):
@@ -55,7 +55,7 @@ def _check_fresh_shape(model, out: Path, inputs: dict, atol: float = 1e-3):
 def test_bert_encoder(bert_export):
     folder, report = bert_export
     _assert_all_validated(report, ["model"])
-    assert report.plan["mode"] == "single" and report.plan["task"] == "feature-extraction"
+    assert report.plan.mode == "single" and report.plan.task == "feature-extraction"
     from transformers import BertModel
 
     model = BertModel.from_pretrained(folder).eval()
@@ -70,7 +70,7 @@ def test_bert_encoder(bert_export):
 def test_vit_vision(vit_export):
     folder, report = vit_export
     _assert_all_validated(report, ["model"])
-    assert report.plan["modality"] == "vision" and report.plan["task"] == "image-classification"
+    assert report.plan.modality == "vision" and report.plan.task == "image-classification"
     from transformers import ViTForImageClassification
 
     model = ViTForImageClassification.from_pretrained(folder).eval()
@@ -80,7 +80,7 @@ def test_vit_vision(vit_export):
 def test_llama_single_graph(llama_single_export):
     folder, report = llama_single_export
     _assert_all_validated(report, ["model"])
-    assert report.plan["mode"] == "single" and report.plan["task"] == "text-generation"
+    assert report.plan.mode == "single" and report.plan.task == "text-generation"
     from transformers import LlamaForCausalLM
 
     model = LlamaForCausalLM.from_pretrained(folder, use_cache=False).eval()
@@ -92,44 +92,52 @@ def test_llama_single_graph(llama_single_export):
 
 def _generation_checks(report):
     for b in report.backends:
-        checks = {c["name"]: c for c in b.validation["checks"]}
+        checks = {c.name: c for c in b.validation.checks}
         assert set(checks) == {"generation_sample", "generation_other_shape"}
         for check in checks.values():
-            assert check["error"] is None, (b.backend, check)
-            assert check["tokens_equal"] is True, (b.backend, check)
-            assert check["exported_tokens"] == check["eager_tokens"]
+            assert check.error is None, (b.backend, check)
+            assert check.tokens_equal is True, (b.backend, check)
+            assert check.exported_tokens == check.eager_tokens
             # 8 new tokens per row: prefill then 7 decode steps, far past the second one.
-            assert all(len(row) == 8 for row in check["exported_tokens"])
+            assert all(len(row) == 8 for row in check.exported_tokens)
         yield b, checks
 
 
 def test_llama_generation_split_token_parity(llama_generation_export, workspace):
     folder, report = llama_generation_export
     _assert_all_validated(report, ["prefill", "decode"])
-    assert report.plan["task"] == "text-generation-with-past"
+    assert report.plan.task == "text-generation-with-past"
     for backend, checks in _generation_checks(report):
         other = checks["generation_other_shape"]
-        assert len(other["exported_tokens"]) == report.plan["validation"]["batch"] != report.plan["sample"]["batch"]
+        assert len(other.exported_tokens) == report.plan.validation.batch != report.plan.sample.batch
     # The validation batch really is left-padded: padding is part of what the decoder promises.
     from transformers import AutoConfig
 
-    from hfexport.inputs import build_inputs
-    from hfexport.plan import ExportPlan
+    from hfexport.worker.inputs import build_inputs
 
-    plan = ExportPlan.from_dict(report.plan)
+    plan = report.plan
     other = build_inputs(folder, AutoConfig.from_pretrained(folder), plan, plan.validation, seed=1)
     assert (other["attention_mask"][:, 0] == 0).any() and (other["attention_mask"][:, -1] == 1).all()
     # Random weights with a scaled head: the tokens vary, so parity is not a coincidence of one repeated id.
-    tokens = checks["generation_other_shape"]["eager_tokens"]
+    tokens = checks["generation_other_shape"].eager_tokens
     assert len({t for row in tokens for t in row}) > 3
+    _assert_round_trips(report)
+
+
+def _assert_round_trips(report):
+    """The report survives its JSON form whole, as every reader (card, Action, service) gets it."""
+    assert Report.from_dict(report.to_dict()) == report
+    assert Report.from_dict(json.loads(json.dumps(report.to_dict()))) == report
+    # On disk it is the same, less the local output path (never written into the published file).
+    assert Report.load(report.out_dir) == dataclasses.replace(report, out_dir=None)
 
 
 def test_t5_encoder_decoder_generation(t5_export):
     folder, report = t5_export
     # The encoder that 5.24's export_for_generation leaves out is exported too.
     _assert_all_validated(report, ["encoder", "prefill", "decode"])
-    assert report.plan["task"] == "text2text-generation-with-past"
-    assert report.plan["validation"]["decoder_prompt"] != report.plan["sample"]["decoder_prompt"]
+    assert report.plan.task == "text2text-generation-with-past"
+    assert report.plan.validation.decoder_prompt != report.plan.sample.decoder_prompt
     list(_generation_checks(report))
     manifest = json.loads((Path(report.out_dir) / "onnx" / "export.json").read_text())
     assert sorted(manifest["components"]) == ["decode", "encoder", "prefill"]

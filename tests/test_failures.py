@@ -11,7 +11,7 @@ import pytest
 
 import hfexport
 from hfexport import Shape
-from hfexport.package import REPORT_FILE
+from hfexport.report import REPORT_FILE, Report
 
 from conftest import run_cli
 import tiny_models
@@ -37,16 +37,19 @@ def test_batch1_trace_is_caught_by_other_shape_validation(workspace):
     assert not report.ok
     for b in report.backends:
         assert b.status == "failed", b.backend
-        checks = {c["name"]: c for c in b.validation["checks"]}
+        checks = {c.name: c for c in b.validation.checks}
         # The traced shape itself works; the different batch does not.
-        assert checks["generation_sample"]["error"] is None
-        assert checks["generation_sample"]["tokens_equal"] is True
-        assert checks["generation_other_shape"]["error"] is not None
+        assert checks["generation_sample"].error is None
+        assert checks["generation_sample"].tokens_equal is True
+        assert checks["generation_other_shape"].error is not None
         assert "generation_other_shape" in b.error
         # A failed backend keeps no files that could be mistaken for a good export.
         assert not (out / b.subfolder).exists()
     saved = json.loads((out / REPORT_FILE).read_text())
     assert saved["ok"] is False and {b["status"] for b in saved["backends"]} == {"failed"}
+    # A failed backend's report (errors, checks with no diffs) round-trips like a good one.
+    assert Report.from_dict(report.to_dict()) == report
+    assert Report.from_dict(saved) == dataclasses.replace(report, out_dir=None)
 
 
 # ── Isolation ────────────────────────────────────────────────────────────────
@@ -63,6 +66,7 @@ def test_crash_and_hang_are_isolated(workspace, tiny_bert_folder):
     )
     assert result.returncode == 1, result.stderr[-2000:]
     report = json.loads(result.stdout)
+    assert Report.from_dict(report).to_dict() == report  # crashed and timed-out entries too
     status = {b["backend"]: b for b in report["backends"]}
     assert status["dynamo"]["status"] == "ok"
     assert status["onnx"]["status"] == "crashed" and "SIGKILL" in status["onnx"]["error"]
@@ -89,7 +93,7 @@ def _worker_processes() -> list[int]:
 def test_warm_workers_are_bounded_and_never_left_behind(tmp_path, tiny_bert_folder):
     """Workers start before the plan exists so their imports overlap it: one idle worker ahead per
     job slot, not one per backend, and none survives a run that turns out to need no export."""
-    from hfexport.export import Workers
+    from hfexport.pipeline.export import Workers
 
     with Workers(3, jobs=1) as workers:
         assert len(_worker_processes()) == 1

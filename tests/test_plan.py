@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from hfexport.inputs import build_inputs
-from hfexport.plan import Shape, make_plan
+from hfexport.worker.inputs import build_inputs
+from hfexport.pipeline.plan import Shape, make_plan
 
 import tiny_models
 

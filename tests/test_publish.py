@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import hfexport
-from hfexport.api import push
-from hfexport.card import END, START
-from hfexport.devhub import DevHub
-from hfexport.hub import HubUnavailableError
+from hfexport import push
+from hfexport.hub.card import END, START
+from hfexport_devhub import DevHub
+from hfexport.errors import HubUnavailableError
 
 from conftest import run_cli
 import tiny_models
@@ -62,6 +61,19 @@ def _our_prs(api, repo_id, status=None):
     return [d for d in api.get_repo_discussions(repo_id, author="hfexport-bot", discussion_type="pull_request", discussion_status=status)]
 
 
+def _assert_read_once(requests: list[tuple[str, str]], repo_id: str, card_cached: bool = False) -> None:
+    """One push asked the Hub who we are, listed the discussions and read the card once each (the
+    client's cache answers for a card already read at that sha)."""
+    def count(method: str, path: str) -> int:
+        return sum(1 for m, p in requests if m == method and p == path)
+
+    assert count("GET", "/api/whoami-v2") == 1, requests
+    assert count("GET", f"/api/models/{repo_id}/discussions") == 1, requests
+    readme = [(m, p) for m, p in requests if p.endswith("/README.md") and "/resolve/" in p]
+    heads, gets = [m for m, _ in readme].count("HEAD"), [m for m, _ in readme].count("GET")
+    assert heads == (0 if card_cached else 1) and gets <= 1, readme
+
+
 def _file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -76,7 +88,8 @@ class TestLifecycle:
     def first(self, hub, accounts, workspace):
         folder = tiny_models.bert(workspace / "publish-bert")
         sha = seed(hub, accounts["alice"], self.repo, folder)
-        result, report = push(self.repo, backends="dynamo,onnx", token=accounts["bot"])
+        result = push(self.repo, backends="dynamo,onnx", token=accounts["bot"])
+        report = result.report
         return folder, sha, result, report
 
     def test_first_push_opens_one_pr_whose_files_load_back(self, hub, accounts, first):
@@ -132,8 +145,10 @@ class TestLifecycle:
         api = _api(hub, accounts["bot"])
         head = api.list_repo_refs(self.repo, include_pull_requests=True).pull_requests[0].target_commit
         uploaded = hub.app.stats["bytes_uploaded"]
-        again, report = push(self.repo, backends="dynamo,onnx", token=accounts["bot"])
-        assert again.action == "unchanged" and again.pr_num == result.pr_num and report is None
+        seen = len(hub.app.requests)
+        again = push(self.repo, backends="dynamo,onnx", token=accounts["bot"])
+        assert again.action == "unchanged" and again.pr_num == result.pr_num and again.report is None
+        _assert_read_once(hub.app.requests[seen:], self.repo, card_cached=True)
         assert hub.app.stats["bytes_uploaded"] == uploaded
         assert api.list_repo_refs(self.repo, include_pull_requests=True).pull_requests[0].target_commit == head
         assert len(list(api.get_repo_discussions(self.repo))) == 1
@@ -148,8 +163,12 @@ class TestLifecycle:
         BertModel(BertConfig.from_pretrained(first[0])).save_pretrained(changed)
         owner.upload_file(path_or_fileobj=str(changed / "model.safetensors"), path_in_repo="model.safetensors", repo_id=self.repo)
         new_sha = owner.model_info(self.repo).sha
-        updated, report = push(self.repo, backends="dynamo,onnx", token=accounts["bot"])
-        assert updated.action == "updated" and updated.pr_num == result.pr_num and report.source["sha"] == new_sha
+        seen = len(hub.app.requests)
+        updated = push(self.repo, backends="dynamo,onnx", token=accounts["bot"])
+        report = updated.report
+        # Decided on one read of the Hub, then written: nothing asked twice.
+        _assert_read_once(hub.app.requests[seen:], self.repo)
+        assert updated.action == "updated" and updated.pr_num == result.pr_num and report.source.sha == new_sha
         api = _api(hub, accounts["bot"])
         assert [p.num for p in _our_prs(api, self.repo)] == [result.pr_num]
         details = api.get_discussion_details(self.repo, result.pr_num)
@@ -168,7 +187,7 @@ class TestLifecycle:
         owner = _api(hub, accounts["alice"])
         owner.upload_file(path_or_fileobj=(OWNER_README + "\nOne more line.\n").encode(), path_in_repo="README.md", repo_id=self.repo)
         uploaded = hub.app.stats["bytes_uploaded"]
-        updated, report = push(self.repo, backends="dynamo,onnx", token=accounts["bot"])
+        updated = push(self.repo, backends="dynamo,onnx", token=accounts["bot"])
         assert updated.action == "updated"
         # Only the card and the report changed: no artifact went up again.
         assert hub.app.stats["bytes_uploaded"] - uploaded < 50_000
@@ -179,7 +198,7 @@ class TestLifecycle:
         token = accounts["bot"]
         result = run_cli("push", self.repo, "--backends", "dynamo,onnx", "--token", token, "--json", env={"HF_TOKEN": token})
         assert result.returncode == 0, result.stderr[-2000:]
-        assert json.loads(result.stdout)["publish"]["action"] == "unchanged"
+        assert json.loads(result.stdout)["action"] == "unchanged"
         dry = run_cli("push", self.repo, "--backends", "dynamo", "--dry-run", "--json", env={"HF_TOKEN": token})
         assert dry.returncode == 0, dry.stderr[-2000:]
         for text in (result.stdout, result.stderr, dry.stdout, dry.stderr):
@@ -200,15 +219,16 @@ class TestLifecycle:
 def test_closed_pr_is_respected_and_force_reopens(hub, accounts, tiny_bert_folder):
     repo = "alice/closed-one"
     seed(hub, accounts["alice"], repo, tiny_bert_folder)
-    opened, _ = push(repo, backends="dynamo", token=accounts["bot"])
+    opened = push(repo, backends="dynamo", token=accounts["bot"])
     owner = _api(hub, accounts["alice"])
     owner.change_discussion_status(repo, opened.pr_num, "closed", comment="not now")
     owner.upload_file(path_or_fileobj=b"# changed\n", path_in_repo="README.md", repo_id=repo)  # the model moves on
-    again, report = push(repo, backends="dynamo", token=accounts["bot"])
+    again = push(repo, backends="dynamo", token=accounts["bot"])
+    report = again.report
     assert again.action == "closed-respected" and report is None
     assert owner.get_discussion_details(repo, opened.pr_num).status == "closed"
     assert len(list(owner.get_repo_discussions(repo))) == 1
-    forced, _ = push(repo, backends="dynamo", token=accounts["bot"], force=True)
+    forced = push(repo, backends="dynamo", token=accounts["bot"], force=True)
     assert forced.action == "updated" and forced.pr_num == opened.pr_num
     assert owner.get_discussion_details(repo, opened.pr_num).status in ("open", "draft")
     assert len(list(owner.get_repo_discussions(repo))) == 1
@@ -218,11 +238,11 @@ def test_merged_pr_does_not_start_a_loop(hub, accounts, tiny_bert_folder):
     """Merging our PR moves main; the next push finds main already holding the exports and opens nothing."""
     repo = "alice/merged"
     seed(hub, accounts["alice"], repo, tiny_bert_folder)
-    opened, _ = push(repo, backends="dynamo", token=accounts["bot"])
+    opened = push(repo, backends="dynamo", token=accounts["bot"])
     owner = _api(hub, accounts["alice"])
     owner.merge_pull_request(repo, opened.pr_num)
     assert "dynamo/model.pt2" in owner.list_repo_files(repo)
-    again, _ = push(repo, backends="dynamo", token=accounts["bot"])
+    again = push(repo, backends="dynamo", token=accounts["bot"])
     assert again.action == "up-to-date"
     assert len(list(owner.get_repo_discussions(repo))) == 1
 
@@ -234,7 +254,8 @@ def test_opt_out_is_respected(hub, accounts, tiny_bert_folder, how):
         seed(hub, accounts["alice"], repo, tiny_bert_folder, readme="---\nhfexport: false\nlicense: mit\n---\n# no thanks\n")
     else:
         seed(hub, accounts["alice"], repo, tiny_bert_folder, extra={".hfexport.yaml": "opt_out: true\n"})
-    result, report = push(repo, backends="dynamo", token=accounts["bot"])
+    result = push(repo, backends="dynamo", token=accounts["bot"])
+    report = result.report
     assert result.action == "opted-out" and report is None
     assert list(_api(hub, accounts["alice"]).get_repo_discussions(repo)) == []
 
@@ -242,7 +263,8 @@ def test_opt_out_is_respected(hub, accounts, tiny_bert_folder, how):
 def test_dry_run_writes_nothing(hub, accounts, tiny_bert_folder):
     repo = "alice/dry"
     sha = seed(hub, accounts["alice"], repo, tiny_bert_folder)
-    result, report = push(repo, backends="dynamo", token=accounts["bot"], dry_run=True)
+    result = push(repo, backends="dynamo", token=accounts["bot"], dry_run=True)
+    report = result.report
     assert result.action == "dry-run" and report.ok
     assert "dynamo/model.pt2" in result.files and "README.md" in result.files
     assert START in result.card and "<!-- hfexport {" in result.description
@@ -272,7 +294,8 @@ def test_every_backend_failing_opens_a_discussion_not_a_pr(hub, accounts, worksp
     # Weights no other test exported: a cached export would (rightly) make the faults moot.
     seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "publish-all-fail", seed=13))
     monkeypatch.setenv("HFEXPORT_FAULT", "dynamo:crash,onnx:crash")
-    result, report = push(repo, backends="dynamo,onnx", token=accounts["bot"])
+    result = push(repo, backends="dynamo,onnx", token=accounts["bot"])
+    report = result.report
     assert result.action == "discussion" and not report.ok
     api = _api(hub, accounts["alice"])
     discussions = list(api.get_repo_discussions(repo))
@@ -280,7 +303,7 @@ def test_every_backend_failing_opens_a_discussion_not_a_pr(hub, accounts, worksp
     text = api.get_discussion_details(repo, discussions[0].num).events[0].content
     assert "dynamo" in text and "crashed" in text and "SIGKILL" in text
     # Again: the same discussion is updated, still no PR.
-    again, _ = push(repo, backends="dynamo,onnx", token=accounts["bot"])
+    again = push(repo, backends="dynamo,onnx", token=accounts["bot"])
     assert again.action == "discussion" and again.pr_num == discussions[0].num
     assert len(list(api.get_repo_discussions(repo))) == 1
     assert len([e for e in api.get_discussion_details(repo, discussions[0].num).events if e.type == "comment"]) == 2
@@ -348,7 +371,7 @@ def test_lfs_path_with_a_large_artifact(workspace, tmp_path):
         result = run_cli("push", "alice/big", "--backends", "dynamo", "--json", env=env)
         assert result.returncode == 0, result.stderr[-3000:]
         out = json.loads(result.stdout)
-        assert out["publish"]["action"] == "opened"
+        assert out["action"] == "opened"
         revision = f"refs/pr/{out['publish']['pr_num']}"
         entries = {e.path: e for e in owner.list_repo_tree("alice/big", revision=revision, recursive=True)}
         program = entries["dynamo/model.pt2"]

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from hfexport.service.executors import HfJobsExecutor
-from hfexport.service.queue import Job
+from hfexport.entrypoints.service.executors import HfJobsExecutor
+from hfexport.entrypoints.service.queue import Job
 
 import tiny_models
 
@@ -250,7 +250,7 @@ def test_push_from_webhook_env(hub, accounts, workspace):
     result = run_cli("push", "--from-webhook-env", "--backends", "dynamo", "--json", env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     out = json.loads(result.stdout)
-    assert out["publish"]["action"] == "opened" and out["report"]["source"]["sha"] == sha
+    assert out["action"] == "opened" and out["report"]["source"]["sha"] == sha
     ignored = run_cli("push", "--from-webhook-env", env={**env, "WEBHOOK_PAYLOAD": json.dumps(_payload(repo, sha, ref="refs/pr/1"))})
     assert ignored.returncode == 0 and "ignored" in ignored.stderr
     junk = run_cli("push", "--from-webhook-env", env={**env, "WEBHOOK_PAYLOAD": "{junk"})

@@ -18,10 +18,9 @@ import os
 import secrets
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-from ..hub import git_blob_sha1
 
 
 def now_iso() -> str:
@@ -53,9 +52,15 @@ class Store:
         self.root = Path(root)
         (self.root / "blobs").mkdir(parents=True, exist_ok=True)
         (self.root / "repos").mkdir(parents=True, exist_ok=True)
-        self.lock = threading.RLock()
+        self._lock = threading.RLock()
         # Multipart LFS uploads in flight: oid -> {part number: bytes}.
-        self.parts: dict[str, dict[int, bytes]] = {}
+        self._parts: dict[str, dict[int, bytes]] = {}
+
+    @contextmanager
+    def transaction(self):
+        """Hold the store's lock: a read-modify-`save` inside it is atomic for other requests."""
+        with self._lock:
+            yield
 
     # ── tokens ──
 
@@ -65,7 +70,7 @@ class Store:
 
     def add_user(self, name: str, token: str | None = None) -> str:
         """Register `name` with a token (a fresh one if not given) and return the token."""
-        with self.lock:
+        with self._lock:
             tokens = self._tokens()
             token = token or f"hf_dev_{secrets.token_hex(16)}"
             tokens[token] = name
@@ -116,12 +121,12 @@ class Store:
         tmp.write_text(json.dumps(data))
         os.replace(tmp, path)
 
-    def list_repos(self, repo_type: str) -> list[dict]:
-        base = self.root / "repos" / repo_type
-        return [json.loads(p.read_text()) for p in sorted(base.rglob("*.json"))] if base.exists() else []
+    def delete_repo(self, repo: dict) -> None:
+        with self._lock:
+            self._repo_path(repo["type"], repo["id"]).unlink()
 
     def create_repo(self, repo_type: str, repo_id: str, owner: str, private: bool) -> dict:
-        with self.lock:
+        with self._lock:
             existing = self.load(repo_type, repo_id)
             if existing is not None:
                 raise StoreError(409, "You already created this model repo")
@@ -141,7 +146,7 @@ class Store:
                         "message": "",
                         "author": owner,
                         "date": now_iso(),
-                        "files": {".gitattributes": self._file_entry(_GITATTRIBUTES, lfs=False)},
+                        "files": {".gitattributes": self.file_entry(_GITATTRIBUTES, lfs=False)},
                     }
                 },
                 "discussions": [],
@@ -149,12 +154,30 @@ class Store:
             self.save(repo)
             return repo
 
-    def _file_entry(self, content: bytes, lfs: bool) -> dict:
+    def file_entry(self, content: bytes, lfs: bool) -> dict:
+        """Store `content` and describe it as a file of a commit (regular, or LFS)."""
         sha = self.put_blob(content)
         return {"sha256": sha, "git": git_blob_sha1(content), "size": len(content), "lfs": lfs}
 
     def file_entry_for_blob(self, sha256: str, size: int) -> dict:
         return {"sha256": sha256, "git": None, "size": size, "lfs": True}
+
+    def git_oid(self, info: dict) -> str:
+        """The git blob id of a file entry (computed on demand for an LFS upload, then kept)."""
+        if info["git"] is None:
+            info["git"] = git_blob_sha1(self.blob_path(info["sha256"]).read_bytes())
+        return info["git"]
+
+    # ── multipart LFS uploads ──
+
+    def add_part(self, oid: str, part: int, content: bytes) -> None:
+        with self._lock:
+            self._parts.setdefault(oid, {})[part] = content
+
+    def take_parts(self, oid: str) -> dict[int, bytes]:
+        """The parts uploaded for `oid` so far (and forget them)."""
+        with self._lock:
+            return self._parts.pop(oid, {})
 
     # ── reading ──
 
@@ -218,6 +241,15 @@ class Store:
             "files": files,
         }
         return commit_id
+
+
+def git_blob_sha1(content: bytes) -> str:
+    """The git object id of a regular file (`blob <size>\\0<content>`), as the Hub's `oid`/`blobId`.
+
+    The emulator's own: the client's side compares with its own implementation, so a bug in
+    either one shows as a mismatch in the tests instead of cancelling out."""
+    header = f"blob {len(content)}".encode() + b"\x00"
+    return hashlib.sha1(header + content).hexdigest()
 
 
 def _commit_id() -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from .plan import ExportPlan, Shape
+from ..report import ExportPlan, Shape
 
 InputBuilder = Callable[[Path, object, ExportPlan, Shape, int], dict[str, torch.Tensor]]
 INPUT_BUILDERS: dict[str, InputBuilder] = {}

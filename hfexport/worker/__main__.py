@@ -1,15 +1,19 @@
-"""One backend's export and validation, in a process of its own.
+"""One backend's export and validation, in a process of its own (`python -m hfexport.worker`).
 
-`export.py` starts `python -m hfexport.worker JOB_DIR` once per backend, before the job is known:
+Everything under `hfexport/worker/` runs here, never in the parent: this is where the model's
+weights are loaded and traced. `pipeline/export.py` starts `python -m hfexport.worker JOB_DIR`
+once per backend, before the job is known:
 the worker imports torch, transformers and the exporters first, then waits for a `start` line on
 stdin, when `JOB_DIR/job.json` (plan, model folder, backend, output folder) is there. It writes its
-current stage to `stage` (the parent shows it as progress) and its outcome to `result.json`. A
+current stage to `stage` (the parent shows it as progress) and its outcome, a `BackendResult`, to
+`result.json`. A
 crash, an OOM kill or a hang therefore costs this backend alone: the parent sees a missing result
 or a timeout.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import resource
@@ -37,12 +41,22 @@ def _fault_for(backend: str) -> str | None:
 def main(job_dir: str) -> int:
     job_path = Path(job_dir)
     marks: list[tuple[str, float]] = [("starting", _STARTED)]
+    if os.environ.get("HFEXPORT_QUIET_NOISE", "1") != "0":
+        from ..logs import quiet_known_noise
+
+        quiet_known_noise()
     _preload()
     marks.append(("waiting for the plan", time.perf_counter()))
     if sys.stdin.readline().strip() != "start":
         return 0  # the parent needed no worker after all (bad input, cached exports)
     job = json.loads((job_path / "job.json").read_text())
     backend_name = job["backend"]
+    from ..backends import get_backend
+    from ..report import BackendResult, Status
+
+    # A backend registered outside hfexport is found by importing the module that registered it.
+    importlib.import_module(job.get("backend_module") or "hfexport.backends")
+    backend = get_backend(backend_name)
 
     def stage(name: str) -> None:
         """Show progress (the parent reads this file) and time each stage, for the report's profile."""
@@ -57,16 +71,17 @@ def main(job_dir: str) -> int:
         while True:
             time.sleep(60)
 
-    result: dict = {"backend": backend_name, "status": "failed"}
+    result = BackendResult(backend_name, Status.FAILED, backend.subfolder)
     try:
-        result.update(run_job(job, stage))
+        run_job(job, backend, result, stage)
     except Exception as e:
-        result["error"] = f"{type(e).__name__}: {_describe(e)}"
-        result["traceback"] = traceback.format_exc()[-4000:]
-    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        result.status = Status.FAILED
+        result.error = f"{type(e).__name__}: {_describe(e)}"
+        traceback.print_exc()  # into worker.log: the parent keeps its tail in the report
+    result.peak_rss_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     marks.append(("end", time.perf_counter()))
-    result["timings"] = {name: round(end - start, 2) for (name, start), (_, end) in zip(marks, marks[1:])}
-    (job_path / "result.json").write_text(json.dumps(result, indent=2, default=str))
+    result.timings = {name: round(end - start, 2) for (name, start), (_, end) in zip(marks, marks[1:])}
+    (job_path / "result.json").write_text(json.dumps(result.to_dict(), indent=2))
     return 0
 
 
@@ -87,21 +102,20 @@ def _describe(e: BaseException) -> str:
     return " <- ".join(parts)
 
 
-def run_job(job: dict, stage) -> dict:
+def run_job(job: dict, backend, result, stage) -> None:
+    """Export, save, reload and validate one backend, filling in `result` (a `BackendResult`)."""
     import torch
     import transformers
     from torch.export import Dim
     from transformers.exporters import AutoHfExporter, ExportedModel
 
-    from .backends import get_backend
+    from ..report import ArtifactFile, ExportPlan, Status, Validation
+    from ..versions import runtime_versions
     from .inputs import build_inputs
-    from .plan import ExportPlan
-    from .validate import Validation, compare_forward, compare_generation
-    from .versions import runtime_versions
+    from .validate import compare_forward, compare_generation
 
     torch.manual_seed(0)
     plan = ExportPlan.from_dict(job["plan"])
-    backend = get_backend(job["backend"])
     model_dir = Path(job["model_dir"])
     out_dir = Path(job["out_dir"])
 
@@ -183,28 +197,14 @@ def run_job(job: dict, stage) -> dict:
     validate_seconds = time.perf_counter() - started
 
     files = sorted(p for p in out_dir.rglob("*") if p.is_file())
-    return {
-        "status": "ok" if validation.passed else "failed",
-        "error": None if validation.passed else _validation_error(validation),
-        "files": [{"path": str(p.relative_to(out_dir)), "size": p.stat().st_size} for p in files],
-        "size_bytes": sum(p.stat().st_size for p in files),
-        "export_seconds": round(export_seconds, 2),
-        "validate_seconds": round(validate_seconds, 2),
-        "components": list(loaded.components),
-        "validation": validation.to_dict(),
-        "versions": runtime_versions(backend.packages),
-    }
-
-
-def _validation_error(validation) -> str:
-    for check in validation.checks:
-        if check.error:
-            return f"validation '{check.name}' could not run the export: {check.error}"
-        if check.tokens_equal is False:
-            return f"validation '{check.name}': generated tokens differ from eager generate()"
-        if check.worst() > validation.tolerance:
-            return f"validation '{check.name}': max abs diff {check.worst():.3g} > tolerance {validation.tolerance:g}"
-    return "validation failed"
+    result.status = Status.OK if validation.passed else Status.FAILED
+    result.error = validation.first_problem()
+    result.files = [ArtifactFile(str(p.relative_to(out_dir)), p.stat().st_size) for p in files]
+    result.export_seconds = round(export_seconds, 2)
+    result.validate_seconds = round(validate_seconds, 2)
+    result.components = list(loaded.components)
+    result.validation = validation
+    result.versions = runtime_versions(backend.packages)
 
 
 if __name__ == "__main__":

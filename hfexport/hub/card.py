@@ -11,12 +11,11 @@ import re
 
 import yaml
 
-from .backends import get_backend
-from .package import Report
+from ..backends import get_backend
+from ..report import Report, markdown_table
 
 START = "<!-- hfexport:start -->"
 END = "<!-- hfexport:end -->"
-FORMAT_TAGS = {"dynamo": "torch-export", "onnx": "onnx", "executorch": "executorch", "executorch-cuda": "executorch", "openvino": "openvino"}
 _FRONT_MATTER = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n?", re.S)
 
 
@@ -47,7 +46,7 @@ def render_card(current: str | None, repo_id: str, report: Report) -> str:
     if metadata is not None:  # unreadable front matter stays exactly as the owner wrote it
         tags = list(metadata.get("tags") or [])
         for b in report.succeeded:
-            for tag in (FORMAT_TAGS.get(b.backend, b.backend), "hfexport"):
+            for tag in (*get_backend(b.backend).tags, "hfexport"):
                 if tag not in tags:
                     tags.append(tag)
         if tags != list(metadata.get("tags") or []):
@@ -66,29 +65,19 @@ def render_card(current: str | None, repo_id: str, report: Report) -> str:
 
 
 def render_section(repo_id: str, report: Report) -> str:
-    sha = report.source["sha"]
+    sha = report.source.sha
     lines = [
         START,
         "## Exports",
         "",
         f"Exported and validated by hfexport from commit `{sha[:12]}`: each artifact was "
         "reloaded on its own runtime and compared with the original model, on the traced shape and on another "
-        f"batch and sequence length (task `{report.plan['task']}`).",
+        f"batch and sequence length (task `{report.plan.task}`).",
         "",
-        "| backend | folder | files | size | max abs diff | tolerance | status |",
-        "|---|---|---|---|---|---|---|",
+        *markdown_table(report, ["backend", "folder", "files", "size", "max_abs_diff", "tolerance", "outcome"]),
     ]
-    for b in report.backends:
-        validation = b.validation or {}
-        diff = validation.get("max_abs_diff")
-        lines.append(
-            f"| {b.backend} | `{b.subfolder}/` | {', '.join(f['path'] for f in b.files) or '-'} | "
-            f"{_size(b.size_bytes)} | {f'{diff:.2e}' if isinstance(diff, float) else '-'} | "
-            f"{validation.get('tolerance', '-')} | {b.status}{': ' + _one_line(b.error) if b.error else ''} |"
-        )
-    generation = [b for b in report.succeeded if any((c.get('tokens_equal') is True) for c in (b.validation or {}).get("checks", []))]
-    if generation:
-        new_tokens = report.plan["validation"]["new_tokens"]
+    if any(b.validation is not None and b.validation.tokens_equal for b in report.succeeded):
+        new_tokens = report.plan.validation.new_tokens
         lines += ["", f"Generation: the exported components reproduce eager `generate()` token for token ({new_tokens} new tokens, greedy)."]
     versions = {}
     for b in report.succeeded:
@@ -105,18 +94,7 @@ def render_section(repo_id: str, report: Report) -> str:
 def _snippet(repo_id: str, backend: str, subfolder: str, components: list[str]) -> list[str]:
     spec = get_backend(backend)
     trust = ", trust_remote_code=True" if spec.loads_pickle else ""
-    first = components[0] if components else "model"
-    native = {
-        "onnx": [
-            "import onnxruntime as ort",
-            f'session = ort.InferenceSession(hf_hub_download("{repo_id}", "{subfolder}/{first}.onnx"))',
-        ],
-        "dynamo": ["import torch", f'program = torch.export.load(hf_hub_download("{repo_id}", "{subfolder}/{first}.pt2"))'],
-        "executorch": [
-            "from executorch.runtime import Runtime",
-            f'program = Runtime.get().load_program(hf_hub_download("{repo_id}", "{subfolder}/{first}.pte"))',
-        ],
-    }.get(spec.export_format, [])
+    native = spec.snippet(repo_id, subfolder, components[0] if components else "model") if spec.snippet else []
     return [
         f"**{backend}** (`{subfolder}/`):",
         "",
@@ -127,11 +105,3 @@ def _snippet(repo_id: str, backend: str, subfolder: str, components: list[str]) 
         "```",
         "",
     ]
-
-
-def _size(n: int) -> str:
-    return f"{n / 1e6:.1f} MB" if n else "-"
-
-
-def _one_line(text: str) -> str:
-    return text.replace("|", "/").replace("\n", " ")[:200]

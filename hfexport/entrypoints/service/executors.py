@@ -1,8 +1,7 @@
 """Where a queued export job runs: here (`local`), or as an HF Job (`hf-jobs`).
 
 An executor takes a job (repo, sha, plan) and returns a result dict, or raises `JobFailed`
-saying whether a retry may help. Adding one is a class with `run(job) -> dict`, registered in
-`EXECUTORS`.
+saying whether a retry may help. Adding one is a class with `run(job) -> dict`.
 """
 
 from __future__ import annotations
@@ -14,8 +13,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from ..backends import get_backend
-from ..proc import die_with_parent
+from ...backends import get_backend
+from ...proc import die_with_parent
+from ...report import PublishResult
 from .queue import Job
 
 
@@ -51,11 +51,10 @@ class LocalExecutor:
         tail = "\n".join(process.stderr.strip().splitlines()[-5:])
         if process.returncode in (0, 1):  # 1: some backend failed validation; the PR says which
             try:
-                data = json.loads(process.stdout)
-            except ValueError:
+                result = PublishResult.from_dict(json.loads(process.stdout))
+            except (ValueError, KeyError, TypeError):
                 raise JobFailed(f"push printed no JSON: {tail}", retryable=True) from None
-            publish = data.get("publish") or {}
-            return {"action": publish.get("action"), "pr_url": publish.get("pr_url"), "exit_code": process.returncode}
+            return {"action": str(result.action), "pr_url": result.pr_url, "exit_code": process.returncode}
         # 2: bad input (retrying cannot help); 3: the Hub kept failing; anything else: a crash.
         raise JobFailed(f"push exited with {process.returncode}: {tail}", retryable=process.returncode != 2)
 
@@ -82,7 +81,7 @@ class HfJobsExecutor:
     def run(self, job: Job) -> dict:
         from huggingface_hub import HfApi
 
-        from ..hub import retry
+        from ...hub.retry import retry
 
         api = HfApi(token=self.token)
         info = retry(
@@ -110,6 +109,3 @@ class HfJobsExecutor:
                 retry("cancel the HF Job", lambda: api.cancel_job(job_id=info.id, namespace=self.namespace))
                 raise JobFailed(f"HF Job {info.id} ran past {self.timeout_s:g} s and was cancelled", retryable=False)
             time.sleep(self.poll_s)
-
-
-EXECUTORS = {"local": LocalExecutor, "hf-jobs": HfJobsExecutor}

@@ -1,7 +1,8 @@
 """The local Hub's HTTP API: what the real `huggingface_hub` client calls, answered as the Hub does.
 
 Routing is on the raw request path (`scope["raw_path"]`): revisions travel URL-quoted
-(`refs%2Fpr%2F1`) and a decoded path would be ambiguous. See shared/hub-protocol.md.
+(`refs%2Fpr%2F1`) and a decoded path would be ambiguous. Every request is kept in `requests`
+(method, raw path) so tests can assert what a client asked, and how often.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from starlette.responses import JSONResponse, Response
 
 from .faults import Faults, drop_connection
 from .jobs import JobRunner
-from ..hub import git_blob_sha1
 from .store import Actor, Store, StoreError, now_iso
 
 Handler = Callable[..., Awaitable[Response]]
@@ -47,6 +47,9 @@ class Settings:
     on_discussion: list[Callable[[dict, dict, str], None]] = field(default_factory=list)
     # Extra environment of HF Jobs run here (HF_ENDPOINT back to this Hub is added by DevHub).
     job_env: dict[str, str] = field(default_factory=dict)
+    # An image's entrypoint as a local command: a job whose command starts with a key runs the
+    # value instead (e.g. {"hfexport": [sys.executable, "-m", "hfexport"]}); others run as given.
+    job_entrypoints: dict[str, list[str]] = field(default_factory=dict)
 
 
 class HubApp:
@@ -58,7 +61,9 @@ class HubApp:
         self.stats = {"requests": 0, "bytes_uploaded": 0, "multipart_uploads": 0, "basic_uploads": 0}
         self._stats_lock = threading.Lock()
         self.routes: list[tuple[str, re.Pattern, Handler]] = []
-        self.jobs = JobRunner(self.settings.job_env)
+        self.jobs = JobRunner(self.settings.job_env, self.settings.job_entrypoints)
+        # (method, raw path) of every request, oldest first.
+        self.requests: list[tuple[str, str]] = []
         api = rf"/api/(?P<t>models|datasets|spaces)/{_REPO}"
         for method, pattern, handler in [
             ("GET", r"/api/whoami-v2", self.whoami),
@@ -114,6 +119,7 @@ class HubApp:
         raw_path = scope.get("raw_path", scope["path"].encode()).decode("latin-1").split("?", 1)[0]
         with self._stats_lock:
             self.stats["requests"] += 1
+            self.requests.append((scope["method"], raw_path))
         fault = await self.settings.faults.before(raw_path)
         if fault is not None:
             await fault(scope, receive, send)
@@ -164,11 +170,6 @@ class HubApp:
             entry["lfs"] = {"oid": info["sha256"], "size": info["size"], "pointerSize": 134}
         return entry
 
-    def _git_oid(self, info: dict) -> str:
-        if info["git"] is None:  # an LFS upload: compute the git id of the content on demand
-            info["git"] = git_blob_sha1(self.store.blob_path(info["sha256"]).read_bytes())
-        return info["git"]
-
     # ── account and repos ──
 
     async def whoami(self, request: Request) -> Response:
@@ -205,12 +206,11 @@ class HubApp:
         body = await request.json()
         repo_id = f"{body.get('organization') or self.actor(request).name}/{body['name']}"
         repo = self.store.get_repo(body.get("type") or "model", repo_id, self.actor(request), write=True)
-        with self.store.lock:
-            self.store._repo_path(repo["type"], repo["id"]).unlink()
+        self.store.delete_repo(repo)
         return JSONResponse({})
 
     async def repo_settings(self, request: Request, t: str, repo: str) -> Response:
-        with self.store.lock:
+        with self.store.transaction():
             data = self.repo(request, t, repo, write=True)
             body = await request.json()
             if "private" in body:
@@ -331,7 +331,7 @@ class HubApp:
         return JSONResponse(history)
 
     async def create_branch(self, request: Request, t: str, repo: str, rev: str) -> Response:
-        with self.store.lock:
+        with self.store.transaction():
             data = self.repo(request, t, repo, write=True)
             body = await request.json() if (await request.body()) else {}
             start = self.store.resolve(data, body.get("startingPoint") or "main")
@@ -365,7 +365,7 @@ class HubApp:
             existing = files.get(item["path"])
             oid = None
             if existing is not None:
-                oid = existing["sha256"] if lfs else self._git_oid(existing)
+                oid = existing["sha256"] if lfs else self.store.git_oid(existing)
             out.append({"path": item["path"], "uploadMode": "lfs" if lfs else "regular", "shouldIgnore": False, "oid": oid})
         return JSONResponse({"files": out, "commitOid": self.store.resolve(data, rev) if files else None})
 
@@ -374,14 +374,14 @@ class HubApp:
         create_pr = request.query_params.get("create_pr") in ("1", "true")
         lines = [json.loads(line) for line in (await request.body()).decode().splitlines() if line.strip()]
         header = next((line["value"] for line in lines if line.get("key") == "header"), {})
-        with self.store.lock:
+        with self.store.transaction():
             data = self.repo(request, t, repo)
             additions, deletions, deleted_folders = {}, [], []
             for line in lines:
                 key, value = line.get("key"), line.get("value", {})
                 if key == "file":
                     content = base64.b64decode(value["content"]) if value.get("encoding", "base64") == "base64" else value["content"].encode()
-                    additions[value["path"]] = self.store._file_entry(content, lfs=False)
+                    additions[value["path"]] = self.store.file_entry(content, lfs=False)
                     with self._stats_lock:
                         self.stats["bytes_uploaded"] += len(content)
                 elif key == "lfsFile":
@@ -475,14 +475,12 @@ class HubApp:
             with self._stats_lock:
                 self.stats["basic_uploads"] += 1
             return Response(status_code=200)
-        with self.store.lock:
-            self.store.parts.setdefault(oid, {})[int(part)] = content
+        self.store.add_part(oid, int(part), content)
         return Response(status_code=200, headers={"ETag": f'"{oid[:16]}-{part}"'})
 
     async def lfs_complete(self, request: Request, oid: str) -> Response:
         body = await request.json()
-        with self.store.lock:
-            parts = self.store.parts.pop(oid, {})
+        parts = self.store.take_parts(oid)
         try:
             content = b"".join(parts[p["partNumber"]] for p in sorted(body["parts"], key=lambda p: p["partNumber"]))
         except KeyError as e:
@@ -508,7 +506,7 @@ class HubApp:
         if path not in files:
             return _error(404, f"{path} does not exist at {rev}", "EntryNotFound", {"X-Repo-Commit": sha})
         info = files[path]
-        etag = f'"{info["sha256"] if info["lfs"] else self._git_oid(info)}"'
+        etag = f'"{info["sha256"] if info["lfs"] else self.store.git_oid(info)}"'
         headers = {"X-Repo-Commit": sha, "ETag": etag, "Content-Length": str(info["size"]), "Accept-Ranges": "bytes"}
         if info["lfs"]:
             headers.update({"X-Linked-Etag": f'"{info["sha256"]}"', "X-Linked-Size": str(info["size"])})
@@ -578,7 +576,7 @@ class HubApp:
     async def create_discussion(self, request: Request, t: str, repo: str) -> Response:
         actor = self.signed_in(request)
         body = await request.json()
-        with self.store.lock:
+        with self.store.transaction():
             data = self.repo(request, t, repo)
             d = self._new_discussion(data, actor, body["title"], body.get("description", ""), bool(body.get("pullRequest")))
             self.store.save(data)
@@ -600,7 +598,7 @@ class HubApp:
     async def comment(self, request: Request, t: str, repo: str, num: str) -> Response:
         actor = self.signed_in(request)
         body = await request.json()
-        with self.store.lock:
+        with self.store.transaction():
             data = self.repo(request, t, repo)
             d = self._discussion(data, int(num))
             event = _event("comment", actor.name, _comment_data(body["comment"]))
@@ -611,7 +609,7 @@ class HubApp:
     async def change_status(self, request: Request, t: str, repo: str, num: str) -> Response:
         actor = self.actor(request)
         body = await request.json()
-        with self.store.lock:
+        with self.store.transaction():
             data = self.repo(request, t, repo)
             d = self._discussion(data, int(num))
             if actor.name not in (d["author"], data["owner"]):
@@ -625,7 +623,7 @@ class HubApp:
         return JSONResponse({"newStatus": event})
 
     async def merge(self, request: Request, t: str, repo: str, num: str) -> Response:
-        with self.store.lock:
+        with self.store.transaction():
             data = self.repo(request, t, repo, write=True)
             d = self._discussion(data, int(num))
             if not d["isPullRequest"] or d["status"] not in ("open", "draft"):

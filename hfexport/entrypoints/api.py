@@ -1,26 +1,30 @@
-"""The one entry point for the export job: `hfexport.export(source, ...)`, chaining the stages
+"""The Python API: one entry point per job, each chaining the stages.
 
-    resolve → fetch → plan → export (+ validate, in each backend's process) → package
+    export(source)   resolve → fetch → plan → export (+ validate, in each backend's process) → package
+    push(repo_id)    resolve → read the Hub → decide → fetch → plan → export → package → decide → apply
 
-Each stage is a module with a small dataclass contract the next one reads; `publish.py` (the PR)
-reads the `Report` this returns.
+Each stage is a module with a small dataclass contract the next one reads (`hfexport/pipeline/`,
+then `hfexport/hub/` for publishing); all of them meet in `hfexport.report`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .backends import parse_backends
-from .export import DEFAULT_TIMEOUT_S, Progress, Workers, run_backends
-from .fetch import fetch
-from .errors import SourceNotFoundError
-from .package import REPORT_FILE, Report, package, staging_folder
-from .plan import ExportPlan, check_request, make_plan
-from .publish import PublishResult
-from .resolve import resolve
+from ..backends import parse_backends
+from ..errors import SourceNotFoundError
+from ..pipeline.export import DEFAULT_TIMEOUT_S, Progress, Workers, run_backends
+from ..pipeline.fetch import FetchedModel, fetch
+from ..pipeline.package import package, staging_folder
+from ..pipeline.plan import check_request, make_plan
+from ..pipeline.resolve import resolve
+from ..report import REPORT_FILE, ExportPlan, PublishResult, Report
+from ..versions import runtime_versions
 
 
 def export(
@@ -64,17 +68,17 @@ def export(
     names = parse_backends(backends)
     resolved = resolve(source, revision=revision, token=token)
     fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
-    check_request(fetched.model_dir, task, trust_remote_code)
+    checked = check_request(fetched.model_dir, task, trust_remote_code)
     # The workers import torch and the exporters while this process plans (which imports them too).
     with Workers(len(names), jobs) as workers:
-        plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code)
+        plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code, checked=checked)
         if adjust_plan is not None:
             plan = adjust_plan(dataclasses.replace(plan))
         out_dir = Path(out) if out is not None else Path("hfexport-out") / Path(resolved.ref).name
         return _export_into(out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress)
 
 
-def _export_into(out_dir: Path, fetched, plan: ExportPlan, workers: Workers, **run_options) -> Report:
+def _export_into(out_dir: Path, fetched: FetchedModel, plan: ExportPlan, workers: Workers, **run_options) -> Report:
     """Stages 4-6 for both jobs: run the backends into a staging folder, then package it as `out_dir`."""
     with staging_folder(out_dir) as staging:
         results = run_backends(fetched, plan, staging, workers=workers, **run_options)
@@ -100,23 +104,24 @@ def push(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     progress: Progress | None = None,
     log: Callable[[str], None] = lambda message: None,
-) -> tuple[PublishResult, Report | None]:
+) -> PublishResult:
     """Export a Hub repo and open (or update) one verified PR on it — the `hfexport push` job.
 
-    The revision is resolved to a sha first. Nothing is exported when the repo opted out, when our
-    open PR already holds that sha and plan, or when a maintainer closed our PR (without `force`).
-    Exports are cached under `cache_dir()` by model content, plan digest and runtime versions, so a
-    README-only commit, or a rerun after a failed upload, does not export again.
+    The revision is resolved to a sha and the Hub's state read once (`hub.publish.read_state`).
+    Nothing is exported when the repo opted out, when our open PR already holds that sha and plan,
+    or when a maintainer closed our PR (without `force`). Exports are cached under `cache_dir()`
+    by model content, plan digest and runtime versions, so a README-only commit, or a rerun after a
+    failed upload, does not export again.
 
     Returns:
-        `(PublishResult, Report or None when nothing had to be exported)`.
+        The `PublishResult`; its `report` is None when nothing had to be exported.
 
     Raises:
         HfExportError subclasses: bad input, auth (`AuthError`), Hub down (`HubUnavailableError`).
     """
     from huggingface_hub import HfApi
 
-    from .publish import publish, request_key, settled
+    from ..hub.publish import apply, decide, read_state, request_key
 
     names = parse_backends(backends)
     resolved = resolve(repo_id, revision=revision, token=token)
@@ -124,34 +129,28 @@ def push(
         raise SourceNotFoundError(f"{repo_id} is a local folder; push needs a Hub repo id.", "Pass a repo id such as org/model.")
     api = HfApi(token=token)
     request = request_key(names, task)
+    state = read_state(api, repo_id, resolved.sha)
     # Before downloading or planning: opted out, already published, or closed by a maintainer.
-    early, _ = settled(api, repo_id, resolved.sha, request=request, force=force, log=log)
+    early = decide(state, request, force=force)
     if early is not None:
-        return early, None
+        return apply(api, state, early, None, request=request, dry_run=dry_run, log=log)
     fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
-    check_request(fetched.model_dir, task, trust_remote_code)
+    checked = check_request(fetched.model_dir, task, trust_remote_code)
     with Workers(len(names)) as workers:  # importing while the plan is made
-        plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code)
+        plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code, checked=checked)
 
         # Keyed by content, plan and versions: the same weights exported the same way are reused.
         out_dir = cache_dir() / "exports" / f"{fetched.content_digest[:24]}-{plan.digest()}-{_versions_digest()}"
         cached = Report.load(out_dir) if (out_dir / REPORT_FILE).exists() else None
         if cached is not None and cached.ok:  # failures are retried, not cached
             log(f"reusing the cached exports in {out_dir}")
-            report = cached
-            report.out_dir = str(out_dir)
-            report.source = resolved.to_dict()
+            report = dataclasses.replace(cached, source=resolved, out_dir=str(out_dir))
         else:
             report = _export_into(out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress)
-    result = publish(api, repo_id, report, force=force, dry_run=dry_run, request=request, log=log)
-    return result, report
+    decision = decide(state, request, report, force=force)
+    return apply(api, state, decision, report, request=request, dry_run=dry_run, log=log)
 
 
 def _versions_digest() -> str:
-    import hashlib
-    import json
-
-    from .versions import runtime_versions
-
     versions = runtime_versions(("executorch", "onnx", "onnxscript", "onnxruntime"))
     return hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:8]

@@ -1,7 +1,8 @@
 """HF Jobs on the local Hub: a job runs as a local process instead of a container.
 
-The image cannot run here, so its command does: `hfexport ...` is run as this Python's
-`-m hfexport ...` (the image's entrypoint), anything else as given. The job's environment is the
+The image cannot run here, so its command does, as a local process: a command whose first word is
+a key of `Settings.job_entrypoints` runs that entry's command instead (the image's entrypoint as
+installed here), anything else as given. The job's environment is the
 Hub's own (`Settings.job_env`: HF_ENDPOINT pointing back here, ...) plus the job's `environment`
 and `secrets` — secrets reach the process, never the job's public description.
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -51,8 +51,9 @@ class LocalJob:
 
 
 class JobRunner:
-    def __init__(self, job_env: dict[str, str]):
+    def __init__(self, job_env: dict[str, str], entrypoints: dict[str, list[str]]):
         self.job_env = job_env
+        self.entrypoints = entrypoints
         self.jobs: dict[str, LocalJob] = {}
         self.lock = threading.Lock()
 
@@ -61,8 +62,8 @@ class JobRunner:
         with self.lock:
             self.jobs[job.id] = job
         command = list(spec.get("command") or []) + list(spec.get("arguments") or [])
-        if command and command[0] == "hfexport":
-            command = [sys.executable, "-m", "hfexport", *command[1:]]
+        if command and command[0] in self.entrypoints:
+            command = [*self.entrypoints[command[0]], *command[1:]]
         env = {**os.environ, **self.job_env, **spec.get("environment", {}), **spec.get("secrets", {})}
         try:
             job.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)

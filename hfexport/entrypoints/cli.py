@@ -8,16 +8,18 @@ Progress and tables go to stderr, so `--json` leaves stdout machine-readable.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from .errors import HfExportError
+from ..errors import HfExportError
+from ..logs import quiet_known_noise
+from .console import badge, err, fail, print_report, progress_callback
 
 app = typer.Typer(
     name="hfexport",
@@ -33,13 +35,17 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True)
 
 
-def _fail(e: HfExportError) -> None:
-    err.print(f"[bold red]error:[/] {e.cause}")
-    err.print(f"[bold]fix:[/] {e.fix}")
-    raise typer.Exit(e.exit_code)
+@app.callback()
+def _options(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show every library log line (known-harmless ones are hidden).")] = False,
+) -> None:
+    if not verbose:
+        os.environ.setdefault("HFEXPORT_QUIET_NOISE", "1")  # the export workers read it too
+        quiet_known_noise()
+    else:
+        os.environ["HFEXPORT_QUIET_NOISE"] = "0"
 
 
 @app.command()
@@ -64,7 +70,7 @@ def export(
     started = time.perf_counter()
     with err.status("resolving source…") as status:
 
-        progress = _progress(status, started)
+        progress = progress_callback(status, started)
         try:
             report = run_export(
                 source,
@@ -80,73 +86,21 @@ def export(
                 progress=progress,
             )
         except HfExportError as e:
-            _fail(e)
+            fail(e)
         except KeyboardInterrupt:
             err.print("[red]interrupted[/]: nothing was written")
             raise typer.Exit(130)
     print_report(report)
     if as_json:
-        sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
+        sys.stdout.write(report.to_json())
     raise typer.Exit(0 if report.ok else 1)
-
-
-def _progress(status, started: float):
-    """A progress callback: the spinner shows each backend's stage and the elapsed time; a
-    backend's outcome is printed once, as a line of its own."""
-
-    def progress(backend: str, message: str) -> None:
-        status.update(f"[bold]{backend}[/]: {message}  [dim]({time.perf_counter() - started:.0f}s)[/]")
-        if message in ("ok", "failed", "crashed", "timeout") or message.startswith("skipped"):
-            err.print(f"  {_badge(message)} {backend}")
-
-    return progress
-
-
-def _badge(status: str) -> str:
-    if status == "ok":
-        return "[green]✓[/]"
-    if status.startswith("skipped"):
-        return "[yellow]–[/]"
-    return "[red]✗[/]"
-
-
-def print_report(report) -> None:
-    """The readable table: one row per backend."""
-    table = Table(title=f"{report.source['ref']} @ {report.source['sha'][:12]} · {report.plan['task']}")
-    for column in ("backend", "status", "components", "size", "max abs diff", "export s", "peak RSS"):
-        table.add_column(column, justify="right" if column in ("size", "export s", "peak RSS", "max abs diff") else "left")
-    for b in report.backends:
-        validation = b.validation or {}
-        diff = validation.get("max_abs_diff")
-        table.add_row(
-            b.backend,
-            f"{_badge(b.status)} {b.status}",
-            ",".join(b.components) or "-",
-            _size(b.size_bytes) if b.size_bytes else "-",
-            f"{diff:.2e}" if isinstance(diff, float) else str(diff or "-"),
-            f"{b.export_seconds:.1f}" if b.export_seconds is not None else "-",
-            f"{b.peak_rss_mb:.0f} MB" if b.peak_rss_mb else "-",
-        )
-    err.print(table)
-    for b in report.backends:
-        if b.error:
-            err.print(f"[bold]{b.backend}[/] {b.status}: {b.error}")
-    err.print(f"report: {Path(report.out_dir) / 'hfexport-report.json'}")
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 @app.command()
 def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON on stdout.")] = False) -> None:
     """Installed versions, drift from the pins and the exporters' tested versions, and which backends can run here."""
-    from .backends import BACKENDS
-    from .versions import drift
+    from ..backends import BACKENDS
+    from ..versions import drift
 
     import torch
 
@@ -174,7 +128,7 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON o
     err.print(table)
     err.print(f"CUDA visible: {'yes' if info['cuda'] else 'no'}")
     for name, reason in backends.items():
-        err.print(f"  {_badge('ok' if reason is None else 'skipped')} {name}" + (f" — {reason}" if reason else ""))
+        err.print(f"  {badge('ok' if reason is None else 'skipped')} {name}" + (f" — {reason}" if reason else ""))
 
 
 @app.command()
@@ -199,33 +153,34 @@ def push(
     Reruns are cheap: an open PR of ours that already holds this commit and plan means no export
     and no upload. A closed PR is respected unless --force. Opt out with `hfexport: false` in the
     card metadata, or `opt_out: true` in a `.hfexport.yaml` at the repo root."""
+    from ..report import PublishAction
     from .api import push as run_push
 
     if from_webhook_env:
         try:
             repo_id, revision = _from_webhook_env(repo_id)
         except HfExportError as e:
-            _fail(e)
+            fail(e)
         if repo_id is None:
             err.print(f"[bold]ignored[/]: {revision}")
             raise typer.Exit(0)
     if not repo_id:
-        _fail(HfExportError("No repo to push to.", "Pass REPO_ID, or --from-webhook-env inside a webhook-started Job."))
+        fail(HfExportError("No repo to push to.", "Pass REPO_ID, or --from-webhook-env inside a webhook-started Job."))
     started = time.perf_counter()
     with err.status("resolving…") as status:
 
-        progress = _progress(status, started)
+        progress = progress_callback(status, started)
         try:
-            result, report = run_push(
+            result = run_push(
                 repo_id, revision=revision, backends=backends, task=task, token=token, dry_run=dry_run,
                 force=force, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, timeout_s=timeout,
                 progress=progress, log=lambda message: err.print(message),
             )
         except HfExportError as e:
-            _fail(e)
-    if report is not None:
-        print_report(report)
-    if result.action == "dry-run":
+            fail(e)
+    if result.report is not None:
+        print_report(result.report)
+    if result.action == PublishAction.DRY_RUN:
         err.print("[bold]dry run[/]: nothing was written to the Hub. Would commit:")
         for path in result.files:
             err.print(f"  {path}")
@@ -236,9 +191,8 @@ def push(
     else:
         err.print(f"[bold]{result.action}[/]")
     if as_json:
-        sys.stdout.write(json.dumps({"publish": result.to_dict(), "report": report.to_dict() if report else None}, indent=2) + "\n")
-    failed = report is not None and not report.ok
-    raise typer.Exit(1 if failed else 0)
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    raise typer.Exit(1 if result.failed else 0)
 
 
 def _from_webhook_env(expected: str | None) -> tuple[str | None, str]:
@@ -283,7 +237,7 @@ def serve(
 
     import uvicorn
 
-    from .backends import parse_backends
+    from ..backends import parse_backends
     from .service import ServiceConfig, Workers, create_app
     from .service.executors import HfJobsExecutor, LocalExecutor
     from .service.queue import JobQueue
@@ -292,9 +246,9 @@ def serve(
     try:
         names = ",".join(parse_backends(backends))
     except HfExportError as e:
-        _fail(e)
+        fail(e)
     if executor not in ("local", "hf-jobs"):
-        _fail(HfExportError(f"Unknown executor {executor!r}.", "Use --executor local or --executor hf-jobs."))
+        fail(HfExportError(f"Unknown executor {executor!r}.", "Use --executor local or --executor hf-jobs."))
     config = ServiceConfig(secret=secret, watch=set(watch), plan_key=f"{names}|{task}", workers=workers, max_attempts=max_attempts)
     queue = JobQueue(db)
     runner = LocalExecutor() if executor == "local" else HfJobsExecutor(image=image, token=os.environ.get("HF_TOKEN"))
@@ -318,42 +272,7 @@ def demo(
     try:
         raise typer.Exit(run_demo(root, backends, err))
     except HfExportError as e:
-        _fail(e)
-
-
-devhub_app = typer.Typer(help="The local Hub emulator: a Hub-compatible server on 127.0.0.1 for tests and demos.")
-app.add_typer(devhub_app, name="devhub")
-
-
-@devhub_app.command("serve")
-def devhub_serve(
-    root: Annotated[Path, typer.Option(help="Data folder (kept across restarts).")] = Path("hfexport-out/devhub"),
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8765,
-    user: Annotated[list[str], typer.Option(help="NAME=TOKEN to register (repeatable).")] = [],
-    lfs: Annotated[bool, typer.Option(help="Answer uploadMode=lfs for large files (clients with HF_HUB_DISABLE_XET=1); --no-lfs serves Xet-enabled clients inline.")] = True,
-    fault_rate: Annotated[float, typer.Option(help="Share of requests that fail (0..1), for reliability tests.")] = 0.0,
-    fault_kinds: Annotated[str, typer.Option(help="Which failures: 500, 503, 429, drop (before acting), drop-after (after acting).")] = "500,503,429,drop,drop-after",
-    retry_after: Annotated[float, typer.Option(help="Retry-After seconds sent with 429.")] = 1.0,
-    latency_ms: Annotated[int, typer.Option(help="Delay added to every request.")] = 0,
-) -> None:
-    """Serve the local Hub until interrupted. Point a client at it with HF_ENDPOINT=http://127.0.0.1:PORT."""
-    from .devhub import DevHub
-
-    hub = DevHub(root, port=port)
-    hub.settings.lfs = lfs
-    hub.settings.faults.configure(
-        rate=fault_rate, kinds=[k.strip() for k in fault_kinds.split(",") if k.strip()], retry_after_s=retry_after, latency_ms=latency_ms
-    )
-    for item in user:
-        name, _, token = item.partition("=")
-        hub.add_user(name, token or None)
-    hub.start()
-    err.print(f"local Hub on {hub.url} (data in {root}); Ctrl-C to stop")
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        hub.stop()
+        fail(e)
 
 
 @app.command("github-action", hidden=True)
@@ -363,7 +282,7 @@ def github_action() -> None:
     import os
     import runpy
 
-    default = Path(__file__).resolve().parent.parent / "action"
+    default = Path(__file__).resolve().parents[2] / "action"
     script = Path(os.environ.get("HFEXPORT_ACTION_DIR") or default) / "entrypoint.py"
     raise typer.Exit(runpy.run_path(str(script))["main"]())
 

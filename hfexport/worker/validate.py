@@ -1,6 +1,6 @@
 """Stage 5 — validate: compare a reloaded export with the eager model.
 
-Runs inside the backend's worker process (see `worker.py`), on the artifact as a user would load
+Runs inside the backend's worker process (`hfexport/worker/`), on the artifact as a user would load
 it: `ExportedModel.from_pretrained(folder)` on the backend's own runtime. Three checks:
 
 - sample: the inputs the graph was traced with;
@@ -14,57 +14,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 
+from ..report import Check
+
 Run = Callable[..., Any]  # run(component_name, **kwargs) -> model output
-
-
-@dataclass
-class Check:
-    """One comparison: max abs diff per output name, and for generation the token parity."""
-
-    name: str
-    max_abs_diff: dict[str, float] = field(default_factory=dict)
-    tokens_equal: bool | None = None
-    eager_tokens: list[list[int]] | None = None
-    exported_tokens: list[list[int]] | None = None
-    error: str | None = None
-
-    def worst(self) -> float:
-        return max(self.max_abs_diff.values(), default=0.0)
-
-
-@dataclass
-class Validation:
-    tolerance: float
-    checks: list[Check] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return all(
-            c.error is None and c.worst() <= self.tolerance and c.tokens_equal is not False for c in self.checks
-        )
-
-    def max_abs_diff(self) -> float:
-        return max((c.worst() for c in self.checks), default=0.0)
-
-    def to_dict(self) -> dict:
-        return {
-            "passed": self.passed,
-            "tolerance": self.tolerance,
-            "max_abs_diff": _json_float(self.max_abs_diff()),
-            "checks": [
-                {**asdict(c), "max_abs_diff": {k: _json_float(v) for k, v in c.max_abs_diff.items()}}
-                for c in self.checks
-            ],
-        }
-
-
-def _json_float(value: float) -> float | str:
-    return value if math.isfinite(value) else str(value)
 
 
 def max_abs_diffs(reference: Any, candidate: Any) -> dict[str, float]:

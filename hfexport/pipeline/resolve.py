@@ -5,29 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from .errors import AuthError, RevisionNotFoundError, SourceNotFoundError
+from ..backends import export_folders
+from ..errors import AuthError, RevisionNotFoundError, SourceNotFoundError
+from ..report import Source
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
-# Folders an earlier export put in a repo: not part of the model, so not part of its identity.
-EXPORT_FOLDERS = ("onnx", "executorch", "dynamo", "openvino")
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where the model comes from. `sha` is the Hub commit, or for a folder a digest of its files."""
-
-    kind: Literal["local", "hub"]
-    ref: str
-    sha: str
-    revision: str | None = None
-    private: bool | None = None
-
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "ref": self.ref, "sha": self.sha, "revision": self.revision, "private": self.private}
 
 
 # ── Stage 1: resolve ─────────────────────────────────────────────────────────
@@ -50,8 +34,8 @@ def resolve(source: str, revision: str | None = None, token: str | None = None) 
             raise SourceNotFoundError(f"{source} is a file, not a model folder.", "Pass the folder that holds config.json.")
         if revision:
             raise SourceNotFoundError(
-                f"--revision {revision} was given for a local folder ({source}).",
-                "Drop --revision for a folder, or pass a Hub repo id.",
+                f"A revision ({revision}) was given for a local folder ({source}).",
+                "Drop --revision (revision= in Python) for a folder, or pass a Hub repo id.",
             )
         return Source("local", str(path.resolve()), folder_digest(path))
     if not _REPO_ID.match(source):
@@ -71,7 +55,7 @@ def _resolve_hub(repo_id: str, revision: str | None, token: str | None) -> Sourc
     )
     from huggingface_hub.errors import RevisionNotFoundError as HubRevisionNotFound
 
-    from .hub import retry
+    from ..hub.retry import retry
 
     api = HfApi(token=token)
     try:
@@ -81,11 +65,12 @@ def _resolve_hub(repo_id: str, revision: str | None, token: str | None) -> Sourc
     except RepositoryNotFoundError as e:
         raise SourceNotFoundError(
             f"No folder {repo_id!r} here, and the Hub at {constants.ENDPOINT} has no repo {repo_id!r} this token can see.",
-            "Check the spelling; for a private repo pass --token (or set HF_TOKEN) with read access.",
+            "Check the spelling; for a private repo pass a token with read access (--token or token=, or set HF_TOKEN).",
         ) from e
     except HubRevisionNotFound as e:
         raise RevisionNotFoundError(
-            f"{repo_id} has no revision {revision!r}.", "Pass an existing branch, tag or commit sha with --revision."
+            f"{repo_id} has no revision {revision!r}.",
+            "Pass an existing branch, tag or commit sha (--revision on the command line, revision= in Python).",
         ) from e
     except HfHubHTTPError as e:
         status = e.response.status_code if e.response is not None else None
@@ -104,9 +89,10 @@ def folder_digest(path: Path) -> str:
     """A content digest of a model folder (names and bytes), ignoring earlier export folders and
     the card: what an export depends on."""
     digest = hashlib.sha256()
+    folders = export_folders()
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         relative = file.relative_to(path)
-        if relative.parts[0] in EXPORT_FOLDERS or relative.parts[0].startswith(".") or relative.name == "README.md":
+        if relative.parts[0] in folders or relative.parts[0].startswith(".") or relative.name == "README.md":
             continue
         digest.update(str(relative).encode() + b"\0")
         with open(file, "rb") as handle:

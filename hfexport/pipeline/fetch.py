@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import NoWeightsError, PickleWeightsError
-from .hub import retry
-from .resolve import EXPORT_FOLDERS, Source, folder_digest
+from ..backends import export_folders
+from ..errors import NoWeightsError, PickleWeightsError
+from ..hub.retry import retry
+from ..report import Source
+from .resolve import folder_digest
 
 SAFE_WEIGHTS = (".safetensors",)
 PICKLE_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
@@ -47,7 +49,8 @@ def fetch(source: Source, allow_pickle: bool = False, trust_remote_code: bool = 
 
         api = HfApi(token=token)
         names = retry(f"list the files of {source.ref}", lambda: api.list_repo_files(source.ref, revision=source.sha))
-    names = [n for n in names if n.split("/")[0] not in EXPORT_FOLDERS]
+    folders = export_folders()
+    names = [n for n in names if n.split("/")[0] not in folders]
     safe = tuple(n for n in names if n.endswith(SAFE_WEIGHTS))
     pickled = tuple(n for n in names if n.endswith(PICKLE_WEIGHTS) and "/" not in n)
     where = source.ref if source.kind == "local" else f"{source.ref}@{source.sha[:8]}"
@@ -59,7 +62,8 @@ def fetch(source: Source, allow_pickle: bool = False, trust_remote_code: bool = 
     if not safe and not allow_pickle:
         raise PickleWeightsError(
             f"{where} has pickled weights only ({', '.join(pickled[:3])}); unpickling runs code from the file.",
-            "Convert the weights to safetensors, or pass --allow-pickle if you trust the repo.",
+            "Convert the weights to safetensors, or if you trust the repo allow pickles "
+            "(--allow-pickle on the command line, allow_pickle=True in Python).",
         )
     use_safetensors = bool(safe)
 
@@ -77,7 +81,7 @@ def fetch(source: Source, allow_pickle: bool = False, trust_remote_code: bool = 
             source.ref,
             revision=source.sha,
             allow_patterns=patterns,
-            ignore_patterns=[f"{name}/*" for name in EXPORT_FOLDERS],
+            ignore_patterns=[f"{name}/*" for name in folders],
             token=token,
         ),
     )

@@ -16,60 +16,14 @@ validation keeps no files: only its entry in the report, with the error.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
-import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import OutputDirError
-from .export import BackendResult
-from .plan import ExportPlan
-from .resolve import Source
-
-REPORT_FILE = "hfexport-report.json"
-REPORT_SCHEMA = 1
-
-
-@dataclass
-class Report:
-    """The machine-readable outcome of a run (`hfexport-report.json`)."""
-
-    source: dict
-    plan: dict
-    plan_digest: str
-    backends: list[BackendResult]
-    created_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    out_dir: str | None = None
-    schema: int = REPORT_SCHEMA
-
-    @property
-    def ok(self) -> bool:
-        """Every backend that ran validated (skipped ones — no CUDA here — don't count against it)."""
-        ran = [b for b in self.backends if b.status != "skipped"]
-        return bool(ran) and all(b.ok for b in ran)
-
-    @property
-    def succeeded(self) -> list[BackendResult]:
-        return [b for b in self.backends if b.ok]
-
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        data["ok"] = self.ok
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Report:
-        data = {k: v for k, v in data.items() if k != "ok"}
-        data["backends"] = [BackendResult(**b) for b in data["backends"]]
-        return cls(**data)
-
-    @classmethod
-    def load(cls, folder: Path) -> Report:
-        return cls.from_dict(json.loads((Path(folder) / REPORT_FILE).read_text()))
+from ..errors import OutputDirError
+from ..report import REPORT_FILE, BackendResult, ExportPlan, Report, Source
 
 
 # ── Stage 6: package ─────────────────────────────────────────────────────────
@@ -86,7 +40,7 @@ def staging_folder(out_dir: Path):
     if out_dir.exists() and (not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / REPORT_FILE).exists())):
         raise OutputDirError(
             f"{out_dir} exists and is not an earlier hfexport output; it would be overwritten.",
-            "Pass an empty or new folder with --out.",
+            "Pass an empty or new output folder (--out on the command line, out= in Python).",
         )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
@@ -105,10 +59,11 @@ def package(
     for result in results:
         if not result.ok:
             shutil.rmtree(staging / result.subfolder, ignore_errors=True)
-            result.files, result.size_bytes = [], 0
+            result.files = []
     _prune_empty_dirs(staging)
-    report = Report(source=source.to_dict(), plan=plan.to_dict(), plan_digest=plan.digest(), backends=results)
-    (staging / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    report = Report(source=source, plan=plan, backends=results)
+    # The report as published: no local path in it (out_dir is set on the returned object only).
+    (staging / REPORT_FILE).write_text(report.to_json())
     if out_dir.exists():  # an earlier hfexport output (checked in staging_folder): replace it whole
         old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
         os.replace(out_dir, old)

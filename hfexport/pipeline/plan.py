@@ -15,17 +15,15 @@ Decisions taken here, and why:
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from .backends import get_backend
-from .errors import ConfigError, RemoteCodeError, UnsupportedArchitectureError
+from ..backends import parse_backends
+from ..errors import ConfigError, RemoteCodeError, UnsupportedArchitectureError
+from ..report import ExportPlan, Modality, Mode, Shape
 
-Mode = Literal["single", "generation"]
-Modality = Literal["text", "vision", "audio"]
+__all__ = ["TASKS", "Task", "ExportPlan", "Shape", "check_request", "make_plan"]
 
 
 @dataclass(frozen=True)
@@ -54,57 +52,6 @@ TASKS: dict[str, Task] = {
 }
 
 
-@dataclass
-class Shape:
-    """Input shape for one set of inputs. `sequence` is text tokens; vision and audio take their
-    spatial/time size from the config."""
-
-    batch: int
-    sequence: int
-    padded: bool = True
-    decoder_prompt: int = 3  # encoder-decoders only: tokens already in the decoder
-    new_tokens: int = 8  # generation only: greedy steps compared with eager generate()
-
-
-@dataclass
-class ExportPlan:
-    """What to export and how; the contract between `plan`, `export` and `validate`."""
-
-    task: str
-    architecture: str
-    model_class: str
-    model_type: str
-    mode: Mode
-    modality: Modality
-    is_encoder_decoder: bool
-    components: list[str]
-    backends: list[str]
-    # Exports run on CPU runtimes in float32; the CUDA partitioner casts to bfloat16 on its own.
-    dtype: str = "float32"
-    sample: Shape = field(default_factory=lambda: Shape(batch=2, sequence=8))
-    validation: Shape = field(default_factory=lambda: Shape(batch=3, sequence=13, decoder_prompt=4))
-    # Per input name, per axis: [dim name, min, max]. Only for single graphs and the encoder; the
-    # generation components let the exporter mark every axis (the cache is a pytree).
-    dynamic_axes: dict[str, dict[str, list]] = field(default_factory=dict)
-    trust_remote_code: bool = False
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ExportPlan:
-        data = dict(data)
-        data["sample"] = Shape(**data["sample"])
-        data["validation"] = Shape(**data["validation"])
-        return cls(**data)
-
-    def digest(self) -> str:
-        """A short hash of everything that decides the exported files (backends sorted)."""
-        data = self.to_dict()
-        data["backends"] = sorted(data["backends"])
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-
-
 # ── Stage 3: plan ────────────────────────────────────────────────────────────
 
 
@@ -114,15 +61,19 @@ def make_plan(
     task: str = "auto",
     trust_remote_code: bool = False,
     max_batch: int = 64,
+    *,
+    checked: dict | None = None,
 ) -> ExportPlan:
     """Read `config.json` and decide the components, modality, shapes and dynamic axes.
 
     Args:
         model_dir: a local model folder (see `fetch.py`).
-        backends: validated backend names (see `backends.parse_backends`).
+        backends: backend names.
         task: a name from `TASKS`, or `"auto"` to follow `config.architectures`.
         trust_remote_code: allow a config whose architecture lives in the repo's own code.
         max_batch: the largest batch the exports promise to accept.
+        checked: what `check_request` returned for this folder, task and backends (the pipeline
+            checks first, before starting anything expensive); without it the checks run here.
 
     Returns:
         The `ExportPlan`.
@@ -132,7 +83,10 @@ def make_plan(
     """
     import transformers
 
-    raw = check_request(model_dir, task, trust_remote_code)
+    if checked is None:
+        backends = parse_backends(backends)
+        checked = check_request(model_dir, task, trust_remote_code)
+    raw = checked
     config = load_config(model_dir, trust_remote_code, raw.get("model_type"))
     architectures = list(getattr(config, "architectures", None) or [])
 
@@ -145,7 +99,7 @@ def make_plan(
             raise UnsupportedArchitectureError(
                 f"transformers {transformers.__version__} has no class {architectures[0]!r} "
                 f"(from config.json 'architectures').",
-                "Upgrade transformers if the architecture is newer, or pass --task to pick a generic head.",
+                "Upgrade transformers if the architecture is newer, or pick a generic head (--task, or task= in Python).",
             )
         else:
             model_class = _auto_class_for(config, "AutoModel")
@@ -158,7 +112,7 @@ def make_plan(
         if mode == "generation" and not _can_generate(model_class):
             raise UnsupportedArchitectureError(
                 f"Task {task!r} needs a model that can generate(), and {model_class.__name__} cannot.",
-                "Use --task auto, or a single-graph task such as feature-extraction.",
+                "Use task 'auto', or a single-graph task such as feature-extraction (--task / task=).",
             )
 
     modality = _modality(model_class)
@@ -181,8 +135,6 @@ def make_plan(
         trust_remote_code=trust_remote_code,
     )
     plan.dynamic_axes = _dynamic_axes(plan, config, max_batch)
-    for name in backends:
-        get_backend(name)
     return plan
 
 
@@ -200,7 +152,7 @@ def check_request(model_dir: Path, task: str = "auto", trust_remote_code: bool =
     """
     if task != "auto" and task not in TASKS:
         raise UnsupportedArchitectureError(
-            f"Unknown task {task!r}.", f"Use --task auto or one of: {', '.join(TASKS)}."
+            f"Unknown task {task!r}.", f"Use 'auto' or one of: {', '.join(TASKS)} (--task / task=)."
         )
     path = Path(model_dir) / "config.json"
     if not path.is_file():
@@ -218,7 +170,7 @@ def check_request(model_dir: Path, task: str = "auto", trust_remote_code: bool =
         raise RemoteCodeError(
             f"The model's config names code from its repo (auto_map: {sorted(raw['auto_map'])}); "
             "running it would execute that code.",
-            "Read the repo's code, then pass --trust-remote-code if you trust it.",
+            "Read the repo's code, then if you trust it pass --trust-remote-code (trust_remote_code=True in Python).",
         )
     return raw
 
@@ -247,7 +199,7 @@ def _auto_class_for(config, auto_class: str):
     except KeyError:
         raise UnsupportedArchitectureError(
             f"{auto_class} has no class for model_type {config.model_type!r}.",
-            f"Pick a --task this architecture supports, or --task auto. Tasks: {', '.join(TASKS)}.",
+            f"Pick a task this architecture supports, or 'auto' (--task / task=). Tasks: {', '.join(TASKS)}.",
         ) from None
 
 

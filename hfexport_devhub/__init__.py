@@ -1,12 +1,15 @@
-"""A local, Hub-compatible server: the project's test double for the Hugging Face Hub and the
+"""A local, Hub-compatible server: hfexport's test double for the Hugging Face Hub and the
 embedded default of `hfexport demo`. The real `huggingface_hub` client talks to it over HTTP on
 127.0.0.1 and cannot tell the difference for what hfexport uses.
+
+A package of its own, importing nothing from `hfexport`: it computes its own git blob ids, LFS
+entries and card metadata, so a bug on the publishing side cannot be mirrored here and pass.
 
     with DevHub(root) as hub:            # in-process, on a free port
         token = hub.add_user("alice")
         os.environ["HF_ENDPOINT"] = hub.url   # before importing huggingface_hub
 
-or from a shell: `hfexport devhub serve --root DIR --port 8765`.
+or from a shell: `hfexport-devhub serve --root DIR --port 8765` (or `python -m hfexport_devhub`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,457 @@
+"""The report: what a run was asked, what it planned and what each backend produced, typed down to
+the leaves.
+
+Every stage hands this on: the worker writes a `BackendResult`, the parent packages a `Report`,
+publishing wraps it in a `PublishResult`, and the CLI, the card, the PR description, the GitHub
+Action and the webhook service all read those same classes back (`from_dict`). So this module sits
+at the bottom of the import graph: it imports nothing from hfexport, and no torch or transformers,
+and anything may import it.
+
+The one table every surface shows (CLI, card, PR description, Action summary) is `rows(report)`;
+sizes and diffs are formatted by `format_size` and `format_diff` only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+REPORT_FILE = "hfexport-report.json"
+REPORT_SCHEMA = 2
+
+Mode = Literal["single", "generation"]
+Modality = Literal["text", "vision", "audio"]
+
+
+class Status(StrEnum):
+    """How one backend ended."""
+
+    OK = "ok"
+    FAILED = "failed"  # exported but did not validate, or the exporter raised
+    CRASHED = "crashed"  # its process died (a signal — most often the OOM killer)
+    TIMEOUT = "timeout"  # stopped after --timeout
+    SKIPPED = "skipped"  # cannot run on this machine (no GPU, a package missing)
+
+
+class PublishAction(StrEnum):
+    """What publishing did on the Hub (or, for the first three, why it did nothing)."""
+
+    OPTED_OUT = "opted-out"  # the owner opted out (card metadata or .hfexport.yaml)
+    UNCHANGED = "unchanged"  # our open PR already holds this sha and plan
+    CLOSED_RESPECTED = "closed-respected"  # a maintainer closed our PR; not reopened without force
+    UP_TO_DATE = "up-to-date"  # the base already holds these exact exports (our PR was merged)
+    OPENED = "opened"
+    UPDATED = "updated"
+    DISCUSSION = "discussion"  # every backend failed: reported in one discussion instead of a PR
+    DRY_RUN = "dry-run"
+
+
+# ── What was exported from what ──────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the model comes from. `sha` is the Hub commit, or for a folder a digest of its files."""
+
+    kind: Literal["local", "hub"]
+    ref: str
+    sha: str
+    revision: str | None = None
+    private: bool | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Source:
+        return cls(**_known(cls, data))
+
+
+@dataclass
+class Shape:
+    """Input shape for one set of inputs. `sequence` is text tokens; vision and audio take their
+    spatial/time size from the config."""
+
+    batch: int
+    sequence: int
+    padded: bool = True
+    decoder_prompt: int = 3  # encoder-decoders only: tokens already in the decoder
+    new_tokens: int = 8  # generation only: greedy steps compared with eager generate()
+
+
+@dataclass
+class ExportPlan:
+    """What to export and how; the contract between `plan`, `export` and `validate`."""
+
+    task: str
+    architecture: str
+    model_class: str
+    model_type: str
+    mode: Mode
+    modality: Modality
+    is_encoder_decoder: bool
+    components: list[str]
+    backends: list[str]
+    # Exports run on CPU runtimes in float32; the CUDA partitioner casts to bfloat16 on its own.
+    dtype: str = "float32"
+    sample: Shape = field(default_factory=lambda: Shape(batch=2, sequence=8))
+    validation: Shape = field(default_factory=lambda: Shape(batch=3, sequence=13, decoder_prompt=4))
+    # Per input name, per axis: [dim name, min, max]. Only for single graphs and the encoder; the
+    # generation components let the exporter mark every axis (the cache is a pytree).
+    dynamic_axes: dict[str, dict[str, list]] = field(default_factory=dict)
+    trust_remote_code: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ExportPlan:
+        data = _known(cls, data)
+        data["sample"] = Shape(**data["sample"])
+        data["validation"] = Shape(**data["validation"])
+        return cls(**data)
+
+    def digest(self) -> str:
+        """A short hash of everything that decides the exported files (backends sorted)."""
+        data = self.to_dict()
+        data["backends"] = sorted(data["backends"])
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ── What each backend produced ───────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class ArtifactFile:
+    """One file of a backend's export, relative to the backend's folder."""
+
+    path: str
+    size: int
+
+
+@dataclass
+class Check:
+    """One comparison: max abs diff per output name, and for generation the token parity."""
+
+    name: str
+    max_abs_diff: dict[str, float] = field(default_factory=dict)
+    tokens_equal: bool | None = None
+    eager_tokens: list[list[int]] | None = None
+    exported_tokens: list[list[int]] | None = None
+    error: str | None = None
+
+    def worst(self) -> float:
+        return max(self.max_abs_diff.values(), default=0.0)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["max_abs_diff"] = {k: _json_float(v) for k, v in self.max_abs_diff.items()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Check:
+        data = _known(cls, data)
+        data["max_abs_diff"] = {k: float(v) for k, v in (data.get("max_abs_diff") or {}).items()}
+        return cls(**data)
+
+
+@dataclass
+class Validation:
+    """Every check of one backend, and the tolerance they are held to."""
+
+    tolerance: float
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.error is None and c.worst() <= self.tolerance and c.tokens_equal is not False for c in self.checks)
+
+    @property
+    def max_abs_diff(self) -> float:
+        return max((c.worst() for c in self.checks), default=0.0)
+
+    @property
+    def tokens_equal(self) -> bool:
+        """Whether a generation check compared tokens and every such check matched."""
+        compared = [c.tokens_equal for c in self.checks if c.tokens_equal is not None]
+        return bool(compared) and all(compared)
+
+    def first_problem(self) -> str | None:
+        """Why validation failed, in one sentence (None when it passed)."""
+        for check in self.checks:
+            if check.error:
+                return f"validation '{check.name}' could not run the export: {check.error}"
+            if check.tokens_equal is False:
+                return f"validation '{check.name}': generated tokens differ from eager generate()"
+            if check.worst() > self.tolerance:
+                return f"validation '{check.name}': max abs diff {format_diff(check.worst())} > tolerance {self.tolerance:g}"
+        return None
+
+    def to_dict(self) -> dict:
+        # `passed` and `max_abs_diff` are derived, written for readers of the JSON; from_dict recomputes them.
+        return {
+            "passed": self.passed,
+            "tolerance": self.tolerance,
+            "max_abs_diff": _json_float(self.max_abs_diff),
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Validation:
+        return cls(tolerance=float(data["tolerance"]), checks=[Check.from_dict(c) for c in data.get("checks", [])])
+
+
+@dataclass
+class BackendResult:
+    """What one backend produced: the worker writes it, the parent packages it, publishing reads it."""
+
+    backend: str
+    status: Status
+    subfolder: str
+    error: str | None = None
+    files: list[ArtifactFile] = field(default_factory=list)
+    export_seconds: float | None = None
+    validate_seconds: float | None = None
+    wall_seconds: float | None = None
+    peak_rss_mb: float | None = None
+    components: list[str] = field(default_factory=list)
+    validation: Validation | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    # Seconds per worker stage ("starting" is the imports): the profile of where the time went.
+    timings: dict[str, float] = field(default_factory=dict)
+    log_tail: str | None = None
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def paths(self) -> list[str]:
+        """The files' paths in the repo (under the backend's folder)."""
+        return [f"{self.subfolder}/{f.path}" for f in self.files]
+
+    def to_dict(self) -> dict:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["status"] = str(self.status)
+        data["files"] = [asdict(f) for f in self.files]
+        data["size_bytes"] = self.size_bytes
+        data["validation"] = self.validation.to_dict() if self.validation is not None else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> BackendResult:
+        data = _known(cls, data)
+        data["files"] = [ArtifactFile(**f) for f in data.get("files", [])]
+        if data.get("validation") is not None:
+            data["validation"] = Validation.from_dict(data["validation"])
+        return cls(**data)
+
+
+@dataclass
+class Report:
+    """The machine-readable outcome of a run (`hfexport-report.json`)."""
+
+    source: Source
+    plan: ExportPlan
+    backends: list[BackendResult]
+    created_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    out_dir: str | None = None
+    schema: int = REPORT_SCHEMA
+
+    @property
+    def ok(self) -> bool:
+        """Every backend that ran validated (skipped ones — no CUDA here — don't count against it)."""
+        ran = [b for b in self.backends if b.status != Status.SKIPPED]
+        return bool(ran) and all(b.ok for b in ran)
+
+    @property
+    def succeeded(self) -> list[BackendResult]:
+        return [b for b in self.backends if b.ok]
+
+    @property
+    def plan_digest(self) -> str:
+        return self.plan.digest()
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": self.schema,
+            "ok": self.ok,
+            "created_at": self.created_at,
+            "source": self.source.to_dict(),
+            "plan": self.plan.to_dict(),
+            "plan_digest": self.plan_digest,
+            "backends": [b.to_dict() for b in self.backends],
+            "out_dir": self.out_dir,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Report:
+        return cls(
+            source=Source.from_dict(data["source"]),
+            plan=ExportPlan.from_dict(data["plan"]),
+            backends=[BackendResult.from_dict(b) for b in data["backends"]],
+            created_at=data["created_at"],
+            out_dir=data.get("out_dir"),
+            schema=data.get("schema", REPORT_SCHEMA),
+        )
+
+    @classmethod
+    def load(cls, folder: str | Path) -> Report:
+        return cls.from_dict(json.loads((Path(folder) / REPORT_FILE).read_text()))
+
+
+@dataclass
+class PublishResult:
+    """What `push` did on the Hub, with the report it published (None when nothing was exported).
+    `hfexport push --json` prints `to_dict()`; the Action and the webhook service read it back
+    with `from_dict`."""
+
+    action: PublishAction
+    repo_id: str
+    pr_num: int | None = None
+    pr_url: str | None = None
+    commit: str | None = None
+    files: list[str] = field(default_factory=list)
+    description: str | None = None
+    card: str | None = None
+    report: Report | None = None
+
+    def __post_init__(self) -> None:
+        self.action = PublishAction(self.action)
+
+    @property
+    def failed(self) -> bool:
+        """A backend that ran did not validate (the exit code 1 of `push`)."""
+        return self.report is not None and not self.report.ok
+
+    def to_dict(self) -> dict:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["action"] = str(self.action)
+        data["report"] = self.report.to_dict() if self.report is not None else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PublishResult:
+        data = _known(cls, data)
+        if data.get("report") is not None:
+            data["report"] = Report.from_dict(data["report"])
+        return cls(**data)
+
+
+# ── The one table, and the formatters every surface uses ──────────────────────
+
+
+@dataclass(frozen=True)
+class Row:
+    """One backend as every table shows it: each cell already formatted."""
+
+    backend: str
+    status: Status
+    folder: str
+    files: str
+    components: str
+    size: str
+    max_abs_diff: str
+    tolerance: str
+    export_seconds: str
+    peak_rss: str
+    error: str
+
+    @property
+    def outcome(self) -> str:
+        """The status, with the error when there is one (on one line)."""
+        return f"{self.status}: {self.error}" if self.error else str(self.status)
+
+
+# Column headers, by Row attribute: the same words in the CLI, the card, the PR and the Action.
+HEADERS = {
+    "backend": "backend",
+    "status": "status",
+    "outcome": "status",
+    "folder": "folder",
+    "files": "files",
+    "components": "components",
+    "size": "size",
+    "max_abs_diff": "max abs diff",
+    "tolerance": "tolerance",
+    "export_seconds": "export s",
+    "peak_rss": "peak RSS",
+}
+
+
+def rows(report: Report) -> list[Row]:
+    """The per-backend table of a report, one `Row` per backend, in the plan's order."""
+    table = []
+    for b in report.backends:
+        validation = b.validation
+        table.append(
+            Row(
+                backend=b.backend,
+                status=b.status,
+                folder=f"`{b.subfolder}/`",
+                files=", ".join(f.path for f in b.files) or "-",
+                components=",".join(b.components) or "-",
+                size=format_size(b.size_bytes),
+                max_abs_diff=format_diff(validation.max_abs_diff if validation and validation.checks else None),
+                tolerance=f"{validation.tolerance:g}" if validation else "-",
+                export_seconds=f"{b.export_seconds:.1f}" if b.export_seconds is not None else "-",
+                peak_rss=f"{b.peak_rss_mb:.0f} MB" if b.peak_rss_mb else "-",
+                error=one_line(b.error) if b.error else "",
+            )
+        )
+    return table
+
+
+def markdown_table(report: Report, columns: list[str]) -> list[str]:
+    """`rows(report)` as a Markdown table of the given `Row` attributes (card, PR, Action summary)."""
+    lines = ["| " + " | ".join(HEADERS[c] for c in columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows(report):
+        lines.append("| " + " | ".join(str(getattr(row, c)).replace("|", "/") for c in columns) + " |")
+    return lines
+
+
+def format_size(n: int | None) -> str:
+    """Bytes in decimal units, as the Hub shows file sizes: `-` for none."""
+    if not n:
+        return "-"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def format_diff(value: float | None) -> str:
+    """A max abs diff: `-` when nothing was compared, else two significant decimals."""
+    if value is None:
+        return "-"
+    return f"{value:.2e}" if math.isfinite(value) else str(value)
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    return " ".join(text.split())[:limit]
+
+
+def _json_float(value: float) -> float | str:
+    return value if math.isfinite(value) else str(value)
+
+
+def _known(cls, data: dict) -> dict[str, Any]:
+    """The keys of `data` that are fields of `cls` (derived keys such as `ok` are written for readers)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
