@@ -169,6 +169,25 @@ def test_bad_input_is_refused_clearly(case, tmp_path, tiny_bert_folder):
     assert not out.exists() and not _leftovers(tmp_path, "out")
 
 
+@pytest.mark.parametrize(
+    "case, kwargs, words",
+    [
+        ("unknown_backend", {"backends": "dynamo,tflite"}, ("--backends", "backends=")),
+        ("unknown_task", {"task": "teleportation"}, ("--task", "task=")),
+        ("pickle_only", {}, ("--allow-pickle", "allow_pickle=True")),
+        ("remote_code", {}, ("--trust-remote-code", "trust_remote_code=True")),
+    ],
+)
+def test_python_api_errors_name_the_keyword_as_well_as_the_flag(case, kwargs, words, tmp_path, tiny_bert_folder):
+    """A caller of `hfexport.export` is told which keyword to pass, not only which CLI flag."""
+    folder = Path(CASES[case][0](tmp_path, tiny_bert_folder)[0])
+    with pytest.raises(hfexport.HfExportError) as raised:
+        hfexport.export(str(folder), tmp_path / "out", **kwargs)
+    for word in words:
+        assert word in raised.value.fix, raised.value.fix
+    assert not (tmp_path / "out").exists()
+
+
 def test_output_folder_of_someone_else_is_not_overwritten(tmp_path, tiny_bert_folder):
     out = tmp_path / "precious"
     out.mkdir()

@@ -319,7 +319,7 @@ def test_twenty_pushes_under_faults_each_end_with_exactly_one_pr(hub, accounts, 
     hub.settings.faults.configure(rate=0.2, retry_after_s=0.1, seed=1234)
     hub.settings.faults.injected.clear()
     try:
-        results = [push(repo, backends="dynamo", token=accounts["bot"])[0] for repo in repos]
+        results = [push(repo, backends="dynamo", token=accounts["bot"]) for repo in repos]
     finally:
         hub.settings.faults.configure(rate=0.0)
     injected = dict(hub.settings.faults.injected)
@@ -372,7 +372,7 @@ def test_lfs_path_with_a_large_artifact(workspace, tmp_path):
         assert result.returncode == 0, result.stderr[-3000:]
         out = json.loads(result.stdout)
         assert out["action"] == "opened"
-        revision = f"refs/pr/{out['publish']['pr_num']}"
+        revision = f"refs/pr/{out['pr_num']}"
         entries = {e.path: e for e in owner.list_repo_tree("alice/big", revision=revision, recursive=True)}
         program = entries["dynamo/model.pt2"]
         assert program.size > 10_000_000 and program.lfs is not None
