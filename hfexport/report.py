@@ -46,6 +46,7 @@ class PublishAction(StrEnum):
     UNCHANGED = "unchanged"  # our open PR already holds this sha and plan
     CLOSED_RESPECTED = "closed-respected"  # a maintainer closed our PR; not reopened without force
     UP_TO_DATE = "up-to-date"  # the base already holds these exact exports (our PR was merged)
+    NOTHING_RAN = "nothing-ran"  # every backend was skipped here (e.g. no GPU): nothing to publish
     OPENED = "opened"
     UPDATED = "updated"
     DISCUSSION = "discussion"  # every backend failed: reported in one discussion instead of a PR
@@ -121,6 +122,13 @@ class ExportPlan:
         """A short hash of everything that decides the exported files (backends sorted)."""
         data = self.to_dict()
         data["backends"] = sorted(data["backends"])
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    def backend_digest(self, backend: str) -> str:
+        """What decides one backend's files: the plan as if that backend were the only one asked
+        for (so a push for a subset of backends recognises the others' exports as the same)."""
+        data = self.to_dict()
+        data["backends"] = [backend]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -213,9 +221,13 @@ class BackendResult:
 
     backend: str
     status: Status
+    # Where its files are: in the output folder, and (after publishing) in the Hub repo.
     subfolder: str
     error: str | None = None
     files: list[ArtifactFile] = field(default_factory=list)
+    # What it was built from: the source commit and `ExportPlan.backend_digest` (set by package).
+    source_sha: str | None = None
+    plan_digest: str | None = None
     export_seconds: float | None = None
     validate_seconds: float | None = None
     wall_seconds: float | None = None
@@ -363,6 +375,7 @@ class Row:
 
     backend: str
     status: Status
+    source: str
     folder: str
     files: str
     components: str
@@ -384,6 +397,7 @@ HEADERS = {
     "backend": "backend",
     "status": "status",
     "outcome": "status",
+    "source": "from commit",
     "folder": "folder",
     "files": "files",
     "components": "components",
@@ -404,6 +418,7 @@ def rows(report: Report) -> list[Row]:
             Row(
                 backend=b.backend,
                 status=b.status,
+                source=f"`{b.source_sha[:12]}`" if b.source_sha else "-",
                 folder=f"`{b.subfolder}/`",
                 files=", ".join(f.path for f in b.files) or "-",
                 components=",".join(b.components) or "-",

@@ -359,6 +359,7 @@ class HubApp:
             files = {}
         out = []
         for item in body.get("files", []):
+            _check_path(item.get("path"))
             sample = base64.b64decode(item.get("sample", ""))
             binary = b"\0" in sample
             lfs = self.settings.lfs and (item["size"] >= self.settings.lfs_threshold or binary)
@@ -379,6 +380,8 @@ class HubApp:
             additions, deletions, deleted_folders = {}, [], []
             for line in lines:
                 key, value = line.get("key"), line.get("value", {})
+                if key in ("file", "lfsFile", "deletedFile", "deletedFolder"):
+                    _check_path(value.get("path"))
                 if key == "file":
                     content = base64.b64decode(value["content"]) if value.get("encoding", "base64") == "base64" else value["content"].encode()
                     additions[value["path"]] = self.store.file_entry(content, lfs=False)
@@ -688,6 +691,23 @@ def _event(kind: str, author: str, data: dict) -> dict:
 
 def _comment_data(text: str) -> dict:
     return {"edited": False, "hidden": False, "latest": {"raw": text, "html": text, "updatedAt": now_iso()}, "numEdits": 0}
+
+
+def _check_path(path: object) -> None:
+    """Refuse what the Hub refuses in a commit: no path, an absolute one, `.`/`..`/empty segments,
+    a backslash, or anything under `.git/` (a folder deletion may end in one `/`)."""
+    if isinstance(path, str) and path.endswith("/"):
+        path = path[:-1]
+    parts = path.split("/") if isinstance(path, str) else []
+    if (
+        not parts
+        or path.startswith("/")
+        or "\\" in path
+        or "\x00" in path
+        or any(part in ("", ".", "..") for part in parts)
+        or parts[0] == ".git"
+    ):
+        raise StoreError(400, f"Invalid path in commit: {path!r}", "InvalidPath")
 
 
 def _folder_oid(path: str) -> str:

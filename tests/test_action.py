@@ -139,4 +139,27 @@ def test_actionlint_passes():
     triggers = example[True]  # YAML 1.1 reads the key `on` as True
     assert {"schedule", "workflow_dispatch", "repository_dispatch"} <= set(triggers)
     assert "--gpus all" in example["jobs"]["gpu"]["container"]["options"]
-    assert "executorch-cuda" in example["jobs"]["gpu"]["steps"][0]["run"]
+    # Both jobs fill the one PR at the same time (publishing merges concurrent runners).
+    assert "needs" not in example["jobs"]["gpu"]
+
+
+@pytest.mark.parametrize("dry_run", ["true", "false"])
+def test_the_example_gpu_job_exports_only_the_gpu_backend_and_honours_dry_run(tmp_path, dry_run):
+    """The GPU job's script, run by bash with a stand-in `hfexport` that records its arguments."""
+    example = yaml.safe_load((ROOT / "docs" / "workflows" / "hfexport.yml").read_text())
+    step = example["jobs"]["gpu"]["steps"][0]
+    fake = tmp_path / "bin" / "hfexport"
+    fake.parent.mkdir()
+    fake.write_text('#!/usr/bin/env bash\necho "$*" >> "$CALLS"\necho "{}"\n')
+    fake.chmod(0o755)
+    env = {
+        "PATH": f"{fake.parent}:{os.environ['PATH']}", "CALLS": str(tmp_path / "calls"), "REPO_ID": "org/model",
+        "HF_TOKEN": "x", "DRY_RUN": dry_run,
+    }
+    assert "${{ inputs.dry-run" in step["env"]["DRY_RUN"]
+    result = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    push = [c for c in calls if c.startswith("push ")]
+    assert len(push) == 1 and "--backends executorch-cuda " in push[0] + " "
+    assert ("--dry-run" in push[0]) == (dry_run == "true")

@@ -11,7 +11,7 @@ from hfexport.report import ArtifactFile, BackendResult, Check, ExportPlan, Repo
 def _report(sha: str = "a" * 40) -> Report:
     checks = [Check("sample", {"last_hidden_state": 1e-6})]
     ok = BackendResult("onnx", "ok", "onnx", files=[ArtifactFile("model.onnx", 10)], components=["model"],
-                       validation=Validation(1e-3, checks), versions={"onnx": "1.21.0"})
+                       validation=Validation(1e-3, checks), versions={"onnx": "1.21.0"}, source_sha=sha)
     bad = BackendResult("executorch", "failed", "executorch/xnnpack", error="validation 'other_shape': boom | x")
     plan = ExportPlan("feature-extraction", "BertModel", "BertModel", "bert", "single", "text", False, ["model"], ["onnx", "executorch"])
     return Report(source=Source("hub", "o/m", sha), plan=plan, backends=[ok, bad])
@@ -26,8 +26,8 @@ def test_section_replaced_not_duplicated_and_owner_text_kept():
     assert "Owner text, edited after our PR." in second and "bbbbbbbbbbbb" in second and "aaaaaaaaaaaa" not in second
     meta = yaml.safe_load(second.split("---\n")[1])
     assert meta == {"license": "mit", "tags": ["mine", "onnx", "hfexport"]}
-    assert "| executorch | `executorch/xnnpack/` | - | - | - | - | failed: validation 'other_shape': boom / x |" in second
-    assert "| onnx | `onnx/` | model.onnx | 10 B | 1.00e-06 | 0.001 | ok |" in second
+    assert "| executorch | - | `executorch/xnnpack/` | - | - | - | - | failed: validation 'other_shape': boom / x |" in second
+    assert "| onnx | `bbbbbbbbbbbb` | `onnx/` | model.onnx | 10 B | 1.00e-06 | 0.001 | ok |" in second
 
 
 def test_readme_is_created_when_missing_and_bad_yaml_is_left_alone():

@@ -85,3 +85,51 @@ def test_devhub_serve_command_and_fault_knobs(tmp_path):
     finally:
         process.terminate()
         process.wait()
+
+
+def test_the_emulator_refuses_a_stale_parent_and_paths_the_hub_refuses(tmp_path):
+    """As strict as the Hub where publishing relies on it: a commit on a stale parent gets 412 (how
+    concurrent runners notice each other), and a path escaping the repo gets 400."""
+    import base64
+    import json
+    import urllib.error
+    import urllib.request
+
+    from huggingface_hub import CommitOperationAdd
+    from huggingface_hub.errors import HfHubHTTPError
+
+    with DevHub(tmp_path / "hub") as hub:
+        hub.settings.lfs = False
+        token = hub.add_user("strict")
+        api = _api(hub.url, token)
+        api.create_repo("strict/m")
+        first = api.create_commit("strict/m", [CommitOperationAdd("a.txt", b"a")], commit_message="a")
+        pr = api.create_commit("strict/m", [CommitOperationAdd("b.txt", b"b")], commit_message="b", create_pr=True)
+        head = api.model_info("strict/m", revision=f"refs/pr/{pr.pr_num}").sha
+        api.create_commit("strict/m", [CommitOperationAdd("c.txt", b"c")], commit_message="c",
+                          revision=f"refs/pr/{pr.pr_num}", parent_commit=head)
+        with pytest.raises(HfHubHTTPError) as stale:  # a second writer still holding the old head
+            api.create_commit("strict/m", [CommitOperationAdd("d.txt", b"d")], commit_message="d",
+                              revision=f"refs/pr/{pr.pr_num}", parent_commit=head)
+        assert stale.value.response.status_code == 412
+        root = api.list_repo_commits("strict/m")[-1].commit_id
+        assert root != first.oid
+        with pytest.raises(HfHubHTTPError) as stale_main:
+            api.create_commit("strict/m", [CommitOperationAdd("e.txt", b"e")], commit_message="e", parent_commit=root)
+        assert stale_main.value.response.status_code == 412
+
+        # The client refuses such paths itself; the emulator must too, for any other client.
+        for path in ("../escape.txt", "a/../../etc/passwd", "/abs.txt", "a//b.txt", ".git/config", "a\\b.txt"):
+            lines = [
+                {"key": "header", "value": {"summary": "bad", "description": ""}},
+                {"key": "file", "value": {"path": path, "content": base64.b64encode(b"x").decode(), "encoding": "base64"}},
+            ]
+            request = urllib.request.Request(
+                f"{hub.url}/api/models/strict/m/commit/main", method="POST",
+                data="\n".join(json.dumps(line) for line in lines).encode(),
+                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/x-ndjson"},
+            )
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10)
+            assert refused.value.code == 400, path
+        assert sorted(api.list_repo_files("strict/m")) == [".gitattributes", "a.txt"]

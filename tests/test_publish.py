@@ -138,7 +138,7 @@ class TestLifecycle:
         body = card.split("---\n", 2)[2]
         assert body.startswith(owner_body), "the owner's text must be kept byte for byte"
         section = card[card.index(START):]
-        assert "| onnx | `onnx/` |" in section and 'subfolder="onnx"' in section and "ort.InferenceSession" in section
+        assert "| onnx | `" in section and "| `onnx/` |" in section and 'subfolder="onnx"' in section and "ort.InferenceSession" in section
 
     def test_rerun_on_same_sha_is_a_noop(self, hub, accounts, first):
         result = first[2]

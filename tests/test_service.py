@@ -226,18 +226,45 @@ def test_hf_jobs_executor_runs_on_the_hubs_jobs_endpoints(hub, accounts, tmp_pat
     job = Job(id=1, repo_id=repo, head_sha=sha, plan_key="dynamo|auto", status="running", attempts=1,
               result=None, error=None, created_at=0, updated_at=0)
     result = executor.run(job)
-    assert result["stage"] == "COMPLETED"
-    launched = hub.app.jobs.jobs[result["hf_job"]]
+    assert result["stage"] == "COMPLETED" and set(result["jobs"]) == {"cpu"}
+    launched = hub.app.jobs.jobs[result["jobs"]["cpu"]["hf_job"]]
     spec = launched.spec
     assert spec["dockerImage"] == "hfexport:test" and spec["flavor"] == "cpu-upgrade"
     assert accounts["bot"] not in json.dumps(spec["command"]) and accounts["bot"] not in json.dumps(spec.get("environment"))
     assert spec["secrets"] == {"HF_TOKEN": accounts["bot"]}  # the secret reaches the job's process only
-    info = _api(hub, accounts["bot"]).inspect_job(job_id=result["hf_job"])
+    info = _api(hub, accounts["bot"]).inspect_job(job_id=launched.id)
     assert accounts["bot"] not in json.dumps(info.command) and list(info.secrets) == ["HF_TOKEN"]
     assert not any(accounts["bot"] in line for line in launched.logs)
     assert len(_prs(hub, accounts["alice"], repo)) == 1
-    cuda_job = Job(**{**job.__dict__, "plan_key": "dynamo,executorch-cuda|auto"})
-    assert executor.flavor_for(cuda_job) == "a10g-small"
+
+
+def test_hf_jobs_split_a_request_by_hardware_and_run_the_groups_in_parallel(hub, accounts, workspace):
+    """dynamo on a CPU flavor and executorch-cuda on a GPU flavor, as two Jobs started together. The
+    local Hub runs Jobs here, on no GPU: the GPU group finds nothing it can run and its Job fails,
+    which the executor reports; the CPU group's PR is there."""
+    from hfexport.entrypoints.service.executors import JobFailed, hardware_groups
+
+    repo = "alice-svc/jobs-split"
+    sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-jobs-split", seed=3))
+    job = Job(id=2, repo_id=repo, head_sha=sha, plan_key="dynamo,executorch-cuda|auto", status="running", attempts=1,
+              result=None, error=None, created_at=0, updated_at=0)
+    assert hardware_groups(job) == {"cpu": ["dynamo"], "gpu": ["executorch-cuda"]}
+    before = set(hub.app.jobs.jobs)
+    with pytest.raises(JobFailed, match=r"\(gpu\)"):
+        HfJobsExecutor(image="hfexport:test", token=accounts["bot"], poll_s=0.5).run(job)
+    launched = [hub.app.jobs.jobs[i] for i in set(hub.app.jobs.jobs) - before]
+    flavors = {j.spec["flavor"]: j.spec["command"] for j in launched}
+    assert set(flavors) == {"cpu-upgrade", "a10g-small"}
+    assert flavors["a10g-small"][flavors["a10g-small"].index("--backends") + 1] == "executorch-cuda"
+    assert flavors["cpu-upgrade"][flavors["cpu-upgrade"].index("--backends") + 1] == "dynamo"
+    # Started together: the GPU Job was launched before the CPU one finished.
+    cpu = next(j for j in launched if j.spec["flavor"] == "cpu-upgrade")
+    gpu = next(j for j in launched if j.spec["flavor"] == "a10g-small")
+    assert gpu.created_at <= cpu.finished_at
+    deadline = time.monotonic() + 300
+    while cpu.finished_at is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert cpu.stage == "COMPLETED" and len(_prs(hub, accounts["alice"], repo)) == 1
 
 
 def test_push_from_webhook_env(hub, accounts, workspace):

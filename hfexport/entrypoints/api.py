@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..backends import parse_backends
-from ..errors import SourceNotFoundError
+from ..errors import HubUnavailableError, SourceNotFoundError
 from ..pipeline.export import DEFAULT_TIMEOUT_S, Progress, Workers, run_backends
 from ..pipeline.fetch import FetchedModel, fetch
 from ..pipeline.package import package, staging_folder
@@ -85,6 +85,9 @@ def _export_into(out_dir: Path, fetched: FetchedModel, plan: ExportPlan, workers
         return package(staging, out_dir, fetched.source, plan, results)
 
 
+PUBLISH_ATTEMPTS = 8
+
+
 def cache_dir() -> Path:
     """Where exports are kept between runs (`HFEXPORT_CACHE`, default `~/.cache/hfexport`)."""
     return Path(os.environ.get("HFEXPORT_CACHE") or Path.home() / ".cache" / "hfexport")
@@ -121,19 +124,18 @@ def push(
     """
     from huggingface_hub import HfApi
 
-    from ..hub.publish import apply, decide, read_state, request_key
+    from ..hub.publish import PublishConflict, apply, decide, read_state
 
     names = parse_backends(backends)
     resolved = resolve(repo_id, revision=revision, token=token)
     if resolved.kind != "hub":
         raise SourceNotFoundError(f"{repo_id} is a local folder; push needs a Hub repo id.", "Pass a repo id such as org/model.")
     api = HfApi(token=token)
-    request = request_key(names, task)
-    state = read_state(api, repo_id, resolved.sha)
+    state = read_state(api, repo_id, resolved.sha, log=log)
     # Before downloading or planning: opted out, already published, or closed by a maintainer.
-    early = decide(state, request, force=force)
+    early = decide(state, names, task, force=force)
     if early is not None:
-        return apply(api, state, early, None, request=request, dry_run=dry_run, log=log)
+        return apply(api, state, early, None, dry_run=dry_run, log=log)
     fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
     checked = check_request(fetched.model_dir, task, trust_remote_code)
     with Workers(len(names)) as workers:  # importing while the plan is made
@@ -144,11 +146,24 @@ def push(
         cached = Report.load(out_dir) if (out_dir / REPORT_FILE).exists() else None
         if cached is not None and cached.ok:  # failures are retried, not cached
             log(f"reusing the cached exports in {out_dir}")
-            report = dataclasses.replace(cached, source=resolved, out_dir=str(out_dir))
+            # The same files, built from content this commit holds too (e.g. after a README-only commit).
+            backends = [dataclasses.replace(b, source_sha=resolved.sha) for b in cached.backends]
+            report = dataclasses.replace(cached, source=resolved, backends=backends, out_dir=str(out_dir))
         else:
             report = _export_into(out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress)
-    decision = decide(state, request, report, force=force)
-    return apply(api, state, decision, report, request=request, dry_run=dry_run, log=log)
+    # Another runner (the GPU job, a second HF Job) may commit to the same PR meanwhile: our write
+    # names the PR head it was decided on, and on a conflict we read the PR again and merge.
+    for _ in range(PUBLISH_ATTEMPTS):
+        decision = decide(state, names, task, report, force=force)
+        try:
+            return apply(api, state, decision, report, dry_run=dry_run, log=log)
+        except PublishConflict as e:
+            log(f"{e}: reading the pull request again")
+            state = read_state(api, repo_id, resolved.sha, log=log)
+    raise HubUnavailableError(
+        f"Our pull request on {repo_id} kept changing under this run ({PUBLISH_ATTEMPTS} attempts).",
+        "Run push again: it picks up what the other runs published.",
+    )
 
 
 def _versions_digest() -> str:

@@ -40,8 +40,9 @@ def opted_out(text: str | None) -> bool:
     return value is False or (isinstance(value, dict) and bool(value.get("opt_out")))
 
 
-def render_card(current: str | None, repo_id: str, report: Report) -> str:
-    """The README with our section replaced or appended and our tags merged in."""
+def render_card(current: str | None, repo_id: str, report: Report, notes: list[str] | tuple[str, ...] = ()) -> str:
+    """The README with our section replaced or appended and our tags merged in. `notes` are
+    sentences the section adds under its table (e.g. where an export went instead of the owner's folder)."""
     metadata, front, body = split_card(current or "")
     if metadata is not None:  # unreadable front matter stays exactly as the owner wrote it
         tags = list(metadata.get("tags") or [])
@@ -52,7 +53,7 @@ def render_card(current: str | None, repo_id: str, report: Report) -> str:
         if tags != list(metadata.get("tags") or []):
             metadata["tags"] = tags
             front = "---\n" + yaml.safe_dump(metadata, sort_keys=False, allow_unicode=True) + "---\n"
-    section = render_section(repo_id, report)
+    section = render_section(repo_id, report, notes)
     if START in body and END in body:
         before, rest = body.split(START, 1)
         after = rest.split(END, 1)[1]
@@ -64,7 +65,7 @@ def render_card(current: str | None, repo_id: str, report: Report) -> str:
     return front + body
 
 
-def render_section(repo_id: str, report: Report) -> str:
+def render_section(repo_id: str, report: Report, notes: list[str] | tuple[str, ...] = ()) -> str:
     sha = report.source.sha
     lines = [
         START,
@@ -74,8 +75,10 @@ def render_section(repo_id: str, report: Report) -> str:
         "reloaded on its own runtime and compared with the original model, on the traced shape and on another "
         f"batch and sequence length (task `{report.plan.task}`).",
         "",
-        *markdown_table(report, ["backend", "folder", "files", "size", "max_abs_diff", "tolerance", "outcome"]),
+        *markdown_table(report, ["backend", "source", "folder", "files", "size", "max_abs_diff", "tolerance", "outcome"]),
     ]
+    if notes:
+        lines += ["", *(f"- {note}" for note in notes)]
     if any(b.validation is not None and b.validation.tokens_equal for b in report.succeeded):
         new_tokens = report.plan.validation.new_tokens
         lines += ["", f"Generation: the exported components reproduce eager `generate()` token for token ({new_tokens} new tokens, greedy)."]

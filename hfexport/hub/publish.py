@@ -1,36 +1,49 @@
-"""Stage 7 — publish: one pull request per repo, opened once, updated when the model changes.
+"""Stage 7 — publish: one pull request per repo, opened once, filled by every runner, updated when
+the model changes, and never touching a file hfexport did not write.
 
 Publishing is three steps, so that the Hub is read once and every rule lives in one pure function:
 
-    state = read_state(api, repo_id, sha)          # the Hub, read once (no writes)
-    decision = decide(state, request, report=...)  # pure: state + what was asked → what to do
-    result = apply(api, state, decision, report)   # the writes, and only those
+    state = read_state(api, repo_id, sha)                 # the Hub, read once (no writes)
+    decision = decide(state, backends, task, report=...)  # pure: state + what was asked → what to do
+    result = apply(api, state, decision, report)          # the writes, and only those
 
 `decide` runs twice per push with the same state: before the export (report=None), to skip the
-work when there is nothing to do, and after it, to choose between opening, updating, reporting a
-failure or finding the base already up to date.
+work when there is nothing to do, and after it. A write that finds the PR moved meanwhile (another
+runner committed: HTTP 412 on our `parent_commit`) raises `PublishConflict`; `push` reads the state
+again and decides again, so concurrent runners converge on one PR holding all their backends.
 
-Our PRs are recognised by a hidden marker in their description or latest update comment:
+What is ours. The report we publish (`hfexport-report.json`, on our PR and, once merged, on the
+base) lists every file we wrote: that manifest, never a folder prefix, is what we may modify or
+delete. A path we would write that already exists on the base and is not in our manifest belongs
+to the owner (their own `onnx/model.onnx`, say): that backend goes to `hfexport/<folder>/`
+instead, and the PR and card say so. Deletions are limited to our manifest, and never touch an
+owner's path on the base.
 
-    <!-- hfexport {"source_sha": "...", "plan": "<plan digest>", "request": "...", "nonce": "..."} -->
+State. Each backend in the published report carries the commit and the plan digest it was built
+from. Our hidden marker, in our PR's description and update comments, carries per backend the
+sha and the request that produced it:
+
+    <!-- hfexport {"v": 2, "nonce": "...", "backends": {"onnx": {"sha": "...", "request": "..."}}} -->
+
+Only markers in events authored by our own account count; a malformed one, or one of another
+version, is ignored with a warning.
 
 The rules (see `decide`):
 - the owner opted out (`hfexport: false` in the card metadata, or `.hfexport.yaml`) → nothing;
-- our open PR already holds this source sha and plan → nothing to do (no upload, no commit);
 - our latest PR was closed by a maintainer → left alone unless `force` (then reopened and updated);
+  a PR we closed ourselves (superseded by an older one of ours after a race) does not count;
+- every backend asked for is on our open PR at this sha, for this request → nothing to do;
+- every backend was skipped here (no GPU for executorch-cuda) → nothing;
 - every backend failed → no PR; one discussion (opened or updated) with the error report;
-- our PR holds an older sha or plan → a new commit on `refs/pr/N` replacing the artifacts, and a
-  comment saying what changed;
-- the base already holds these exact files and our card section (our PR was merged) → nothing;
-- otherwise → one commit with `create_pr=True` holding the artifacts and the card change.
-
-Every Hub call goes through `retry`: 429 and 5xx answers and dropped connections are retried with
-backoff. Steps that are not idempotent (opening a PR, commenting) look, before a retry, for what
-the failed attempt may have done anyway, by the nonce.
+- otherwise the PR's content is recomputed: backends asked for that changed are replaced, the
+  others' files stay, backends built from another commit or plan are removed; unchanged → no
+  commit, no comment; changed → one commit and one comment on our PR, or a new PR;
+- the base already holds these exact files and our card section (our PR was merged) → nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -40,18 +53,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..backends import BACKENDS
 from ..errors import AuthError
-from ..report import REPORT_FILE, PublishAction, PublishResult, Report, markdown_table
+from ..report import REPORT_FILE, BackendResult, PublishAction, PublishResult, Report, Status, markdown_table
 from ..versions import installed
 from .card import START, opted_out, render_card
 from .retry import retry
 
 PR_TITLE = "Add verified exports (hfexport)"
 DISCUSSION_TITLE = "hfexport: exports of this model failed"
-_MARKER = re.compile(r"<!-- hfexport (\{.*?\}) -->")
+MARKER_VERSION = 2
+# Where a backend's files go when the owner already has files at its usual paths.
+OWN_FOLDER = "hfexport"
+_MARKER = re.compile(r"<!-- hfexport (.*?) -->", re.S)
 
 Log = Callable[[str], None]
+
+
+class PublishConflict(Exception):
+    """The PR moved while we wrote (another runner committed first): read the state and decide again."""
 
 
 # ── What we know of the Hub ──────────────────────────────────────────────────
@@ -69,17 +88,28 @@ class RemoteFile:
 
 @dataclass
 class OurThread:
-    """A PR or discussion we opened, with the latest marker it carries."""
+    """A PR or discussion we opened, with the state its latest marker of ours carries."""
 
     num: int
     status: str
     is_pull_request: bool
-    state: dict  # the latest marker: source_sha, plan, request, nonce
+    backends: dict[str, dict]  # backend → {"sha": ..., "request": ...}
     nonces: set[str]
+    closed_by_us: bool = False  # we closed it ourselves: superseded by an older PR of ours
 
     @property
     def is_open(self) -> bool:
         return self.status in ("open", "draft")
+
+
+@dataclass
+class OurPullRequest:
+    """Our latest PR, read whole: its head commit, its files and the report we published there."""
+
+    thread: OurThread
+    head: str
+    files: set[str]
+    report: Report | None
 
 
 @dataclass
@@ -94,11 +124,17 @@ class HubState:
     readme: str | None = None
     threads: list[OurThread] = field(default_factory=list)  # newest first
     base_files: dict[str, RemoteFile] = field(default_factory=dict)
-    pr_files: list[str] = field(default_factory=list)  # the files on our latest PR
+    base_report: Report | None = None  # ours, merged into the base earlier
+    pr: OurPullRequest | None = None
 
     @property
-    def latest_pr(self) -> OurThread | None:
-        return next((t for t in self.threads if t.is_pull_request), None)
+    def base_ours(self) -> set[str]:
+        """Paths on the base that our merged report lists: ours to replace or delete."""
+        return _manifest(self.base_report) | ({REPORT_FILE} if self.base_report else set())
+
+    def owners(self, path: str) -> bool:
+        """Whether `path` exists on the base and is not ours: never written, never deleted."""
+        return path in self.base_files and path not in self.base_ours
 
     @property
     def discussions(self) -> list[OurThread]:
@@ -108,9 +144,9 @@ class HubState:
         return f"{self.endpoint}/{self.repo_id}/discussions/{num}"
 
 
-def read_state(api, repo_id: str, sha: str) -> HubState:
+def read_state(api, repo_id: str, sha: str, log: Log = lambda message: None) -> HubState:
     """Read what publishing needs, once: the opt-out and card, who we are, our PRs and
-    discussions, the files at `sha` and on our latest PR.
+    discussions, the files at `sha` (and our report there), and our latest PR whole.
 
     Raises:
         AuthError: the token is missing or refused (a PR needs one).
@@ -129,19 +165,23 @@ def read_state(api, repo_id: str, sha: str) -> HubState:
     if owner_opted_out:
         return state
     state.me = _whoami(api)
-    state.threads = _our_threads(api, repo_id, state.me)
+    state.threads = _our_threads(api, repo_id, state.me, log)
     state.base_files = _files(api, repo_id, sha)
-    latest = state.latest_pr
-    if latest is not None:
-        listed = retry("list the pull request's files", lambda: api.list_repo_files(repo_id, revision=f"refs/pr/{latest.num}"))
-        state.pr_files = list(listed)
+    if REPORT_FILE in state.base_files:
+        state.base_report = _read_report(api, repo_id, sha, log)
+    latest = next((t for t in state.threads if t.is_pull_request and not t.closed_by_us), None)
+    if latest is not None and latest.status in ("open", "draft", "closed"):
+        info = retry("read the pull request", lambda: api.model_info(repo_id, revision=f"refs/pr/{latest.num}"))
+        files = {s.rfilename for s in info.siblings or []}
+        report = _read_report(api, repo_id, info.sha, log) if REPORT_FILE in files else None
+        state.pr = OurPullRequest(latest, info.sha, files, report)
     return state
 
 
-def request_key(backends: list[str], task: str) -> str:
-    """What the user asked for that, with the source sha, decides the plan: checked before the
-    plan exists, so an unchanged rerun needs neither a download nor transformers."""
-    return hashlib.sha256(json.dumps([sorted(backends), task, installed("hfexport")]).encode()).hexdigest()[:16]
+def request_key(backend: str, task: str) -> str:
+    """What the user asked for of one backend that, with the source sha, decides its export:
+    checked before the plan exists, so an unchanged rerun needs neither a download nor transformers."""
+    return hashlib.sha256(json.dumps([backend, task, installed("hfexport")]).encode()).hexdigest()[:16]
 
 
 # ── The rules ────────────────────────────────────────────────────────────────
@@ -154,14 +194,21 @@ class Decision:
 
     action: PublishAction
     thread: OurThread | None = None  # the PR to update, or the discussion to comment on
-    stale: tuple[str, ...] = ()  # files of ours on the PR that this export no longer produces
+    published: Report | None = None  # the report the PR will hold: every backend on it, with repo folders
+    uploads: tuple[tuple[Path, str], ...] = ()  # (local file, path in the repo)
+    deletes: tuple[str, ...] = ()  # files of ours on the PR that it no longer holds
+    markers: dict[str, dict] = field(default_factory=dict)  # per backend, for our marker
+    notes: tuple[str, ...] = ()  # said in the PR and the card (e.g. exports moved beside the owner's)
+    changed: tuple[str, ...] = ()  # backends whose files this commit replaces or removes
 
     @property
     def writes(self) -> bool:
         return self.action in (PublishAction.OPENED, PublishAction.UPDATED, PublishAction.DISCUSSION)
 
 
-def decide(state: HubState, request: str, report: Report | None = None, *, force: bool = False) -> Decision | None:
+def decide(
+    state: HubState, backends: list[str], task: str, report: Report | None = None, *, force: bool = False
+) -> Decision | None:
     """The rules of the module docstring, on `state` only (no Hub call).
 
     Before the export (`report` None) it returns the outcomes that need none, or None: export.
@@ -169,45 +216,133 @@ def decide(state: HubState, request: str, report: Report | None = None, *, force
     """
     if state.opted_out:
         return Decision(PublishAction.OPTED_OUT)
-    latest = state.latest_pr
-    if latest is not None and latest.state.get("source_sha") == state.sha:
-        same_plan = report is not None and latest.state.get("plan") == report.plan_digest
-        if latest.is_open and (same_plan or latest.state.get("request") == request):
-            return Decision(PublishAction.UNCHANGED, latest)
-    if latest is not None and latest.status == "closed" and not force:
-        return Decision(PublishAction.CLOSED_RESPECTED, latest)
+    pr = state.pr
+    if pr is not None and pr.thread.status == "closed" and not force:
+        return Decision(PublishAction.CLOSED_RESPECTED, pr.thread)
     if report is None:
+        if pr is not None and pr.thread.is_open and all(
+            pr.thread.backends.get(b, {}).get("sha") == state.sha
+            and pr.thread.backends.get(b, {}).get("request") == request_key(b, task)
+            for b in backends
+        ):
+            return Decision(PublishAction.UNCHANGED, pr.thread)
         return None
+    if all(b.status == Status.SKIPPED for b in report.backends):
+        return Decision(PublishAction.NOTHING_RAN)
     if not report.succeeded:
         open_ones = [d for d in state.discussions if d.is_open]
         return Decision(PublishAction.DISCUSSION, open_ones[0] if open_ones else None)
-    if latest is not None and latest.status in ("open", "draft", "closed"):
-        keep = set(_paths(report))
-        ours = tuple(f"{b.subfolder}/" for b in BACKENDS.values())
-        stale = tuple(p for p in state.pr_files if p.startswith(ours) and p not in keep)
-        return Decision(PublishAction.UPDATED, latest, stale)
-    if _already_on_base(state, report):
-        return Decision(PublishAction.UP_TO_DATE, latest)
-    return Decision(PublishAction.OPENED)
+
+    previous = pr.report if pr is not None else state.base_report
+    published, uploads, notes, changed = _merge(state, report, previous)
+    markers = {
+        b.backend: (pr.thread.backends.get(b.backend) if pr and b.backend not in report.plan.backends else None)
+        or {"sha": b.source_sha, "request": request_key(b.backend, task)}
+        for b in published.backends
+    }
+    kept = _manifest(published)
+    target_files = pr.files if pr is not None else set(state.base_files)
+    deletes = tuple(sorted(p for p in (_manifest(previous) - kept) & target_files if not state.owners(p)))
+    if pr is not None:
+        if not uploads and not deletes and _same(published, previous) and pr.thread.is_open:
+            return Decision(PublishAction.UNCHANGED, pr.thread)
+        return Decision(PublishAction.UPDATED, pr.thread, published, tuple(uploads), deletes, markers, notes, changed)
+    if not deletes and _already_on_base(state, uploads):
+        return Decision(PublishAction.UP_TO_DATE)
+    return Decision(PublishAction.OPENED, None, published, tuple(uploads), deletes, markers, notes, changed)
 
 
-def _already_on_base(state: HubState, report: Report) -> bool:
-    """Whether every artifact is already at the base sha byte for byte (by hash), with our card section."""
+def _merge(
+    state: HubState, report: Report, previous: Report | None
+) -> tuple[Report, list[tuple[Path, str]], tuple[str, ...], tuple[str, ...]]:
+    """The report the PR should hold after this run: what this run built and changed, what the PR
+    already holds for this commit and plan, and nothing built from another commit or plan."""
+    before = {b.backend: b for b in (previous.backends if previous else [])}
+    asked = {b.backend: b for b in report.backends}
+
+    def current(b: BackendResult) -> bool:
+        return b.source_sha == state.sha and b.plan_digest == report.plan.backend_digest(b.backend)
+
+    published, uploads, notes = [], [], []
+    for name in [*asked, *(n for n in before if n not in asked)]:
+        new, old = asked.get(name), before.get(name)
+        if new is not None and new.ok and not (old is not None and old.ok and current(old) and _same_files(old, new)):
+            folder = _placement(state, new)
+            if folder is None:
+                notes.append(f"The repo already has its own files at `{new.subfolder}/` and `{OWN_FOLDER}/{new.subfolder}/`: "
+                             f"the {name} export is left out of this PR.")
+                continue
+            if folder != new.subfolder:
+                notes.append(f"The repo's own files in `{new.subfolder}/` are kept as they are; the {name} export "
+                             f"is in `{folder}/`.")
+            local = Path(report.out_dir) / new.subfolder
+            uploads += [(local / f.path, f"{folder}/{f.path}") for f in new.files]
+            published.append(dataclasses.replace(new, subfolder=folder))
+        elif old is not None and current(old):
+            published.append(old)  # unchanged, or built by another runner: its files stay
+            if old.subfolder.startswith(f"{OWN_FOLDER}/"):
+                notes.append(f"The repo's own files in `{old.subfolder[len(OWN_FOLDER) + 1:]}/` are kept as they are; "
+                             f"the {name} export is in `{old.subfolder}/`.")
+        elif new is not None:
+            published.append(new)  # failed or skipped here: shown with its reason, no files
+        # else: built from another commit or plan, and not rebuilt by this run: removed
+    plan = dataclasses.replace(report.plan, backends=[b.backend for b in published])
+    merged = Report(source=report.source, plan=plan, backends=published, created_at=report.created_at)
+    built = {p for _, p in uploads}
+    changed = tuple(
+        name for name in [*asked, *before]
+        if _key(next((b for b in published if b.backend == name), None)) != _key(before.get(name))
+        or any(p in built for p in _manifest_of(next((b for b in published if b.backend == name), None)))
+    )
+    return merged, uploads, tuple(notes), tuple(dict.fromkeys(changed))
+
+
+def _placement(state: HubState, backend: BackendResult) -> str | None:
+    """The backend's usual folder, or `hfexport/<folder>` when the owner has files at its paths,
+    or None when both are taken."""
+    for folder in (backend.subfolder, f"{OWN_FOLDER}/{backend.subfolder}"):
+        if not any(state.owners(f"{folder}/{f.path}") for f in backend.files):
+            return folder
+    return None
+
+
+def _same_files(a: BackendResult, b: BackendResult) -> bool:
+    return sorted((f.path, f.size) for f in a.files) == sorted((f.path, f.size) for f in b.files)
+
+
+def _key(b: BackendResult | None) -> tuple | None:
+    """What a reader of the PR sees of a backend: its outcome, what it was built from, where it is."""
+    return None if b is None else (str(b.status), b.source_sha, b.plan_digest, b.subfolder)
+
+
+def _same(a: Report, b: Report | None) -> bool:
+    """Whether two reports show the same backends, built from the same commit and plan, in the same places."""
+    return {x.backend: _key(x) for x in a.backends} == {x.backend: _key(x) for x in (b.backends if b else [])}
+
+
+def _manifest_of(backend: BackendResult | None) -> list[str]:
+    return backend.paths if backend is not None else []
+
+
+def _manifest(report: Report | None) -> set[str]:
+    return {p for b in (report.backends if report else []) for p in b.paths}
+
+
+def _already_on_base(state: HubState, uploads: list[tuple[Path, str]]) -> bool:
+    """Whether every file is already at the base sha byte for byte (by hash), with our card section."""
     if not state.readme or START not in state.readme:
         return False
-    out = Path(report.out_dir)
-    for b in report.succeeded:
-        for f in b.files:
-            remote = state.base_files.get(f"{b.subfolder}/{f.path}")
-            if remote is None or remote.size != f.size:
-                return False
-            content = (out / b.subfolder / f.path).read_bytes()
-            if remote.lfs_sha256 is not None:
-                same = hashlib.sha256(content).hexdigest() == remote.lfs_sha256
-            else:
-                same = _git_blob_sha1(content) == remote.blob_id
-            if not same:
-                return False
+    for local, path in uploads:
+        remote = state.base_files.get(path)
+        if remote is None or remote.size != local.stat().st_size:
+            return False
+        content = local.read_bytes()
+        if remote.lfs_sha256 is not None:
+            same = hashlib.sha256(content).hexdigest() == remote.lfs_sha256
+        else:
+            same = _git_blob_sha1(content) == remote.blob_id
+        if not same:
+            return False
     return True
 
 
@@ -220,13 +355,13 @@ def apply(
     decision: Decision,
     report: Report | None,
     *,
-    request: str,
     dry_run: bool = False,
     log: Log = lambda message: None,
 ) -> PublishResult:
     """Carry out `decision` on the Hub (nothing when `dry_run`).
 
     Raises:
+        PublishConflict: the PR moved meanwhile (read the state again and decide again).
         AuthError: the token cannot open PRs or discussions here.
         HubUnavailableError: the Hub kept failing after retries.
     """
@@ -242,42 +377,44 @@ def apply(
     if decision.action == PublishAction.DISCUSSION:
         return _report_failure(api, state, decision, report, nonce, dry_run, log)
 
-    out = Path(report.out_dir)
-    files = [*_paths(report), REPORT_FILE, "README.md"]
-    card = render_card(state.readme, repo_id, report)
-    description = _description(report, marker(state.sha, report.plan_digest, nonce, request))
+    published = decision.published
+    files = [path for _, path in decision.uploads] + [REPORT_FILE, "README.md"]
+    card = render_card(state.readme, repo_id, published, decision.notes)
+    description = _description(published, decision.notes, marker(nonce, decision.markers))
     if dry_run:
         return PublishResult(PublishAction.DRY_RUN, repo_id, num, None, None, files, description, card, report)
 
-    def operations(stale: tuple[str, ...]) -> list[Any]:
+    def operations() -> list[Any]:
         # Fresh objects each attempt: the client marks an operation as used once committed.
-        adds = [
-            CommitOperationAdd(f"{b.subfolder}/{f.path}", str(out / b.subfolder / f.path))
-            for b in report.succeeded
-            for f in b.files
-        ]
-        adds.append(CommitOperationAdd(REPORT_FILE, report.to_json().encode()))
+        adds = [CommitOperationAdd(path, str(local)) for local, path in decision.uploads]
+        adds.append(CommitOperationAdd(REPORT_FILE, published.to_json().encode()))
         adds.append(CommitOperationAdd("README.md", card.encode()))
-        return adds + [CommitOperationDelete(p) for p in stale]
+        return adds + [CommitOperationDelete(p) for p in decision.deletes]
 
     if decision.action == PublishAction.UPDATED:
         if decision.thread.status == "closed":
             retry("reopen the pull request", lambda: api.change_discussion_status(repo_id, num, "open"))
-        commit = retry(
-            "push the new exports to the pull request",
-            lambda: api.create_commit(
-                repo_id, operations(decision.stale), commit_message=f"Update exports to {state.sha[:12]}",
-                commit_description=description, revision=f"refs/pr/{num}",
-            ),
-        )
-        _comment_once(api, repo_id, num, nonce, _update_comment(decision.thread.state, report, description))
-        log(f"updated PR #{num}: {state.url(num)}")
-        return PublishResult(PublishAction.UPDATED, repo_id, num, state.url(num), commit.oid, files, description, card, report)
+
+        def commit():
+            try:
+                return api.create_commit(
+                    repo_id, operations(), commit_message=f"Update exports to {state.sha[:12]}",
+                    commit_description=description, revision=f"refs/pr/{num}", parent_commit=state.pr.head,
+                )
+            except HfHubHTTPError as e:
+                if e.response is not None and e.response.status_code == 412:
+                    raise PublishConflict(f"PR #{num} moved while this run committed to it") from None
+                raise
+
+        info = retry("push the new exports to the pull request", commit)
+        _comment_once(api, repo_id, num, nonce, _update_comment(decision, state, description))
+        log(f"updated PR #{num} ({', '.join(decision.changed) or 'card'}): {state.url(num)}")
+        return PublishResult(PublishAction.UPDATED, repo_id, num, state.url(num), info.oid, files, description, card, report)
 
     def open_pr() -> tuple[int, str | None]:
         try:
             info = api.create_commit(
-                repo_id, operations(()), commit_message=PR_TITLE, commit_description=description,
+                repo_id, operations(), commit_message=PR_TITLE, commit_description=description,
                 create_pr=True, revision="main",
             )
         except HfHubHTTPError as e:
@@ -291,6 +428,20 @@ def apply(
         return (found[0].num, None) if found else None
 
     num, commit_oid = retry("open the pull request", open_pr, before_retry=opened_anyway)
+    # Two runners may have opened a PR each at the same moment: the older one stays, ours steps aside.
+    older = [
+        t.num for t in _our_threads(api, repo_id, state.me)
+        if t.is_pull_request and t.is_open and not t.closed_by_us and t.num < num
+    ]
+    if older:
+        keep = max(older)
+        retry(
+            "close the duplicate pull request",
+            lambda: api.change_discussion_status(
+                repo_id, num, "closed", comment=f"Superseded by #{keep}, opened at the same moment: these exports go there."
+            ),
+        )
+        raise PublishConflict(f"PR #{keep} was opened by another run at the same moment; adding these exports to it")
     log(f"opened PR #{num}: {state.url(num)}")
     return PublishResult(PublishAction.OPENED, repo_id, num, state.url(num), commit_oid, files, description, card, report)
 
@@ -303,6 +454,7 @@ def _explain(decision: Decision, state: HubState) -> str:
         PublishAction.CLOSED_RESPECTED: f"PR #{num} was closed by a maintainer; not reopening it "
         f"(force it with --force, or force=True in Python): {state.url(num or 0)}",
         PublishAction.UP_TO_DATE: "the repo already holds these exact exports and card section: nothing to do",
+        PublishAction.NOTHING_RAN: "no backend could run on this machine (see the reasons above): nothing to publish",
     }[decision.action]
 
 
@@ -312,7 +464,7 @@ def _report_failure(api, state: HubState, decision: Decision, report: Report, no
     text = "\n".join(
         [f"hfexport could not produce any working export of commit `{state.sha[:12]}`:", ""]
         + [f"- **{b.backend}**: {b.status} — {b.error}" for b in report.backends]
-        + ["", marker(state.sha, report.plan_digest, nonce)]
+        + ["", marker(nonce, {})]
     )
     if dry_run:
         return PublishResult(PublishAction.DRY_RUN, repo_id, description=text, report=report)
@@ -335,57 +487,93 @@ def _report_failure(api, state: HubState, decision: Decision, report: Report, no
 # ── Texts ────────────────────────────────────────────────────────────────────
 
 
-def marker(source_sha: str, plan_digest: str, nonce: str, request: str | None = None) -> str:
-    state = {"source_sha": source_sha, "plan": plan_digest, "request": request, "nonce": nonce}
-    return "<!-- hfexport " + json.dumps(state) + " -->"
+def marker(nonce: str, backends: dict[str, dict]) -> str:
+    """Our hidden state: versioned JSON in an HTML comment (`-->` cannot occur inside JSON strings
+    we write: none of the values holds it)."""
+    return "<!-- hfexport " + json.dumps({"v": MARKER_VERSION, "nonce": nonce, "backends": backends}) + " -->"
 
 
-def _description(report: Report, hidden: str) -> str:
+def _parse_marker(raw: str) -> dict | None:
+    """A marker of ours, or None for anything else (malformed, another version, wrong types)."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("v") != MARKER_VERSION or not isinstance(data.get("nonce"), str):
+        return None
+    backends = data.get("backends")
+    if not isinstance(backends, dict) or not all(
+        isinstance(k, str) and isinstance(v, dict) and all(isinstance(v.get(f), str) for f in ("sha", "request"))
+        for k, v in backends.items()
+    ):
+        return None
+    return data
+
+
+def _description(published: Report, notes: tuple[str, ...], hidden: str) -> str:
     lines = [
-        f"This PR adds exports of this model at commit `{report.source.sha[:12]}`, each reloaded on its runtime "
+        f"This PR adds exports of this model at commit `{published.source.sha[:12]}`, each reloaded on its runtime "
         "and checked against the original model on another input shape.",
         "",
-        *markdown_table(report, ["backend", "outcome", "max_abs_diff", "folder", "files"]),
+        *markdown_table(published, ["backend", "outcome", "source", "max_abs_diff", "folder", "files"]),
+        *(["", *(f"- {note}" for note in notes)] if notes else []),
         "",
-        "The model card gains an *Exports* section (how to load each one) and format tags.",
+        "The model card gains an *Exports* section (how to load each one) and format tags. hfexport only "
+        "ever changes the files its own report lists.",
         "",
         hidden,
     ]
     return "\n".join(lines)
 
 
-def _update_comment(previous: dict, report: Report, description: str) -> str:
-    old = (previous.get("source_sha") or "?")[:12]
-    new = report.source.sha[:12]
-    what = f"the model moved from `{old}` to `{new}`" if previous.get("source_sha") != report.source.sha else "the export plan changed"
+def _update_comment(decision: Decision, state: HubState, description: str) -> str:
+    old = {s.get("sha") for s in decision.thread.backends.values()} - {None}
+    if old and old != {state.sha}:
+        what = f"the model moved from `{sorted(old)[0][:12]}` to `{state.sha[:12]}`"
+    else:
+        what = f"{', '.join(decision.changed) or 'the card'} changed"
     return f"Updated: {what}; the exports were redone and re-validated.\n\n" + description
 
 
 # ── Hub reads and writes (each through retry) ────────────────────────────────
 
 
-def _paths(report: Report) -> list[str]:
-    return [p for b in report.succeeded for p in b.paths]
-
-
-def _our_threads(api, repo_id: str, me: str) -> list[OurThread]:
-    """Our PRs and discussions, newest first, each with the latest marker it carries (one listing)."""
+def _our_threads(api, repo_id: str, me: str, log: Log = lambda message: None) -> list[OurThread]:
+    """Our PRs and discussions, newest first (one listing), each with the state of the latest
+    marker in an event authored by us; other people's markers, and malformed ones, are ignored."""
     found = []
-    for d in retry("list pull requests and discussions", lambda: list(api.get_repo_discussions(repo_id, author=me))):
+    listed = retry("list pull requests and discussions", lambda: list(api.get_repo_discussions(repo_id, author=me)))
+    for d in listed:
         details = retry("read a pull request", lambda: api.get_discussion_details(repo_id, d.num))
-        markers = []
+        if details.author != me:
+            continue
+        markers, closed_by = [], None
         for event in details.events:
-            for raw in _MARKER.findall(getattr(event, "content", None) or ""):
-                try:
-                    parsed = json.loads(raw)
-                except ValueError:
+            if event.type == "status-change":
+                closed_by = event.author if getattr(event, "new_status", None) == "closed" else None
+            content = getattr(event, "content", None) or ""
+            for raw in _MARKER.findall(content):
+                parsed = _parse_marker(raw) if event.author == me else None
+                if parsed is None:
+                    who = "" if event.author == me else f" by {event.author}"
+                    log(f"warning: ignored a marker{who} on #{d.num} that is not a valid hfexport v{MARKER_VERSION} marker of ours")
                     continue
-                if isinstance(parsed, dict):
-                    markers.append(parsed)
+                markers.append(parsed)
         if markers:
-            nonces = {m.get("nonce") for m in markers}
-            found.append(OurThread(d.num, details.status, details.is_pull_request, markers[-1], nonces))
+            found.append(OurThread(
+                d.num, details.status, details.is_pull_request, markers[-1]["backends"],
+                {m["nonce"] for m in markers}, closed_by_us=details.status == "closed" and closed_by == me,
+            ))
     return sorted(found, key=lambda t: t.num, reverse=True)
+
+
+def _read_report(api, repo_id: str, revision: str, log: Log) -> Report | None:
+    text = _read_file(api, repo_id, REPORT_FILE, revision)
+    try:
+        return Report.from_dict(json.loads(text)) if text else None
+    except (ValueError, KeyError, TypeError) as e:
+        log(f"warning: {REPORT_FILE} at {revision[:12]} is not a report hfexport can read ({type(e).__name__}); ignored")
+        return None
 
 
 def _files(api, repo_id: str, revision: str) -> dict[str, RemoteFile]:

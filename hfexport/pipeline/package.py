@@ -57,6 +57,7 @@ def package(
     """Drop failed backends' files, write the report, and move `staging` to `out_dir`."""
     out_dir = Path(out_dir).resolve()
     for result in results:
+        result.source_sha, result.plan_digest = source.sha, plan.backend_digest(result.backend)
         if not result.ok:
             shutil.rmtree(staging / result.subfolder, ignore_errors=True)
             result.files = []

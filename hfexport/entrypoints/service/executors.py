@@ -25,10 +25,20 @@ class JobFailed(Exception):
         self.retryable = retryable
 
 
-def push_arguments(job: Job) -> list[str]:
-    """The `hfexport push` arguments for a job; never the token (it travels in the environment)."""
-    backends, _, task = job.plan_key.partition("|")
-    return ["push", job.repo_id, "--revision", job.head_sha, "--backends", backends, "--task", task or "auto", "--json"]
+def push_arguments(job: Job, backends: str | None = None) -> list[str]:
+    """The `hfexport push` arguments for a job (or for a group of its backends); never the token
+    (it travels in the environment)."""
+    planned, _, task = job.plan_key.partition("|")
+    return ["push", job.repo_id, "--revision", job.head_sha, "--backends", backends or planned, "--task", task or "auto", "--json"]
+
+
+def hardware_groups(job: Job) -> dict[str, list[str]]:
+    """The job's backends by the hardware they need: `{"cpu": [...], "gpu": [...]}` (groups that
+    have none are left out). Each group runs as its own push; all fill the same PR."""
+    groups: dict[str, list[str]] = {}
+    for name in job.plan_key.partition("|")[0].split(","):
+        groups.setdefault("gpu" if get_backend(name).needs_cuda else "cpu", []).append(name)
+    return groups
 
 
 @dataclass
@@ -61,9 +71,11 @@ class LocalExecutor:
 
 @dataclass
 class HfJobsExecutor:
-    """Each export as an HF Job (`HfApi.run_job`), on a flavor chosen per backend, followed to its end.
+    """Each export as HF Jobs (`HfApi.run_job`), one per hardware group (CPU backends on a CPU
+    flavor, `executorch-cuda` on a GPU one), run in parallel and followed to their end; they
+    converge on the one PR.
 
-    The token reaches the Job as a secret (`HF_TOKEN`), never on its command line."""
+    The token reaches the Jobs as a secret (`HF_TOKEN`), never on their command line."""
 
     image: str
     token: str | None = None
@@ -74,38 +86,47 @@ class HfJobsExecutor:
     timeout_s: float = 4 * 3600
     env: dict[str, str] = field(default_factory=dict)
 
-    def flavor_for(self, job: Job) -> str:
-        backends = job.plan_key.partition("|")[0].split(",")
-        return self.gpu_flavor if any(get_backend(b).needs_cuda for b in backends) else self.cpu_flavor
-
     def run(self, job: Job) -> dict:
         from huggingface_hub import HfApi
 
         from ...hub.retry import retry
 
         api = HfApi(token=self.token)
-        info = retry(
-            "start the HF Job",
-            lambda: api.run_job(
-                image=self.image,
-                command=["hfexport", *push_arguments(job)],
-                env=dict(self.env),
-                secrets={"HF_TOKEN": self.token} if self.token else None,
-                flavor=self.flavor_for(job),
-                timeout=int(self.timeout_s),
-                namespace=self.namespace,
-                labels={"app": "hfexport", "repo": job.repo_id.replace("/", "--")},
-            ),
-        )
+        started = {}
+        for hardware, backends in hardware_groups(job).items():
+            started[hardware] = retry(
+                f"start the {hardware} HF Job",
+                lambda backends=backends, hardware=hardware: api.run_job(
+                    image=self.image,
+                    command=["hfexport", *push_arguments(job, ",".join(backends))],
+                    env=dict(self.env),
+                    secrets={"HF_TOKEN": self.token} if self.token else None,
+                    flavor=self.gpu_flavor if hardware == "gpu" else self.cpu_flavor,
+                    timeout=int(self.timeout_s),
+                    namespace=self.namespace,
+                    labels={"app": "hfexport", "repo": job.repo_id.replace("/", "--"), "hardware": hardware},
+                ),
+            )
+        # Each group publishes on its own: one that fails does not stop the others (their exports
+        # still belong in the PR); the job fails once all have ended if any did.
         deadline = time.monotonic() + self.timeout_s
-        while True:
-            current = retry("follow the HF Job", lambda: api.inspect_job(job_id=info.id, namespace=self.namespace))
-            stage = str(current.status.stage)
-            if stage.endswith("COMPLETED"):
-                return {"hf_job": info.id, "hf_job_url": getattr(current, "url", None), "stage": "COMPLETED"}
-            if stage.endswith(("ERROR", "CANCELED", "DELETED")):
-                raise JobFailed(f"HF Job {info.id} ended {stage}: {current.status.message or ''}", retryable=True)
-            if time.monotonic() > deadline:
-                retry("cancel the HF Job", lambda: api.cancel_job(job_id=info.id, namespace=self.namespace))
-                raise JobFailed(f"HF Job {info.id} ran past {self.timeout_s:g} s and was cancelled", retryable=False)
-            time.sleep(self.poll_s)
+        running, done, failed = dict(started), {}, []
+        while running:
+            for hardware, info in list(running.items()):
+                current = retry("follow the HF Job", lambda info=info: api.inspect_job(job_id=info.id, namespace=self.namespace))
+                stage = str(current.status.stage)
+                if stage.endswith("COMPLETED"):
+                    done[hardware] = {"hf_job": info.id, "hf_job_url": getattr(current, "url", None), "flavor": current.flavor}
+                    del running[hardware]
+                elif stage.endswith(("ERROR", "CANCELED", "DELETED")):
+                    failed.append(f"HF Job {info.id} ({hardware}) ended {stage}: {current.status.message or ''}")
+                    del running[hardware]
+            if running and time.monotonic() > deadline:
+                for info in running.values():
+                    retry("cancel the HF Job", lambda info=info: api.cancel_job(job_id=info.id, namespace=self.namespace))
+                raise JobFailed(f"HF Jobs {[i.id for i in running.values()]} ran past {self.timeout_s:g} s and were cancelled", retryable=False)
+            if running:
+                time.sleep(self.poll_s)
+        if failed:
+            raise JobFailed("; ".join(failed), retryable=True)
+        return {"stage": "COMPLETED", "jobs": done}
