@@ -16,8 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
@@ -107,6 +108,8 @@ class ExportPlan:
     # generation components let the exporter mark every axis (the cache is a pytree).
     dynamic_axes: dict[str, dict[str, list]] = field(default_factory=dict)
     trust_remote_code: bool = False
+    # A model whose classes live in its repo: the Auto class (from config.json's auto_map) that loads it.
+    auto_class: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -238,6 +241,8 @@ class BackendResult:
     # Seconds per worker stage ("starting" is the imports): the profile of where the time went.
     timings: dict[str, float] = field(default_factory=dict)
     log_tail: str | None = None
+    # The test hook that was on for this backend (`crash`, `hang`; HFEXPORT_TESTING=1 only).
+    fault: str | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -254,6 +259,10 @@ class BackendResult:
     def paths(self) -> list[str]:
         """The files' paths in the repo (under the backend's folder)."""
         return [f"{self.subfolder}/{f.path}" for f in self.files]
+
+    def public(self) -> BackendResult:
+        """This result as published on the Hub: no raw log of our processes, no local path in the error."""
+        return replace(self, log_tail=None, error=without_local_paths(self.error) if self.error else None)
 
     def to_dict(self) -> dict:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -456,6 +465,14 @@ def format_diff(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:.2e}" if math.isfinite(value) else str(value)
+
+
+_LOCAL_PATH = re.compile(r"(?<![\w.:/])(?:/[\w.@+-]+){2,}/?")
+
+
+def without_local_paths(text: str) -> str:
+    """`text` with absolute local paths cut to their last part (`/tmp/x/.out.partial-1/onnx` → `…/onnx`)."""
+    return _LOCAL_PATH.sub(lambda m: "…/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
 
 
 def one_line(text: str, limit: int = 300) -> str:

@@ -30,6 +30,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # All of a model's backends at once: ExecuTorch lowering is mostly single-threaded Python, so on
 # 2 cores it overlaps with the others (the sequential path is covered by the isolation test).
 os.environ["HFEXPORT_JOBS"] = "3"
+# The fault hook (HFEXPORT_FAULT) is live only under this switch.
+os.environ["HFEXPORT_TESTING"] = "1"
 
 sys.path.insert(0, str(Path(__file__).parent))
 import tiny_models  # noqa: E402

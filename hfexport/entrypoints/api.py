@@ -21,7 +21,7 @@ from ..errors import HubUnavailableError, SourceNotFoundError
 from ..pipeline.export import DEFAULT_TIMEOUT_S, Progress, Workers, run_backends
 from ..pipeline.fetch import FetchedModel, fetch
 from ..pipeline.package import package, staging_folder
-from ..pipeline.plan import check_request, make_plan
+from ..pipeline.plan import check_request, plan_isolated
 from ..pipeline.resolve import resolve
 from ..report import REPORT_FILE, ExportPlan, PublishResult, Report
 from ..versions import runtime_versions
@@ -71,7 +71,7 @@ def export(
     checked = check_request(fetched.model_dir, task, trust_remote_code)
     # The workers import torch and the exporters while this process plans (which imports them too).
     with Workers(len(names), jobs) as workers:
-        plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code, checked=checked)
+        plan = plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked)
         if adjust_plan is not None:
             plan = adjust_plan(dataclasses.replace(plan))
         out_dir = Path(out) if out is not None else Path("hfexport-out") / Path(resolved.ref).name
@@ -139,7 +139,7 @@ def push(
     fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
     checked = check_request(fetched.model_dir, task, trust_remote_code)
     with Workers(len(names)) as workers:  # importing while the plan is made
-        plan = make_plan(fetched.model_dir, names, task=task, trust_remote_code=trust_remote_code, checked=checked)
+        plan = plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked)
 
         # Keyed by content, plan and versions: the same weights exported the same way are reused.
         out_dir = cache_dir() / "exports" / f"{fetched.content_digest[:24]}-{plan.digest()}-{_versions_digest()}"

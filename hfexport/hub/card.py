@@ -89,14 +89,14 @@ def render_section(repo_id: str, report: Report, notes: list[str] | tuple[str, .
         lines += ["", "Built with " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + "."]
     lines += ["", "### How to load", ""]
     for b in report.succeeded:
-        lines += _snippet(repo_id, b.backend, b.subfolder, b.components)
+        lines += _snippet(repo_id, b.backend, b.subfolder, b.components, report.plan.trust_remote_code)
     lines.append(END)
     return "\n".join(lines)
 
 
-def _snippet(repo_id: str, backend: str, subfolder: str, components: list[str]) -> list[str]:
+def _snippet(repo_id: str, backend: str, subfolder: str, components: list[str], remote_code: bool = False) -> list[str]:
     spec = get_backend(backend)
-    trust = ", trust_remote_code=True" if spec.loads_pickle else ""
+    trust = ", trust_remote_code=True" if spec.loads_pickle or remote_code else ""
     native = spec.snippet(repo_id, subfolder, components[0] if components else "model") if spec.snippet else []
     return [
         f"**{backend}** (`{subfolder}/`):",

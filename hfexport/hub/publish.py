@@ -277,14 +277,14 @@ def _merge(
                              f"is in `{folder}/`.")
             local = Path(report.out_dir) / new.subfolder
             uploads += [(local / f.path, f"{folder}/{f.path}") for f in new.files]
-            published.append(dataclasses.replace(new, subfolder=folder))
+            published.append(dataclasses.replace(new.public(), subfolder=folder))
         elif old is not None and current(old):
             published.append(old)  # unchanged, or built by another runner: its files stay
             if old.subfolder.startswith(f"{OWN_FOLDER}/"):
                 notes.append(f"The repo's own files in `{old.subfolder[len(OWN_FOLDER) + 1:]}/` are kept as they are; "
                              f"the {name} export is in `{old.subfolder}/`.")
         elif new is not None:
-            published.append(new)  # failed or skipped here: shown with its reason, no files
+            published.append(new.public())  # failed or skipped here: shown with its reason, no files
         # else: built from another commit or plan, and not rebuilt by this run: removed
     plan = dataclasses.replace(report.plan, backends=[b.backend for b in published])
     merged = Report(source=report.source, plan=plan, backends=published, created_at=report.created_at)
@@ -463,7 +463,7 @@ def _report_failure(api, state: HubState, decision: Decision, report: Report, no
     repo_id = state.repo_id
     text = "\n".join(
         [f"hfexport could not produce any working export of commit `{state.sha[:12]}`:", ""]
-        + [f"- **{b.backend}**: {b.status} — {b.error}" for b in report.backends]
+        + [f"- **{b.backend}**: {b.status} — {b.public().error}" for b in report.backends]
         + ["", marker(nonce, {})]
     )
     if dry_run:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..backends import get_backend
-from ..proc import die_with_parent
+from ..proc import FAULT_ENV, child_env, die_with_parent, injected_fault
 from ..report import BackendResult, ExportPlan, Status
 from .fetch import FetchedModel
 
@@ -164,12 +164,12 @@ class _Worker:
             stdin=subprocess.PIPE,
             start_new_session=True,
             preexec_fn=die_with_parent,
-            env={
-                **os.environ,
+            # The worker loads the repo's weights (pickles, with --allow-pickle) and code: no secrets.
+            env=child_env({
                 "PYTHONUNBUFFERED": "1",
                 "TOKENIZERS_PARALLELISM": "false",
                 **({"OMP_NUM_THREADS": threads} if threads else {}),
-            },
+            }),
         )
         return cls(process, job_dir, log)
 
@@ -211,20 +211,22 @@ def _run(worker: _Worker, job: dict, timeout_s: float, progress: Progress) -> Ba
     wall = round(time.perf_counter() - started, 2)
     log_tail = _tail(worker.path / "worker.log")
     result_path = worker.path / "result.json"
+    fault = injected_fault(name)
     if status == "timeout":
         return BackendResult(
-            name, Status.TIMEOUT, backend.subfolder, wall_seconds=wall, log_tail=log_tail,
+            name, Status.TIMEOUT, backend.subfolder, wall_seconds=wall, log_tail=log_tail, fault=fault,
             error=f"did not finish within {timeout_s:g} s and was stopped (raise the timeout for large models: "
             "--timeout, or timeout_s= in Python)",
         )
     if not result_path.exists():
         return BackendResult(
-            name, Status.CRASHED, backend.subfolder, wall_seconds=wall, log_tail=log_tail,
-            error=_crash_reason(worker.process.returncode),
+            name, Status.CRASHED, backend.subfolder, wall_seconds=wall, log_tail=log_tail, fault=fault,
+            error=_crash_reason(worker.process.returncode, fault),
         )
     result = BackendResult.from_dict(json.loads(result_path.read_text()))
     result.wall_seconds = wall
     result.log_tail = None if result.ok else log_tail
+    result.fault = fault
     return result
 
 
@@ -255,9 +257,11 @@ def _kill_group(process) -> None:
     process.wait()
 
 
-def _crash_reason(returncode: int) -> str:
+def _crash_reason(returncode: int, fault: str | None = None) -> str:
     if returncode is not None and returncode < 0:
         signame = signal.Signals(-returncode).name
+        if fault == "crash":
+            return f"the export process was killed by {signame} (the {FAULT_ENV} test hook)"
         hint = " — most often the out-of-memory killer; retry on a machine with more RAM" if signame == "SIGKILL" else ""
         return f"the export process was killed by {signame}{hint}"
     return f"the export process exited with code {returncode} without a result (see log_tail)"

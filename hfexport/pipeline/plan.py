@@ -90,11 +90,15 @@ def make_plan(
     config = load_config(model_dir, trust_remote_code, raw.get("model_type"))
     architectures = list(getattr(config, "architectures", None) or [])
 
+    auto_class = None  # for a model whose classes live in its repo: the Auto class that loads it
+    auto_map = getattr(config, "auto_map", None) or {}
     if task == "auto":
         if architectures and hasattr(transformers, architectures[0]):
             model_class = getattr(transformers, architectures[0])
-        elif architectures and getattr(config, "auto_map", None):
-            model_class = _auto_class_for(config, "AutoModel")  # remote code, trusted above
+        elif architectures and auto_map:
+            # Remote code (trusted above): the Auto class mapped to the architecture decides the head.
+            auto_class = _remote_auto_class(auto_map, architectures[0])
+            model_class = _auto_class_for(config, auto_class, model_dir)
         elif architectures:
             raise UnsupportedArchitectureError(
                 f"transformers {transformers.__version__} has no class {architectures[0]!r} "
@@ -107,7 +111,8 @@ def make_plan(
         task = _task_name(model_class, mode, config)
     else:
         spec = TASKS[task]
-        model_class = _auto_class_for(config, spec.auto_class)
+        auto_class = spec.auto_class if spec.auto_class in auto_map else None
+        model_class = _auto_class_for(config, spec.auto_class, model_dir)
         mode = spec.mode
         if mode == "generation" and not _can_generate(model_class):
             raise UnsupportedArchitectureError(
@@ -133,9 +138,47 @@ def make_plan(
         components=components,
         backends=list(backends),
         trust_remote_code=trust_remote_code,
+        auto_class=auto_class,
     )
     plan.dynamic_axes = _dynamic_axes(plan, config, max_batch)
     return plan
+
+
+def plan_isolated(
+    model_dir: Path, backends: list[str], task: str, trust_remote_code: bool, checked: dict
+) -> ExportPlan:
+    """`make_plan`, in this process when the config is plain data, or — when it names code from
+    the repo (`auto_map`, trusted) — in a child process that holds no secret
+    (`python -m hfexport.worker.plan`): that code runs when the config is read.
+
+    Raises:
+        The same `HfExportError`s as `make_plan`.
+    """
+    if not (trust_remote_code and checked.get("auto_map")):
+        return make_plan(model_dir, backends, task=task, trust_remote_code=trust_remote_code, checked=checked)
+    import subprocess
+    import sys
+
+    from .. import errors
+    from ..proc import child_env, die_with_parent
+
+    request = {"model_dir": str(model_dir), "backends": backends, "task": task, "trust_remote_code": trust_remote_code}
+    process = subprocess.run(
+        [sys.executable, "-m", "hfexport.worker.plan"], input=json.dumps(request), capture_output=True, text=True,
+        env=child_env(), preexec_fn=die_with_parent, timeout=600,
+    )
+    try:
+        answer = json.loads(process.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise UnsupportedArchitectureError(
+            f"Planning the model's own code failed (exit {process.returncode}): "
+            f"{(process.stderr.strip().splitlines() or ['no output'])[-1][:300]}",
+            "Check the repo's code (config and modeling files); it must import with the pinned transformers.",
+        ) from None
+    if "error" in answer:
+        kind = getattr(errors, answer["error"]["type"], errors.HfExportError)
+        raise kind(answer["error"]["cause"], answer["error"]["fix"])
+    return ExportPlan.from_dict(answer["plan"])
 
 
 def check_request(model_dir: Path, task: str = "auto", trust_remote_code: bool = False) -> dict:
@@ -189,9 +232,28 @@ def load_config(model_dir: Path, trust_remote_code: bool, model_type: str | None
         ) from e
 
 
-def _auto_class_for(config, auto_class: str):
+def _remote_auto_class(auto_map: dict, architecture: str) -> str:
+    """The `auto_map` entry (`AutoModelFor...`) whose class is `architecture`, else `AutoModel`."""
+    for name, reference in auto_map.items():
+        if name.startswith("AutoModel") and isinstance(reference, str) and reference.rsplit(".", 1)[-1] == architecture:
+            return name
+    if "AutoModel" in auto_map:
+        return "AutoModel"
+    raise UnsupportedArchitectureError(
+        f"config.json's auto_map maps no AutoModel class to {architecture!r} (it maps {sorted(auto_map)}).",
+        "Fix auto_map in config.json, or pick a task whose Auto class it maps (--task / task=).",
+    )
+
+
+def _auto_class_for(config, auto_class: str, model_dir: Path | None = None):
     import transformers
 
+    reference = (getattr(config, "auto_map", None) or {}).get(auto_class)
+    if isinstance(reference, str) and model_dir is not None:
+        # Remote code, trusted by the caller and run only in a process holding no secret (plan_isolated).
+        from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+        return get_class_from_dynamic_module(reference, str(model_dir))
     auto = getattr(transformers, auto_class)
     mapping = auto._model_mapping
     try:

@@ -25,19 +25,6 @@ from pathlib import Path
 
 _STARTED = time.perf_counter()
 
-# Test hook (documented in docs/design.md): HFEXPORT_FAULT="onnx:crash,dynamo:hang" makes that
-# backend's worker die by SIGKILL (as the OOM killer does) or hang, to prove isolation.
-FAULT_ENV = "HFEXPORT_FAULT"
-
-
-def _fault_for(backend: str) -> str | None:
-    for item in os.environ.get(FAULT_ENV, "").split(","):
-        name, _, fault = item.partition(":")
-        if name.strip() == backend:
-            return fault.strip()
-    return None
-
-
 def main(job_dir: str) -> int:
     job_path = Path(job_dir)
     marks: list[tuple[str, float]] = [("starting", _STARTED)]
@@ -52,6 +39,7 @@ def main(job_dir: str) -> int:
     job = json.loads((job_path / "job.json").read_text())
     backend_name = job["backend"]
     from ..backends import get_backend
+    from ..proc import injected_fault
     from ..report import BackendResult, Status
 
     # A backend registered outside hfexport is found by importing the module that registered it.
@@ -63,7 +51,7 @@ def main(job_dir: str) -> int:
         (job_path / "stage").write_text(name)
         marks.append((name, time.perf_counter()))
 
-    fault = _fault_for(backend_name)
+    fault = injected_fault(backend_name)
     if fault == "crash":
         os.kill(os.getpid(), signal.SIGKILL)
     if fault == "hang":
@@ -122,7 +110,7 @@ def run_job(job: dict, backend, result, stage) -> None:
     stage("loading model")
     model_class = getattr(transformers, plan.model_class, None)
     if model_class is None:  # remote code: the plan only exists if it was trusted
-        model_class = transformers.AutoModel
+        model_class = getattr(transformers, plan.auto_class or "AutoModel")
     model = model_class.from_pretrained(
         model_dir,
         dtype=getattr(torch, plan.dtype),
@@ -178,8 +166,9 @@ def run_job(job: dict, backend, result, stage) -> None:
     # ── validate, on the files as a user loads them ──
     stage("validating")
     started = time.perf_counter()
+    # A pickled program, or a config that names the repo's code (trusted to get this far), needs trust.
     loaded = ExportedModel.from_pretrained(
-        out_dir, trust_remote_code=backend.loads_pickle, device=backend.runner_device
+        out_dir, trust_remote_code=backend.loads_pickle or plan.trust_remote_code, device=backend.runner_device
     )
     validation = Validation(tolerance=backend.tolerance[plan.dtype])
     if plan.mode == "single":
