@@ -58,6 +58,14 @@ class OutputDirError(HfExportError):
     """The output folder exists and is not an earlier hfexport output."""
 
 
+class UnsafePathError(HfExportError):
+    """The repo lists a file whose path is not safe to write to disk."""
+
+
+class DownloadLimitError(HfExportError):
+    """A file, or the whole download, is over its size cap."""
+
+
 class AuthError(HfExportError):
     """The Hub refused the token (missing, wrong, or without access)."""
 
@@ -72,3 +80,8 @@ class HubUnavailableError(HfExportError):
     """The Hub kept failing after every retry."""
 
     exit_code = 3
+
+
+# Exit code of an unexpected exception (a bug): not 1 ("a backend failed") nor 2 (bad input), so
+# the webhook service does not retry it and a workflow can tell it apart.
+INTERNAL_ERROR_EXIT = 4

@@ -48,18 +48,20 @@ def die_with_parent() -> None:
 
 
 # Test hook (docs/design.md, Isolation): HFEXPORT_FAULT="onnx:crash,dynamo:hang" makes that
-# backend's worker die by SIGKILL (as the OOM killer does) or hang, to prove isolation. It works
-# only under the explicit switch HFEXPORT_TESTING=1, and the report records it when it fired.
+# backend's worker die by SIGKILL (as the OOM killer does) or hang, to prove isolation;
+# "run:raise" makes the run itself raise an unexpected exception (the internal-error path). It
+# works only under the explicit switch HFEXPORT_TESTING=1, and the report records it when it fired.
 FAULT_ENV = "HFEXPORT_FAULT"
 TESTING_ENV = "HFEXPORT_TESTING"
 
 
 def injected_fault(backend: str) -> str | None:
-    """The fault the test hook injects into `backend`'s worker (`crash` or `hang`), or None."""
+    """The fault the test hook injects into `backend`'s worker (`crash`, `hang`), or into the
+    run (`injected_fault("run") == "raise"`), or None."""
     if os.environ.get(TESTING_ENV) != "1":
         return None
     for item in os.environ.get(FAULT_ENV, "").split(","):
         name, _, fault = item.partition(":")
-        if name.strip() == backend and fault.strip() in ("crash", "hang"):
+        if name.strip() == backend and fault.strip() in ("crash", "hang", "raise"):
             return fault.strip()
     return None

@@ -68,3 +68,59 @@ def test_the_fault_hook_needs_the_test_switch(tmp_path, tiny_bert_folder):
     assert off.returncode == 0, off.stderr[-2000:]
     report = json.loads(off.stdout)
     assert report["backends"][0]["status"] == "ok" and report["backends"][0]["fault"] is None
+
+
+def test_an_unexpected_exception_is_an_internal_error_not_bad_input(tmp_path, tiny_bert_folder):
+    env = {"HFEXPORT_FAULT": "run:raise"}
+    quiet = run_cli("export", str(tiny_bert_folder), "--out", str(tmp_path / "out"), env=env, timeout=300)
+    assert quiet.returncode == 4, quiet.stderr[-2000:]
+    assert "internal error: RuntimeError" in quiet.stderr and "this is a bug" in quiet.stderr
+    assert "Traceback" not in quiet.stderr and not (tmp_path / "out").exists()
+    verbose = run_cli("--verbose", "export", str(tiny_bert_folder), "--out", str(tmp_path / "out"), env=env, timeout=300)
+    assert verbose.returncode == 4 and "Traceback" in verbose.stderr
+
+
+def _hub_repo(hub, name: str, folder, extra: dict[str, bytes] | None = None) -> tuple[str, str]:
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    owner = hub.add_user(name.split("/")[0])
+    api = HfApi(endpoint=hub.url, token=owner)
+    api.create_repo(name)
+    api.upload_folder(repo_id=name, folder_path=folder)
+    if extra:
+        api.create_commit(name, [CommitOperationAdd(p, c) for p, c in extra.items()], commit_message="extra")
+    return name, owner
+
+
+def test_downloads_are_capped_per_file_and_in_total(hub, tmp_path, tiny_bert_folder):
+    repo, _ = _hub_repo(hub, "caps-owner/model", tiny_bert_folder, {"big.json": b"{}" + b" " * 2_000_000})
+    cases = [
+        ({"HFEXPORT_MAX_SUPPORT_FILE_MB": "1"}, ["big.json", "1 MB cap", "HFEXPORT_MAX_SUPPORT_FILE_MB"]),
+        ({"HFEXPORT_MAX_DOWNLOAD_MB": "0.5"}, ["over the 0.5 MB cap", "HFEXPORT_MAX_DOWNLOAD_MB"]),
+    ]
+    for env, words in cases:
+        out = tmp_path / "out"
+        result = run_cli("export", repo, "--backends", "dynamo", "--out", str(out), env=env, timeout=300)
+        assert result.returncode == 2, result.stderr[-2000:]
+        for word in words:
+            assert word in result.stderr, (word, result.stderr[-2000:])
+        assert "nothing was downloaded" in result.stderr and "Traceback" not in result.stderr and not out.exists()
+
+
+def test_a_hostile_file_name_in_a_repo_is_refused_clearly(hub, tmp_path, tiny_bert_folder):
+    """Names the Hub's own checks would refuse, planted in the emulator's store behind them."""
+    repo, _ = _hub_repo(hub, "hostile-owner/model", tiny_bert_folder)
+    for hostile in ("../escape.json", "sub/../../etc.json", "new\nline.json", "/abs.json"):
+        with hub.store.transaction():
+            data = hub.store.load("model", repo)
+            head = data["refs"]["refs/heads/main"]
+            files = data["commits"][head]["files"]
+            files[hostile] = hub.store.file_entry(b"{}", lfs=False)
+            hub.store.save(data)
+        result = run_cli("export", repo, "--backends", "dynamo", "--out", str(tmp_path / "out"), timeout=300)
+        assert result.returncode == 2, (hostile, result.stderr[-2000:])
+        assert "not safe to write to disk" in result.stderr and "Traceback" not in result.stderr
+        with hub.store.transaction():
+            data = hub.store.load("model", repo)
+            del data["commits"][data["refs"]["refs/heads/main"]]["files"][hostile]
+            hub.store.save(data)

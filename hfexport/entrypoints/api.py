@@ -24,6 +24,7 @@ from ..pipeline.package import package, staging_folder
 from ..pipeline.plan import check_request, plan_isolated
 from ..pipeline.resolve import resolve
 from ..report import REPORT_FILE, ExportPlan, PublishResult, Report
+from ..proc import FAULT_ENV, injected_fault
 from ..versions import runtime_versions
 
 
@@ -66,6 +67,8 @@ def export(
         HfExportError subclasses for bad input, before anything is written.
     """
     names = parse_backends(backends)
+    if injected_fault("run") == "raise":
+        raise RuntimeError(f"injected by the {FAULT_ENV} test hook")
     resolved = resolve(source, revision=revision, token=token)
     fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
     checked = check_request(fetched.model_dir, task, trust_remote_code)

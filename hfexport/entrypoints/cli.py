@@ -1,7 +1,8 @@
 """The `hfexport` command line (typer + rich).
 
 Exit codes: 0 every backend that ran validated · 1 a backend failed (the report says which and
-why; the others' exports are kept) · 2 bad input (nothing written) · 130 interrupted.
+why; the others' exports are kept) · 2 bad input (nothing written) · 3 the Hub kept failing ·
+4 internal error (a bug) · 130 interrupted.
 Progress and tables go to stderr, so `--json` leaves stdout machine-readable.
 """
 
@@ -17,7 +18,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from ..errors import HfExportError
+from ..errors import INTERNAL_ERROR_EXIT, HfExportError
 from ..logs import quiet_known_noise
 from .console import badge, err, fail, print_report, progress_callback
 
@@ -288,7 +289,16 @@ def github_action() -> None:
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except Exception as e:  # a bug (ours or a library's): its own exit code, never mistaken for bad input
+        err.print(f"[bold red]internal error:[/] {type(e).__name__}: {e}", highlight=False)
+        err.print("[bold]fix:[/] this is a bug, not your input: retry once, then report it with --verbose's traceback.")
+        if os.environ.get("HFEXPORT_QUIET_NOISE") == "0":
+            import traceback
+
+            traceback.print_exc()
+        sys.exit(INTERNAL_ERROR_EXIT)
 
 
 if __name__ == "__main__":

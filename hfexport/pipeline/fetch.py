@@ -6,11 +6,14 @@ bot that exports other people's repos must not do by default.
 
 from __future__ import annotations
 
+import fnmatch
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..backends import export_folders
-from ..errors import NoWeightsError, PickleWeightsError
+from ..errors import DownloadLimitError, NoWeightsError, PickleWeightsError, UnsafePathError
 from ..hub.retry import retry
 from ..report import Source
 from .resolve import folder_digest
@@ -19,6 +22,13 @@ SAFE_WEIGHTS = (".safetensors",)
 PICKLE_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 # What a model folder needs besides weights: configs, tokenizers, processors (and code if trusted).
 _SUPPORT_FILES = ["*.json", "*.txt", "*.model", "*.tiktoken", "*.jinja"]
+# Caps on what is downloaded from a repo, in MB (the environment variable overrides each): a
+# support file (config, tokenizer, code) and the whole download. Real tokenizers stay far below
+# the first; the second is a 50 B-parameter fp16 model with room to spare.
+LIMITS_MB = {"HFEXPORT_MAX_SUPPORT_FILE_MB": 100, "HFEXPORT_MAX_DOWNLOAD_MB": 200_000}
+# A repo path we are willing to put on disk: relative, no `.`/`..`/empty segment, no backslash or
+# control character, not absurdly long.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
 @dataclass(frozen=True)
@@ -42,13 +52,21 @@ def fetch(source: Source, allow_pickle: bool = False, trust_remote_code: bool = 
         NoWeightsError: no weight file at all.
         PickleWeightsError: only pickled weights and `allow_pickle` is False.
     """
+    sizes: dict[str, int] = {}
     if source.kind == "local":
         names = [str(p.relative_to(source.ref)) for p in Path(source.ref).rglob("*") if p.is_file()]
     else:
         from huggingface_hub import HfApi
+        from huggingface_hub.hf_api import RepoFile
 
         api = HfApi(token=token)
-        names = retry(f"list the files of {source.ref}", lambda: api.list_repo_files(source.ref, revision=source.sha))
+        entries = retry(
+            f"list the files of {source.ref}", lambda: list(api.list_repo_tree(source.ref, revision=source.sha, recursive=True))
+        )
+        sizes = {e.path: e.size for e in entries if isinstance(e, RepoFile)}
+        names = list(sizes)
+        for name in names:
+            _check_path(name, source)
     folders = export_folders()
     names = [n for n in names if n.split("/")[0] not in folders]
     safe = tuple(n for n in names if n.endswith(SAFE_WEIGHTS))
@@ -75,6 +93,8 @@ def fetch(source: Source, allow_pickle: bool = False, trust_remote_code: bool = 
     patterns = _SUPPORT_FILES + (["*.safetensors"] if safe else ["*.bin"])
     if trust_remote_code:
         patterns.append("*.py")
+    _check_sizes({n: size for n, size in sizes.items() if n.split("/")[0] not in folders
+                  and any(fnmatch.fnmatch(n, p) for p in patterns)}, source)
     folder = retry(
         f"download {source.ref}",
         lambda: snapshot_download(
@@ -86,3 +106,38 @@ def fetch(source: Source, allow_pickle: bool = False, trust_remote_code: bool = 
         ),
     )
     return FetchedModel(source, Path(folder), safe or pickled, use_safetensors, folder_digest(Path(folder)))
+
+
+def _check_path(name: str, source: Source) -> None:
+    parts = name.split("/")
+    if name.startswith("/") or len(name) > 1000 or _CONTROL.search(name) or any(p in ("", ".", "..") for p in parts):
+        raise UnsafePathError(
+            f"{source.ref}@{source.sha[:8]} lists a file whose path is not safe to write to disk: {name!r}.",
+            "Ask the repo's owner to rename it; nothing was downloaded.",
+        )
+
+
+def _limit(variable: str) -> int:
+    """A cap in bytes, from its environment variable (MB) or the default."""
+    try:
+        return int(float(os.environ.get(variable) or LIMITS_MB[variable]) * 1_000_000)
+    except ValueError:
+        return LIMITS_MB[variable] * 1_000_000
+
+
+def _check_sizes(sizes: dict[str, int], source: Source) -> None:
+    """Refuse before downloading: a support file over its cap, or a download over the total cap."""
+    support_cap, total_cap = _limit("HFEXPORT_MAX_SUPPORT_FILE_MB"), _limit("HFEXPORT_MAX_DOWNLOAD_MB")
+    for name, size in sorted(sizes.items()):
+        if not name.endswith(SAFE_WEIGHTS + PICKLE_WEIGHTS) and size > support_cap:
+            raise DownloadLimitError(
+                f"{name} in {source.ref} is {size / 1e6:.1f} MB, over the {support_cap / 1e6:g} MB cap on a "
+                "config, tokenizer or code file.",
+                "Raise HFEXPORT_MAX_SUPPORT_FILE_MB if the file is expected to be that large; nothing was downloaded.",
+            )
+    total = sum(sizes.values())
+    if total > total_cap:
+        raise DownloadLimitError(
+            f"{source.ref} needs {total / 1e6:.0f} MB downloaded, over the {total_cap / 1e6:g} MB cap.",
+            "Raise HFEXPORT_MAX_DOWNLOAD_MB (or run on a machine meant for this model); nothing was downloaded.",
+        )

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from ...backends import get_backend
+from ...errors import INTERNAL_ERROR_EXIT
 from ...proc import die_with_parent
 from ...report import PublishResult
 from .queue import Job
@@ -65,8 +66,8 @@ class LocalExecutor:
             except (ValueError, KeyError, TypeError):
                 raise JobFailed(f"push printed no JSON: {tail}", retryable=True) from None
             return {"action": str(result.action), "pr_url": result.pr_url, "exit_code": process.returncode}
-        # 2: bad input (retrying cannot help); 3: the Hub kept failing; anything else: a crash.
-        raise JobFailed(f"push exited with {process.returncode}: {tail}", retryable=process.returncode != 2)
+        # 2: bad input and 4: a bug (retrying repeats them); 3: the Hub kept failing, or a crash: retry.
+        raise JobFailed(f"push exited with {process.returncode}: {tail}", retryable=process.returncode not in (2, INTERNAL_ERROR_EXIT))
 
 
 @dataclass
