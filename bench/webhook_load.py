@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 EVENTS, CLIENTS, DUPLICATE_SHARE = 2000, 8, 0.5
-SECRET = "bench-secret"
+SECRET = "bench-secret-of-16-chars-or-more"
 
 
 def main() -> None:

@@ -33,8 +33,8 @@ def _free_port() -> int:
 class Service:
     """`hfexport serve` as a real process, restartable on the same queue."""
 
-    def __init__(self, db: Path, watch: list[str], token: str, backends: str = "dynamo"):
-        self.db, self.watch, self.token, self.backends = db, watch, token, backends
+    def __init__(self, db: Path, watch: list[str], token: str, backends: str = "dynamo", extra: tuple[str, ...] = ()):
+        self.db, self.watch, self.token, self.backends, self.extra = db, watch, token, backends, extra
         self.port = _free_port()
         self.process: subprocess.Popen | None = None
 
@@ -46,6 +46,7 @@ class Service:
         args = [sys.executable, "-m", "hfexport", "serve", "--port", str(self.port), "--db", str(self.db), "--backends", self.backends]
         for repo in self.watch:
             args += ["--watch", repo]
+        args += list(self.extra)
         env = {**os.environ, "HF_TOKEN": self.token, "HFEXPORT_WEBHOOK_SECRET": SECRET}
         self.log = open(self.db.with_suffix(".log"), "ab")
         self.process = subprocess.Popen(args, env=env, stdout=self.log, stderr=subprocess.STDOUT)
@@ -67,8 +68,10 @@ class Service:
             self.process.terminate()
             self.process.wait(timeout=20)
 
-    def get(self, path: str) -> dict:
-        with urllib.request.urlopen(self.url + path, timeout=10) as r:
+    def get(self, path: str, secret: str | None = SECRET) -> dict:
+        """GET as the operator: /jobs needs the webhook secret (or the read token)."""
+        request = urllib.request.Request(self.url + path, headers={"X-Webhook-Secret": secret} if secret else {})
+        with urllib.request.urlopen(request, timeout=10) as r:
             return json.loads(r.read())
 
     def post(self, payload: bytes | dict, secret: str | None = SECRET) -> tuple[int, dict]:
@@ -282,3 +285,90 @@ def test_push_from_webhook_env(hub, accounts, workspace):
     assert ignored.returncode == 0 and "ignored" in ignored.stderr
     junk = run_cli("push", "--from-webhook-env", env={**env, "WEBHOOK_PAYLOAD": "{junk"})
     assert junk.returncode == 2 and "WEBHOOK_PAYLOAD" in junk.stderr
+
+
+# ── the queue: leases, attempts, bad input ───────────────────────────────────
+
+
+def test_a_job_running_past_its_lease_is_not_started_twice(tmp_path):
+    """Two workers, a 1 s lease, a job that takes 3.5 s: the heartbeat keeps the lease, so the
+    second worker never claims it (without the heartbeat it would, after 1 s)."""
+    from hfexport.entrypoints.service import ServiceConfig, Workers
+    from hfexport.entrypoints.service.queue import JobQueue
+
+    calls = []
+
+    class SlowExecutor:
+        def run(self, job):
+            calls.append(job.id)
+            time.sleep(3.5)
+            return {"action": "opened"}
+
+    queue = JobQueue(tmp_path / "q.sqlite", lease_s=1, max_attempts=4)
+    job_id, _ = queue.enqueue("alice-svc/slow", "a" * 40, "dynamo|auto")
+    config = ServiceConfig(secret=SECRET, watch={"*"}, plan_key="dynamo|auto", workers=2)
+    workers = Workers(config, queue, SlowExecutor(), idle_s=0.05).start()
+    try:
+        deadline = time.monotonic() + 30
+        while queue.get(job_id).status != "done" and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        workers.stop()
+    job = queue.get(job_id)
+    assert job.status == "done" and job.attempts == 1 and calls == [job_id]
+
+
+def test_only_the_lease_holder_can_finish_or_fail_a_job(tmp_path):
+    from hfexport.entrypoints.service.queue import JobQueue
+
+    queue = JobQueue(tmp_path / "q.sqlite", lease_s=0.2, max_attempts=3)
+    job_id, _ = queue.enqueue("alice-svc/lease", "b" * 40, "dynamo|auto")
+    _, first = queue.claim()
+    time.sleep(0.3)  # the first holder stalls past its lease; another worker takes the job
+    job, second = queue.claim()
+    assert job.id == job_id and job.attempts == 2 and second != first
+    assert queue.finish(job_id, first, {"action": "opened"}) is False
+    assert queue.fail(job_id, first, "late", None) is False and queue.renew(job_id, first) is False
+    assert queue.get(job_id).status == "running"
+    assert queue.finish(job_id, second, {"action": "opened"}) is True and queue.get(job_id).status == "done"
+
+
+def test_a_kill9_loop_stops_at_max_attempts(hub, accounts, tmp_path, workspace):
+    repo = "alice-svc/kill-loop"
+    sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-kill-loop", seed=60))
+    db = tmp_path / "q.sqlite"
+    port = None
+    job_id = None
+    for round_ in range(4):
+        service = Service(db, [repo], accounts["bot"], extra=("--max-attempts", "2"))
+        if port is not None:
+            service.port = port
+        service.start()
+        port = service.port
+        if job_id is None:
+            status, body = service.post(_payload(repo, sha))
+            assert status == 202
+            job_id = body["job"]
+        deadline = time.monotonic() + 30
+        while service.get(f"/jobs/{job_id}")["status"] in ("queued",) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        job = service.get(f"/jobs/{job_id}")
+        service.kill9()
+        if job["status"] == "failed":
+            break
+        assert job["status"] == "running" and job["attempts"] == round_ + 1, job
+    assert job["status"] == "failed" and job["attempts"] == 2, job
+    assert "gave up after 2 attempts" in job["error"]
+    assert _prs(hub, accounts["alice"], repo) == []
+
+
+def test_a_bad_input_job_is_attempted_once(hub, accounts, tmp_path):
+    service = Service(tmp_path / "q.sqlite", ["*"], accounts["bot"]).start()
+    try:
+        status, body = service.post(_payload("alice-svc/no-such-model", "c" * 40))
+        assert status == 202
+        job = service.wait_done(body["job"], timeout=120)
+        assert job["status"] == "failed" and job["attempts"] == 1, job
+        assert "exited with 2" in job["error"]
+    finally:
+        service.stop()

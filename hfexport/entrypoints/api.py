@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..backends import parse_backends
-from ..errors import HubUnavailableError, SourceNotFoundError
+from ..errors import HubUnavailableError
 from ..pipeline.export import DEFAULT_TIMEOUT_S, Progress, Workers, run_backends
 from ..pipeline.fetch import FetchedModel, fetch
 from ..pipeline.package import package, staging_folder
@@ -130,9 +130,7 @@ def push(
     from ..hub.publish import PublishConflict, apply, decide, read_state
 
     names = parse_backends(backends)
-    resolved = resolve(repo_id, revision=revision, token=token)
-    if resolved.kind != "hub":
-        raise SourceNotFoundError(f"{repo_id} is a local folder; push needs a Hub repo id.", "Pass a repo id such as org/model.")
+    resolved = resolve(repo_id, revision=revision, token=token, hub_only=True)
     api = HfApi(token=token)
     state = read_state(api, repo_id, resolved.sha, log=log)
     # Before downloading or planning: opted out, already published, or closed by a maintainer.

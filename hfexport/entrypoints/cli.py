@@ -200,14 +200,14 @@ def _from_webhook_env(expected: str | None) -> tuple[str | None, str]:
     """`(repo id, sha)` from $WEBHOOK_PAYLOAD, or `(None, why it is ignored)`."""
     import os
 
-    from .service import BadPayload, IgnoredEvent, ServiceConfig, parse_event
+    from .service import BadPayload, IgnoredEvent, parse_event
 
     raw = os.environ.get("WEBHOOK_PAYLOAD")
     if not raw:
         raise HfExportError("--from-webhook-env was given but WEBHOOK_PAYLOAD is empty.", "Run inside a Job started by a Hub webhook, or pass REPO_ID.")
     watch = {expected} if expected else {"*"}
     try:
-        return parse_event(json.loads(raw), ServiceConfig(secret="", watch=watch, plan_key=""))
+        return parse_event(json.loads(raw), watch)
     except (ValueError, BadPayload) as e:
         raise HfExportError(f"WEBHOOK_PAYLOAD is not a Hub webhook payload: {e}.", "Check the webhook that started this Job.") from None
     except IgnoredEvent as e:
@@ -226,7 +226,10 @@ def serve(
     image: Annotated[str, typer.Option(help="The hfexport image HF Jobs run (hf-jobs executor).")] = "ghcr.io/hfexport/hfexport:0.1.0",
     backends: Annotated[str, typer.Option(help="Backends each job exports.")] = "dynamo,onnx,executorch",
     task: Annotated[str, typer.Option(help="Task, as for export.")] = "auto",
-    max_attempts: Annotated[int, typer.Option(help="Attempts per job before it is marked failed.")] = 4,
+    max_attempts: Annotated[int, typer.Option(min=1, help="Attempts per job (restarts included) before it is marked failed.")] = 4,
+    lease: Annotated[float, typer.Option(min=1, help="Seconds a running job's lease lasts; renewed while it runs, reclaimed after.")] = 300,
+    max_queued: Annotated[int, typer.Option(min=1, help="Jobs waiting or running at most; beyond, webhooks get 503 + Retry-After.")] = 1000,
+    read_token: Annotated[Optional[str], typer.Option(envvar="HFEXPORT_READ_TOKEN", help="A token that may read /jobs (Authorization: Bearer) besides the webhook secret [env: HFEXPORT_READ_TOKEN].", show_default=False)] = None,
 ) -> None:
     """The Hub webhook receiver: a push to main of a watched repo queues an export + PR job.
 
@@ -250,8 +253,14 @@ def serve(
         fail(e)
     if executor not in ("local", "hf-jobs"):
         fail(HfExportError(f"Unknown executor {executor!r}.", "Use --executor local or --executor hf-jobs."))
-    config = ServiceConfig(secret=secret, watch=set(watch), plan_key=f"{names}|{task}", workers=workers, max_attempts=max_attempts)
-    queue = JobQueue(db)
+    try:
+        config = ServiceConfig(
+            secret=secret, watch=set(watch), plan_key=f"{names}|{task}", workers=workers, max_attempts=max_attempts,
+            read_token=read_token,
+        )
+    except ValueError as e:
+        fail(HfExportError(f"Cannot start: {e}.", "Set HFEXPORT_WEBHOOK_SECRET (or --secret) to a long random value, the same as the Hub webhook's."))
+    queue = JobQueue(db, lease_s=lease, max_attempts=max_attempts, max_queued=max_queued)
     runner = LocalExecutor() if executor == "local" else HfJobsExecutor(image=image, token=os.environ.get("HF_TOKEN"))
     pool = Workers(config, queue, runner).start()
     try:

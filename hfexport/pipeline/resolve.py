@@ -17,7 +17,7 @@ _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 # ── Stage 1: resolve ─────────────────────────────────────────────────────────
 
 
-def resolve(source: str, revision: str | None = None, token: str | None = None) -> Source:
+def resolve(source: str, revision: str | None = None, token: str | None = None, hub_only: bool = False) -> Source:
     """Resolve SOURCE (a folder or a Hub repo id) and, for a repo, its revision to a commit sha.
 
     Raises:
@@ -25,6 +25,10 @@ def resolve(source: str, revision: str | None = None, token: str | None = None) 
         RevisionNotFoundError: the repo has no such branch, tag or commit.
         AuthError: the repo exists but the token cannot see it (private or gated).
     """
+    if hub_only:  # never a local path, whatever exists on this disk
+        if not _REPO_ID.match(source) or source.startswith(("-", ".")) or ".." in source:
+            raise SourceNotFoundError(f"{source!r} is not a Hub repo id.", "Pass a repo id such as org/model.")
+        return _resolve_hub(source, revision, token)
     path = Path(source).expanduser()
     looks_like_path = source.startswith((".", "/", "~")) or source.endswith("/") or source.count("/") > 1
     if looks_like_path and not path.exists():

@@ -12,9 +12,11 @@ harmless. Workers run the jobs with bounded concurrency, retrying with backoff.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,11 +26,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from ...report import without_local_paths
 from .executors import JobFailed
 from .queue import JobQueue
 
 log = logging.getLogger("hfexport.serve")
 MAX_PAYLOAD_BYTES = 1 << 20
+MIN_SECRET_LENGTH = 16
+MAX_JSON_DEPTH = 32
+BODY_DEADLINE_S = 10.0
+# A Hub repo id: namespace/name, each starting with a letter or digit (never a flag, never a path).
+REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+SHA = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass
@@ -41,6 +50,12 @@ class ServiceConfig:
     backoff_s: float = 5.0
     branch: str = "main"
     bot_names: set[str] = field(default_factory=set)
+    # Who may read /jobs besides the webhook's sender: `Authorization: Bearer <read_token>`.
+    read_token: str | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.secret) < MIN_SECRET_LENGTH:
+            raise ValueError(f"the webhook secret must be at least {MIN_SECRET_LENGTH} characters")
 
 
 class IgnoredEvent(Exception):
@@ -51,7 +66,7 @@ class BadPayload(Exception):
     pass
 
 
-def parse_event(payload: object, config: ServiceConfig) -> tuple[str, str]:
+def parse_event(payload: object, watch: set[str], branch: str = "main") -> tuple[str, str]:
     """`(repo id, head sha)` of an event that should trigger an export.
 
     Raises:
@@ -68,10 +83,12 @@ def parse_event(payload: object, config: ServiceConfig) -> tuple[str, str]:
     if repo.get("type", "model") != "model":
         raise IgnoredEvent(f"{repo.get('type')} repos are not exported")
     name = repo["name"]
-    if "*" not in config.watch and name not in config.watch:
+    if not REPO_ID.fullmatch(name) or ".." in name or "--" in name:
+        raise BadPayload(f"repo name {name[:100]!r} is not a Hub repo id (namespace/name)")
+    if "*" not in watch and name not in watch:
         raise IgnoredEvent(f"{name} is not watched")
     refs = payload.get("updatedRefs")
-    branch_ref = f"refs/heads/{config.branch}"
+    branch_ref = f"refs/heads/{branch}"
     if isinstance(refs, list) and refs:
         updates = [r for r in refs if isinstance(r, dict) and r.get("ref") == branch_ref and r.get("newSha")]
         if not updates:
@@ -80,34 +97,70 @@ def parse_event(payload: object, config: ServiceConfig) -> tuple[str, str]:
         head = updates[-1]["newSha"]
     else:
         head = repo.get("headSha")
-    if not isinstance(head, str) or len(head) != 40:
+    if not isinstance(head, str) or not SHA.fullmatch(head):
         raise BadPayload("no 40-hex head sha for the branch")
     return name, head
 
 
+def _depth(value: object) -> int:
+    """How deeply `value` nests lists and objects (iteratively: a hostile payload sets the depth)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+async def _read_body(request: Request) -> tuple[bytes, int]:
+    body, size = b"", 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size <= MAX_PAYLOAD_BYTES:
+            body += chunk
+        elif size > 8 * MAX_PAYLOAD_BYTES:
+            break  # read a little past the limit so the sender hears the 413, not a reset
+    return body, size
+
+
 def create_app(config: ServiceConfig, queue: JobQueue) -> Starlette:
-    async def webhook(request: Request) -> JSONResponse:
+    def refused(request: Request, readers: bool = False) -> JSONResponse | None:
+        """401/403 unless the request carries the webhook secret (or, to read, the read token)."""
         secret = request.headers.get("x-webhook-secret")
+        if readers and config.read_token:
+            auth = request.headers.get("authorization", "")
+            if auth.startswith("Bearer ") and hmac.compare_digest(auth[7:].encode(), config.read_token.encode()):
+                return None
         if secret is None:
             return JSONResponse({"error": "missing X-Webhook-Secret"}, status_code=401)
         if not hmac.compare_digest(secret.encode(), config.secret.encode()):
             return JSONResponse({"error": "wrong X-Webhook-Secret"}, status_code=403)
-        body, size = b"", 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size <= MAX_PAYLOAD_BYTES:
-                body += chunk
-            elif size > 8 * MAX_PAYLOAD_BYTES:
-                break  # read a little past the limit so the sender hears the 413, not a reset
+        return None
+
+    async def webhook(request: Request) -> JSONResponse:
+        if (answer := refused(request)) is not None:
+            return answer
+        try:
+            body, size = await asyncio.wait_for(_read_body(request), BODY_DEADLINE_S)
+        except asyncio.TimeoutError:
+            return JSONResponse({"error": f"the body did not arrive within {BODY_DEADLINE_S:g} s"}, status_code=408)
         if size > MAX_PAYLOAD_BYTES:
             return JSONResponse({"error": f"payload over {MAX_PAYLOAD_BYTES} bytes"}, status_code=413)
         try:
-            repo_id, head = parse_event(json.loads(body), config)
-        except (ValueError, BadPayload) as e:
-            return JSONResponse({"error": f"invalid payload: {e}"}, status_code=400)
+            payload = json.loads(body)
+            if _depth(payload) > MAX_JSON_DEPTH:
+                raise BadPayload(f"nested deeper than {MAX_JSON_DEPTH} levels")
+            repo_id, head = parse_event(payload, config.watch, config.branch)
+        except (ValueError, RecursionError, BadPayload) as e:
+            reason = f"nested deeper than {MAX_JSON_DEPTH} levels" if isinstance(e, RecursionError) else e
+            return JSONResponse({"error": f"invalid payload: {reason}"}, status_code=400)
         except IgnoredEvent as e:
             log.info(json.dumps({"msg": "ignored", "reason": str(e)}))
             return JSONResponse({"ignored": str(e)})
+        if queue.full():
+            return JSONResponse({"error": "the queue is full; retry later"}, status_code=503, headers={"Retry-After": "60"})
         job_id, created = queue.enqueue(repo_id, head, config.plan_key)
         log.info(json.dumps({"msg": "queued" if created else "duplicate", "job": job_id, "repo": repo_id, "sha": head}))
         return JSONResponse({"job": job_id, "queued": created}, status_code=202 if created else 200)
@@ -116,9 +169,13 @@ def create_app(config: ServiceConfig, queue: JobQueue) -> Starlette:
         return JSONResponse({"ok": True, "jobs": queue.counts()})
 
     async def jobs(request: Request) -> JSONResponse:
+        if (answer := refused(request, readers=True)) is not None:
+            return answer
         return JSONResponse({"jobs": [j.to_dict() for j in queue.list()]})
 
     async def job(request: Request) -> JSONResponse:
+        if (answer := refused(request, readers=True)) is not None:
+            return answer
         found = queue.get(int(request.path_params["job_id"]))
         if found is None:
             return JSONResponse({"error": "no such job"}, status_code=404)
@@ -135,7 +192,8 @@ def create_app(config: ServiceConfig, queue: JobQueue) -> Starlette:
 
 
 class Workers:
-    """`config.workers` threads that claim jobs from the queue and run them on the executor."""
+    """`config.workers` threads that claim jobs from the queue and run them on the executor, each
+    renewing its job's lease while the executor runs (so a long export is never claimed twice)."""
 
     def __init__(self, config: ServiceConfig, queue: JobQueue, executor, idle_s: float = 0.5):
         self.config, self.queue, self.executor, self.idle_s = config, queue, executor, idle_s
@@ -157,24 +215,41 @@ class Workers:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            job = self.queue.claim()
-            if job is None:
+            claimed = self.queue.claim()
+            if claimed is None:
                 self._stop.wait(self.idle_s)
                 continue
-            started = time.perf_counter()
-            log.info(json.dumps({"msg": "running", "job": job.id, "repo": job.repo_id, "sha": job.head_sha, "attempt": job.attempts}))
+            job, token = claimed
+            done = threading.Event()
+            heartbeat = threading.Thread(target=self._heartbeat, args=(job.id, token, done), daemon=True)
+            heartbeat.start()
             try:
-                result = self.executor.run(job)
-            except JobFailed as e:
-                retry_in = self.config.backoff_s * 2 ** (job.attempts - 1) if e.retryable and job.attempts < self.config.max_attempts else None
-                self.queue.fail(job.id, str(e), retry_in)
-                log.warning(json.dumps({"msg": "failed", "job": job.id, "error": str(e), "retry_in_s": retry_in}))
-                continue
-            except Exception as e:  # an executor bug must not kill the worker
-                retry_in = self.config.backoff_s if job.attempts < self.config.max_attempts else None
-                self.queue.fail(job.id, f"{type(e).__name__}: {e}", retry_in)
-                log.exception("executor error")
-                continue
-            result["seconds"] = round(time.perf_counter() - started, 1)
-            self.queue.finish(job.id, result)
-            log.info(json.dumps({"msg": "done", "job": job.id, **result}))
+                self._run(job, token)
+            finally:
+                done.set()
+                heartbeat.join()
+
+    def _heartbeat(self, job_id: int, token: str, done: threading.Event) -> None:
+        while not done.wait(self.queue.lease_s / 3):
+            if not self.queue.renew(job_id, token):
+                log.warning(json.dumps({"msg": "lease lost", "job": job_id}))
+                return
+
+    def _run(self, job, token: str) -> None:
+        started = time.perf_counter()
+        log.info(json.dumps({"msg": "running", "job": job.id, "repo": job.repo_id, "sha": job.head_sha, "attempt": job.attempts}))
+        try:
+            result = self.executor.run(job)
+        except JobFailed as e:
+            retry_in = self.config.backoff_s * 2 ** (job.attempts - 1) if e.retryable and job.attempts < self.config.max_attempts else None
+            self.queue.fail(job.id, token, without_local_paths(str(e)), retry_in)
+            log.warning(json.dumps({"msg": "failed", "job": job.id, "error": str(e), "retry_in_s": retry_in}))
+            return
+        except Exception as e:  # an executor bug must not kill the worker
+            retry_in = self.config.backoff_s if job.attempts < self.config.max_attempts else None
+            self.queue.fail(job.id, token, f"{type(e).__name__}: {without_local_paths(str(e))}", retry_in)
+            log.exception("executor error")
+            return
+        result["seconds"] = round(time.perf_counter() - started, 1)
+        self.queue.finish(job.id, token, result)
+        log.info(json.dumps({"msg": "done", "job": job.id, **result}))

@@ -30,7 +30,8 @@ def push_arguments(job: Job, backends: str | None = None) -> list[str]:
     """The `hfexport push` arguments for a job (or for a group of its backends); never the token
     (it travels in the environment)."""
     planned, _, task = job.plan_key.partition("|")
-    return ["push", job.repo_id, "--revision", job.head_sha, "--backends", backends or planned, "--task", task or "auto", "--json"]
+    # `--` ends the options: whatever the repo id is, it is read as the REPO_ID argument.
+    return ["push", "--revision", job.head_sha, "--backends", backends or planned, "--task", task or "auto", "--json", "--", job.repo_id]
 
 
 def hardware_groups(job: Job) -> dict[str, list[str]]:

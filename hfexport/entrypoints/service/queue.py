@@ -2,13 +2,17 @@
 
 One row per export job, unique by its dedup key (repo, head sha, plan): a replayed or repeated
 webhook inserts nothing new. Workers claim a row by moving it to `running` inside a write
-transaction, so two workers never take the same job. Rows left `running` by a process that died
-are handed out again when their lease expires (and at once on start-up, see `recover`).
+transaction, so two workers never take the same job, and get a lease token: only the holder can
+renew the lease (a heartbeat while the job runs), finish or fail the job. Rows left `running` by a
+process that died are handed out again when their lease expires (and at once on start-up, see
+`recover`). Every claim counts an attempt; a job that has used `max_attempts` is failed instead of
+claimed again, however its runs ended (a `kill -9` loop included).
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import threading
 import time
@@ -26,6 +30,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     attempts INTEGER NOT NULL DEFAULT 0,
     next_run_at REAL NOT NULL DEFAULT 0,
     lease_until REAL,
+    lease_owner TEXT,
     result TEXT,
     error TEXT,
     created_at REAL NOT NULL,
@@ -49,17 +54,25 @@ class Job:
     updated_at: float
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        """As `/jobs` shows it: no local path in the error."""
+        from ...report import without_local_paths
+
+        return {**self.__dict__, "error": without_local_paths(self.error) if self.error else None}
 
 
 class JobQueue:
-    def __init__(self, path: str | Path, lease_s: float = 3600):
+    def __init__(self, path: str | Path, lease_s: float = 300, max_attempts: int = 4, max_queued: int = 1000):
         self.path = str(path)
         self.lease_s = lease_s
+        self.max_attempts = max_attempts
+        self.max_queued = max_queued
         self._local = threading.local()
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
+            columns = {row["name"] for row in db.execute("PRAGMA table_info(jobs)")}
+            if "lease_owner" not in columns:  # a queue written by an earlier version
+                db.execute("ALTER TABLE jobs ADD COLUMN lease_owner TEXT")
 
     def _connect(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -71,6 +84,11 @@ class JobQueue:
             db.row_factory = sqlite3.Row
             self._local.db = db
         return db
+
+    def full(self) -> bool:
+        """Whether the queue holds `max_queued` jobs waiting or running: new work is refused then."""
+        row = self._connect().execute("SELECT COUNT(*) AS n FROM jobs WHERE status IN ('queued', 'running')").fetchone()
+        return row["n"] >= self.max_queued
 
     def enqueue(self, repo_id: str, head_sha: str, plan_key: str) -> tuple[int, bool]:
         """Add a job unless one with the same (repo, sha, plan) exists. Returns (job id, created)."""
@@ -89,55 +107,83 @@ class JobQueue:
         """On start-up: jobs a dead process left `running` go back to the queue."""
         now = time.time()
         cursor = self._connect().execute(
-            "UPDATE jobs SET status='queued', lease_until=NULL, updated_at=? WHERE status='running'", (now,)
+            "UPDATE jobs SET status='queued', lease_until=NULL, lease_owner=NULL, updated_at=? WHERE status='running'", (now,)
         )
         return cursor.rowcount
 
-    def claim(self) -> Job | None:
-        """Take the oldest ready job (or one whose lease ran out) and mark it running."""
+    def claim(self) -> tuple[Job, str] | None:
+        """Take the oldest ready job (or one whose lease ran out), mark it running and count an
+        attempt. Returns the job and its lease token, or None. A job that has used up its attempts
+        is failed here instead of being handed out again."""
         now = time.time()
         db = self._connect()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            row = db.execute(
-                "SELECT * FROM jobs WHERE (status='queued' AND next_run_at <= ?) OR (status='running' AND lease_until < ?) "
-                "ORDER BY id LIMIT 1",
-                (now, now),
-            ).fetchone()
-            if row is None:
+        while True:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute(
+                    "SELECT * FROM jobs WHERE (status='queued' AND next_run_at <= ?) OR (status='running' AND lease_until < ?) "
+                    "ORDER BY id LIMIT 1",
+                    (now, now),
+                ).fetchone()
+                if row is None:
+                    db.execute("COMMIT")
+                    return None
+                if row["attempts"] >= self.max_attempts:
+                    error = f"gave up after {row['attempts']} attempts (the last run ended without a result)"
+                    db.execute(
+                        "UPDATE jobs SET status='failed', error=COALESCE(error || '; ', '') || ?, lease_until=NULL, "
+                        "lease_owner=NULL, updated_at=? WHERE id=?",
+                        (error, now, row["id"]),
+                    )
+                    db.execute("COMMIT")
+                    continue
+                token = secrets.token_hex(8)
+                db.execute(
+                    "UPDATE jobs SET status='running', attempts=attempts+1, lease_until=?, lease_owner=?, updated_at=? WHERE id=?",
+                    (now + self.lease_s, token, now, row["id"]),
+                )
                 db.execute("COMMIT")
-                return None
-            db.execute(
-                "UPDATE jobs SET status='running', attempts=attempts+1, lease_until=?, updated_at=? WHERE id=?",
-                (now + self.lease_s, now, row["id"]),
-            )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        return self.get(row["id"])
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return self.get(row["id"]), token
 
-    def finish(self, job_id: int, result: dict) -> None:
-        self._set(job_id, "done", result=result)
-
-    def fail(self, job_id: int, error: str, retry_in_s: float | None) -> None:
-        """Back to the queue after `retry_in_s`, or `failed` for good when it is None."""
-        if retry_in_s is None:
-            self._set(job_id, "failed", error=error)
-        else:
-            now = time.time()
-            self._connect().execute(
-                "UPDATE jobs SET status='queued', error=?, next_run_at=?, lease_until=NULL, updated_at=? WHERE id=?",
-                (error, now + retry_in_s, now, job_id),
-            )
-
-    def _set(self, job_id: int, status: str, result: dict | None = None, error: str | None = None) -> None:
-        self._connect().execute(
-            "UPDATE jobs SET status=?, result=?, error=?, lease_until=NULL, updated_at=? WHERE id=?",
-            (status, json.dumps(result) if result is not None else None, error, time.time(), job_id),
+    def renew(self, job_id: int, token: str) -> bool:
+        """Extend the lease of a running job (the holder's heartbeat). False: the lease was lost."""
+        now = time.time()
+        cursor = self._connect().execute(
+            "UPDATE jobs SET lease_until=?, updated_at=? WHERE id=? AND status='running' AND lease_owner=?",
+            (now + self.lease_s, now, job_id, token),
         )
+        return cursor.rowcount == 1
+
+    def finish(self, job_id: int, token: str, result: dict) -> bool:
+        return self._set(job_id, token, "done", result=result)
+
+    def fail(self, job_id: int, token: str, error: str, retry_in_s: float | None) -> bool:
+        """Back to the queue after `retry_in_s`, or `failed` for good when it is None. Only the
+        lease holder can; False when the lease was lost (another worker owns the job now)."""
+        if retry_in_s is None:
+            return self._set(job_id, token, "failed", error=error)
+        now = time.time()
+        cursor = self._connect().execute(
+            "UPDATE jobs SET status='queued', error=?, next_run_at=?, lease_until=NULL, lease_owner=NULL, updated_at=? "
+            "WHERE id=? AND status='running' AND lease_owner=?",
+            (error, now + retry_in_s, now, job_id, token),
+        )
+        return cursor.rowcount == 1
+
+    def _set(self, job_id: int, token: str, status: str, result: dict | None = None, error: str | None = None) -> bool:
+        cursor = self._connect().execute(
+            "UPDATE jobs SET status=?, result=?, error=?, lease_until=NULL, lease_owner=NULL, updated_at=? "
+            "WHERE id=? AND status='running' AND lease_owner=?",
+            (status, json.dumps(result) if result is not None else None, error, time.time(), job_id, token),
+        )
+        return cursor.rowcount == 1
 
     def get(self, job_id: int) -> Job | None:
+        if not 0 < job_id < 2**63:  # SQLite integers: anything else is no job, not an error
+            return None
         row = self._connect().execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
         return _job(row) if row else None
 
