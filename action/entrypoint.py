@@ -59,7 +59,7 @@ def main() -> int:
         _set_output("status", "error")
         return 2
     command = [
-        sys.executable, "-m", "hfexport", "push", repo_id,
+        sys.executable, "-m", "hfexport", "push",
         "--backends", _input("backends", "dynamo,onnx,executorch"),
         "--task", _input("task", "auto"),
         "--json",
@@ -70,6 +70,7 @@ def main() -> int:
         command.append("--dry-run")
     if _flag("force", False):
         command.append("--force")
+    command += ["--", repo_id]  # the end of options: a repo id is never read as a flag
     env = {**os.environ, "HF_TOKEN": token} if token else dict(os.environ)
     print(f"::group::hfexport push {repo_id}", flush=True)
     process = subprocess.run(command, stdout=subprocess.PIPE, stderr=None, text=True, env=env)

@@ -91,6 +91,13 @@ def test_action_reports_bad_input_as_an_error(tmp_path):
     assert outputs["status"] == "error"
 
 
+@pytest.mark.parametrize("repo_id", ["--help", "/etc", "../../x"])
+def test_action_reads_a_hostile_repo_input_as_a_repo_id_and_refuses_it(tmp_path, repo_id):
+    process, outputs, _ = _run_action(tmp_path, {"repo-id": repo_id, "hf-token": "hf_x"})
+    assert process.returncode == 2, process.stderr[-2000:]
+    assert "is not a Hub repo id" in process.stderr and outputs["status"] == "error"
+
+
 def test_action_inputs_are_all_used():
     action = yaml.safe_load((ROOT / "action.yml").read_text())
     source = (ROOT / "action" / "entrypoint.py").read_text()
