@@ -263,7 +263,7 @@ def _merge(
     def current(b: BackendResult) -> bool:
         return b.source_sha == state.sha and b.plan_digest == report.plan.backend_digest(b.backend)
 
-    published, uploads, notes = [], [], []
+    published, uploads, notes, rebuilt = [], [], [], []
     for name in [*asked, *(n for n in before if n not in asked)]:
         new, old = asked.get(name), before.get(name)
         if new is not None and new.ok and not (old is not None and old.ok and current(old) and _same_files(old, new)):
@@ -278,6 +278,7 @@ def _merge(
             local = Path(report.out_dir) / new.subfolder
             uploads += [(local / f.path, f"{folder}/{f.path}") for f in new.files]
             published.append(dataclasses.replace(new.public(), subfolder=folder))
+            rebuilt.append(name)
         elif old is not None and current(old):
             published.append(old)  # unchanged, or built by another runner: its files stay
             if old.subfolder.startswith(f"{OWN_FOLDER}/"):
@@ -288,13 +289,9 @@ def _merge(
         # else: built from another commit or plan, and not rebuilt by this run: removed
     plan = dataclasses.replace(report.plan, backends=[b.backend for b in published])
     merged = Report(source=report.source, plan=plan, backends=published, created_at=report.created_at)
-    built = {p for _, p in uploads}
-    changed = tuple(
-        name for name in [*asked, *before]
-        if _key(next((b for b in published if b.backend == name), None)) != _key(before.get(name))
-        or any(p in built for p in _manifest_of(next((b for b in published if b.backend == name), None)))
-    )
-    return merged, uploads, tuple(notes), tuple(dict.fromkeys(changed))
+    after = {b.backend: b for b in published}
+    changed = tuple(n for n in dict.fromkeys([*asked, *before]) if n in rebuilt or _key(after.get(n)) != _key(before.get(n)))
+    return merged, uploads, tuple(notes), changed
 
 
 def _placement(state: HubState, backend: BackendResult) -> str | None:
@@ -318,10 +315,6 @@ def _key(b: BackendResult | None) -> tuple | None:
 def _same(a: Report, b: Report | None) -> bool:
     """Whether two reports show the same backends, built from the same commit and plan, in the same places."""
     return {x.backend: _key(x) for x in a.backends} == {x.backend: _key(x) for x in (b.backends if b else [])}
-
-
-def _manifest_of(backend: BackendResult | None) -> list[str]:
-    return backend.paths if backend is not None else []
 
 
 def _manifest(report: Report | None) -> set[str]:
