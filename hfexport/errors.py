@@ -85,3 +85,9 @@ class HubUnavailableError(HfExportError):
 # Exit code of an unexpected exception (a bug): not 1 ("a backend failed") nor 2 (bad input), so
 # the webhook service does not retry it and a workflow can tell it apart.
 INTERNAL_ERROR_EXIT = 4
+
+
+def error_class(name: str) -> type[HfExportError]:
+    """The error class called `name` (an error that crossed a process boundary by name), else the base."""
+    found = globals().get(name)
+    return found if isinstance(found, type) and issubclass(found, HfExportError) else HfExportError

@@ -59,6 +59,19 @@ def test_trusted_remote_code_runs_only_in_processes_that_hold_no_secret(hub, wor
     assert 'subfolder="onnx", trust_remote_code=True' in open(card).read()
 
 
+def test_a_planning_error_in_the_isolated_process_keeps_its_type_and_fix(workspace, tmp_path):
+    """The repo's code is planned in a child process; its refusal comes back as the same typed
+    error, with its cause and fix, and exit code 2."""
+    folder = tiny_models.remote_code_bert(workspace / "remote-code-bad-map", workspace / "remote-code-bad-map-records")
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": config["auto_map"]["AutoConfig"]}  # maps no model class
+    (folder / "config.json").write_text(json.dumps(config))
+    result = run_cli("export", str(folder), "--trust-remote-code", "--out", str(tmp_path / "out"), timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "auto_map maps no AutoModel class" in result.stderr and "fix:" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
 def test_the_fault_hook_needs_the_test_switch(tmp_path, tiny_bert_folder):
     out = tmp_path / "out"
     off = run_cli(

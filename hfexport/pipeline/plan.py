@@ -159,7 +159,7 @@ def plan_isolated(
     import subprocess
     import sys
 
-    from .. import errors
+    from ..errors import error_class
     from ..proc import child_env, die_with_parent
 
     request = {"model_dir": str(model_dir), "backends": backends, "task": task, "trust_remote_code": trust_remote_code}
@@ -176,8 +176,7 @@ def plan_isolated(
             "Check the repo's code (config and modeling files); it must import with the pinned transformers.",
         ) from None
     if "error" in answer:
-        kind = getattr(errors, answer["error"]["type"], errors.HfExportError)
-        raise kind(answer["error"]["cause"], answer["error"]["fix"])
+        raise error_class(answer["error"]["type"])(answer["error"]["cause"], answer["error"]["fix"])
     return ExportPlan.from_dict(answer["plan"])
 
 
