@@ -272,21 +272,22 @@ def _merge(
                 notes.append(f"The repo already has its own files at `{new.subfolder}/` and `{OWN_FOLDER}/{new.subfolder}/`: "
                              f"the {name} export is left out of this PR.")
                 continue
-            if folder != new.subfolder:
-                notes.append(f"The repo's own files in `{new.subfolder}/` are kept as they are; the {name} export "
-                             f"is in `{folder}/`.")
             local = Path(report.out_dir) / new.subfolder
             uploads += [(local / f.path, f"{folder}/{f.path}") for f in new.files]
             published.append(dataclasses.replace(new.public(), subfolder=folder))
             rebuilt.append(name)
         elif old is not None and current(old):
             published.append(old)  # unchanged, or built by another runner: its files stay
-            if old.subfolder.startswith(f"{OWN_FOLDER}/"):
-                notes.append(f"The repo's own files in `{old.subfolder[len(OWN_FOLDER) + 1:]}/` are kept as they are; "
-                             f"the {name} export is in `{old.subfolder}/`.")
         elif new is not None:
             published.append(new.public())  # failed or skipped here: shown with its reason, no files
         # else: built from another commit or plan, and not rebuilt by this run: removed
+    # Every backend moved beside the owner's files says so, whichever run built it.
+    notes += [
+        f"The repo's own files in `{b.subfolder[len(OWN_FOLDER) + 1:]}/` are kept as they are; the {b.backend} export "
+        f"is in `{b.subfolder}/`."
+        for b in published
+        if b.subfolder.startswith(f"{OWN_FOLDER}/")
+    ]
     plan = dataclasses.replace(report.plan, backends=[b.backend for b in published])
     merged = Report(source=report.source, plan=plan, backends=published, created_at=report.created_at)
     after = {b.backend: b for b in published}

@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...report import without_local_paths
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -55,8 +57,6 @@ class Job:
 
     def to_dict(self) -> dict:
         """As `/jobs` shows it: no local path in the error."""
-        from ...report import without_local_paths
-
         return {**self.__dict__, "error": without_local_paths(self.error) if self.error else None}
 
 
