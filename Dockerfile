@@ -7,10 +7,18 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONUNBUFFERED=1 \
     HF_HUB_DISABLE_TELEMETRY=1 \
-    HFEXPORT_ACTION_DIR=/opt/hfexport/action
-# Not root. uid 1001 is the user of GitHub-hosted runners: as the Action, the container can then
-# write GITHUB_OUTPUT, GITHUB_STEP_SUMMARY and the workspace that the runner mounts.
-RUN useradd --create-home --uid 1001 --shell /usr/sbin/nologin hfexport
+    HFEXPORT_ACTION_DIR=/opt/hfexport/action \
+    HF_HOME=/var/cache/hfexport/hf \
+    HFEXPORT_CACHE=/var/cache/hfexport/exports \
+    HFEXPORT_WORKER_USER=hfexport-worker
+# Two users (docs/design.md, Least privilege). hfexport itself runs as root, the default user: GitHub
+# documents that Docker actions must, to write the workspace, GITHUB_OUTPUT and the step summary
+# whatever uid the runner has. It holds the token and publishes. The processes that run a repo's
+# code (its remote code, its pickles) switch to hfexport-worker, which owns nothing: it reads the
+# model from HF_HOME (outside root's private home, hence the folders here) and writes only the
+# folder each worker is lent.
+RUN useradd --system --no-create-home --shell /usr/sbin/nologin hfexport-worker \
+    && install -d -m 0755 /var/cache/hfexport /var/cache/hfexport/hf /var/cache/hfexport/exports
 WORKDIR /opt/hfexport
 COPY pyproject.toml README.md ./
 COPY hfexport ./hfexport
@@ -24,13 +32,11 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends g++ \
     && rm -rf /var/lib/apt/lists/*
 RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cu128 /opt/hfexport
-USER 1001
 ENTRYPOINT ["hfexport"]
 CMD ["--help"]
 
 FROM base AS cpu
 # The CPU wheel of the pinned torch: the default one is a multi-GB CUDA build.
 RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu /opt/hfexport
-USER 1001
 ENTRYPOINT ["hfexport"]
 CMD ["--help"]

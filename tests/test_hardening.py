@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
+import shutil
 import subprocess
 import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+import pytest
 
 from conftest import run_cli
 import tiny_models
@@ -57,6 +64,100 @@ def test_trusted_remote_code_runs_only_in_processes_that_hold_no_secret(hub, wor
     # The card tells users the files need trust too.
     card = api.hf_hub_download("rc-owner/dumpbert", "README.md", revision=f"refs/pr/{result['pr_num']}")
     assert 'subfolder="onnx", trust_remote_code=True' in open(card).read()
+
+
+def _has_user(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or not _has_user("nobody"), reason="switching users needs root and a 'nobody' user"
+)
+
+
+@needs_root
+def test_as_root_the_repos_code_runs_as_the_worker_user_and_its_files_come_back(tmp_path):
+    """The container's arrangement: hfexport runs as root (as GitHub requires of Docker actions)
+    with HFEXPORT_WORKER_USER set. Every process that imports the repo's code — the planner and
+    each backend's worker — runs as that user; the validated files it wrote belong to root once it
+    exits (a later worker under the same user cannot alter them)."""
+    open_dir = Path(tempfile.mkdtemp(prefix="hfexport-open-"))  # pytest's tmp_path is private (0700)
+    try:
+        open_dir.chmod(0o755)
+        python = _python_others_can_run(open_dir)
+        if python is None:
+            pytest.skip("no Python interpreter outside a private home for the worker user to run")
+        records = open_dir / "records"
+        records.mkdir()
+        records.chmod(0o777)
+        folder = tiny_models.remote_code_bert(open_dir / "model", records)
+        for file in folder.iterdir():
+            file.chmod(0o644)  # as the Hub client leaves downloads (safetensors writes its own 0600)
+
+        def export(model: Path, out: Path) -> subprocess.CompletedProcess:
+            return subprocess.run(
+                [str(python), "-m", "hfexport", "export", str(model), "--backends", "onnx", "--trust-remote-code",
+                 "--out", str(out), "--json"],
+                capture_output=True, text=True, timeout=600, env={**os.environ, "HFEXPORT_WORKER_USER": "nobody"},
+            )
+
+        result = export(folder, open_dir / "out")
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert json.loads(result.stdout)["ok"] is True
+        uids = {path.name: json.loads(path.read_text())["__uid__"] for path in records.glob("*.json")}
+        assert len({name.split("-", 1)[0] for name in uids}) >= 2, sorted(uids)  # the planner and the worker
+        assert set(uids.values()) == {pwd.getpwnam("nobody").pw_uid}, uids
+        owners = {path.stat().st_uid for path in (open_dir / "out").rglob("*")}
+        assert owners == {0}, owners
+
+        # A model the worker user cannot read — in a private folder, or one file private — is refused
+        # before any export, naming the file and the fix.
+        private = tmp_path / "private-model"
+        shutil.copytree(folder, private)
+        (folder / "model.safetensors").chmod(0o600)
+        for model, culprit in ((private, _first_private_folder(private)), (folder, str(folder / "model.safetensors"))):
+            refused = export(model, open_dir / "out-private")
+            assert refused.returncode == 2, refused.stderr[-2000:]
+            said = " ".join(refused.stderr.split())
+            assert "The worker user 'nobody' (HFEXPORT_WORKER_USER) cannot read the model's files" in said
+            assert f"{culprit} is not open to it" in said and "HF_HOME" in said and "Traceback" not in said
+            assert not (open_dir / "out-private").exists()
+    finally:
+        shutil.rmtree(open_dir, ignore_errors=True)
+
+
+def _first_private_folder(path: Path) -> str:
+    return next(str(p) for p in reversed(path.parents) if not p.stat().st_mode & 0o001)
+
+
+def _python_others_can_run(root: Path) -> Path | None:
+    """An interpreter the worker user can run that sees this environment's packages. This test's
+    own Python may live under a private home (pyenv in /root); the container's is in /usr/local."""
+    system = Path("/usr/bin/python3.11")
+    if sys.version_info[:2] != (3, 11) or not system.exists():
+        return None
+    venv = root / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(system)
+    (venv / "pyvenv.cfg").write_text(f"home = {system.parent}\ninclude-system-site-packages = false\n")
+    site_packages = venv / "lib" / "python3.11" / "site-packages"
+    site_packages.mkdir(parents=True)
+    ours = sysconfig.get_paths()["purelib"]
+    (site_packages / "hfexport-env.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    return venv / "bin" / "python"
+
+
+def test_a_worker_user_that_cannot_be_switched_to_is_a_clear_error(tmp_path, tiny_bert_folder):
+    """HFEXPORT_WORKER_USER naming no user is bad input (exit 2), before anything runs."""
+    result = run_cli("export", str(tiny_bert_folder), "--backends", "onnx", "--out", str(tmp_path / "out"),
+                     env={"HFEXPORT_WORKER_USER": "no-such-user-hfexport"}, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "HFEXPORT_WORKER_USER='no-such-user-hfexport' names no user" in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_planning_error_in_the_isolated_process_keeps_its_type_and_fix(workspace, tmp_path):

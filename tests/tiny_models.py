@@ -83,13 +83,14 @@ _RECORDER = """
 import json as _json, os as _os
 _os.makedirs({record_dir!r}, exist_ok=True)
 with open(_os.path.join({record_dir!r}, f"{{_os.getpid()}}-{{__name__.rsplit('.', 1)[-1]}}.json"), "w") as _f:
-    _json.dump(dict(_os.environ), _f)
+    _json.dump({{**_os.environ, "__uid__": _os.getuid()}}, _f)
 """
 
 
 def remote_code_bert(folder: Path, record_dir: Path) -> Path:
     """A tiny BERT whose classes live in the repo (`auto_map`), as trusted remote code does; its
-    modules record their process's environment in `record_dir` when they are imported."""
+    modules record their process's environment (and uid, as `__uid__`) in `record_dir` when they
+    are imported."""
     from transformers import BertConfig, BertForSequenceClassification
 
     torch.manual_seed(5)

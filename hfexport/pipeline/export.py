@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..backends import get_backend
-from ..proc import FAULT_ENV, child_env, die_with_parent, injected_fault
+from ..proc import FAULT_ENV, WorkerUser, check_model_readable, check_readable, child_env, injected_fault, lend, reclaim, sandboxed, worker_user
 from ..report import BackendResult, ExportPlan, Status
 from .fetch import FetchedModel
 
 DEFAULT_TIMEOUT_S = 1800
+_PACKAGE = Path(__file__).resolve().parent.parent
 
 Progress = Callable[[str, str], None]  # progress(backend, message)
 
@@ -58,6 +59,14 @@ def run_backends(
     torch's thread pool instead of all of them.
     """
     progress = progress or (lambda backend, message: None)
+    user = workers.user
+    if user is not None:  # the workers run as another user: what they read and write must be open to it
+        check_model_readable(fetched.model_dir, user)
+        check_readable(
+            staging, user, "the output folder",
+            "Write the output where others can traverse it (--out, or HFEXPORT_CACHE for push).", reach_only=True,
+        )
+        staging.chmod(0o711)  # traversable, not listable: each worker reaches only its own folder
 
     def one(name: str) -> BackendResult:
         backend = get_backend(name)
@@ -66,16 +75,20 @@ def run_backends(
             workers.skip()
             progress(name, f"skipped: {reason}")
             return BackendResult(name, Status.SKIPPED, backend.subfolder, error=reason)
+        out_dir = staging / backend.subfolder
+        out_dir.mkdir(parents=True)
+        lend(out_dir, user)
         job = {
             "backend": name,
             "backend_module": backend.module,
             "plan": plan.to_dict(),
             "model_dir": str(fetched.model_dir),
-            "out_dir": str(staging / backend.subfolder),
+            "out_dir": str(out_dir),
             "use_safetensors": fetched.use_safetensors,
         }
         with workers.take() as worker:
             result = _run(worker, job, timeout_s, progress)
+        reclaim(out_dir, user)  # the worker has exited: its files are ours now, out of its user's reach
         progress(name, str(result.status))
         return result
 
@@ -102,6 +115,10 @@ class Workers:
 
     def __init__(self, backends: int, jobs: int | None = None):
         self.jobs = jobs or default_jobs()
+        self.user = worker_user()  # HFEXPORT_WORKER_USER: checked here, before any process starts
+        for path, what in ((Path(sys.executable).resolve(), "the Python interpreter"), (_PACKAGE, "hfexport's code")):
+            check_readable(path, self.user, what, "Install Python and hfexport where other users can run them "
+                           "(e.g. /usr/local, as the container does), not under a private home such as /root.")
         self._pending = backends  # backends not yet handed to a worker
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
@@ -123,7 +140,7 @@ class Workers:
         """A started worker for the next backend (a new one if none is idle)."""
         with self._lock:
             self._pending -= 1
-            worker = self._idle.pop(0) if self._idle else _Worker.start(self._threads)
+            worker = self._idle.pop(0) if self._idle else _Worker.start(self._threads, self.user)
             self._top_up()
         return worker
 
@@ -140,7 +157,7 @@ class Workers:
         # One core is left to the parent: its planning is what the workers wait for.
         ahead = min(self.jobs, self._pending, max(1, (os.cpu_count() or 1) - 1))
         while len(self._idle) < ahead:
-            self._idle.append(_Worker.start(self._threads))
+            self._idle.append(_Worker.start(self._threads, self.user))
 
 
 @dataclass
@@ -153,9 +170,12 @@ class _Worker:
     log: object
 
     @classmethod
-    def start(cls, threads: str | None) -> _Worker:
+    def start(cls, threads: str | None, user: WorkerUser | None = None) -> _Worker:
         job_dir = tempfile.TemporaryDirectory(prefix="hfexport-worker-")
+        lend(Path(job_dir.name), user)
         log = open(Path(job_dir.name) / "worker.log", "wb")
+        # Under another user the worker's home and the repo's imported code live in its job folder.
+        own = {"HOME": job_dir.name, "HF_MODULES_CACHE": str(Path(job_dir.name) / "modules")} if user else {}
         # A session of its own, so a timeout kills the worker's children too.
         process = subprocess.Popen(
             [sys.executable, "-m", "hfexport.worker", job_dir.name],
@@ -163,9 +183,10 @@ class _Worker:
             stderr=subprocess.STDOUT,
             stdin=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=sandboxed(user),
             # The worker loads the repo's weights (pickles, with --allow-pickle) and code: no secrets.
             env=child_env({
+                **own,
                 "PYTHONUNBUFFERED": "1",
                 "TOKENIZERS_PARALLELISM": "false",
                 **({"OMP_NUM_THREADS": threads} if threads else {}),

@@ -158,15 +158,21 @@ def plan_isolated(
         return make_plan(model_dir, backends, task=task, trust_remote_code=trust_remote_code, checked=checked)
     import subprocess
     import sys
+    import tempfile
 
     from ..errors import error_class
-    from ..proc import child_env, die_with_parent
+    from ..proc import check_model_readable, child_env, lend, sandboxed, worker_user
 
+    user = worker_user()
+    check_model_readable(model_dir, user)
     request = {"model_dir": str(model_dir), "backends": backends, "task": task, "trust_remote_code": trust_remote_code}
-    process = subprocess.run(
-        [sys.executable, "-m", "hfexport.worker.plan"], input=json.dumps(request), capture_output=True, text=True,
-        env=child_env(), preexec_fn=die_with_parent, timeout=600,
-    )
+    with tempfile.TemporaryDirectory(prefix="hfexport-plan-") as home:
+        lend(Path(home), user)  # the repo's code is copied and imported from here (HF_MODULES_CACHE)
+        process = subprocess.run(
+            [sys.executable, "-m", "hfexport.worker.plan"], input=json.dumps(request), capture_output=True,
+            text=True, env=child_env({"HOME": home, "HF_MODULES_CACHE": str(Path(home) / "modules")}),
+            preexec_fn=sandboxed(user), timeout=600,
+        )
     try:
         answer = json.loads(process.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
