@@ -110,6 +110,10 @@ class ExportPlan:
     trust_remote_code: bool = False
     # A model whose classes live in its repo: the Auto class (from config.json's auto_map) that loads it.
     auto_class: str | None = None
+    # Variant kinds to derive from each backend that offers them (`variants.VariantKind`), and
+    # overrides of their quality thresholds, by kind then figure.
+    variants: list[str] = field(default_factory=list)
+    min_quality: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -219,6 +223,44 @@ class Validation:
 
 
 @dataclass
+class VariantResult:
+    """One smaller or faster variant of a backend's export, judged against eager fp32."""
+
+    kind: str
+    status: Status
+    # The file in the backend's folder (absent when the variant failed: it is not published).
+    file: str | None = None
+    size: int | None = None
+    # Its bytes over the fp32 export's program bytes.
+    size_share: float | None = None
+    # Figures from `worker/validate.quality_figures` (cosine_mean, top1_agreement, max_abs_diff…),
+    # and the thresholds they were held to.
+    quality: dict[str, float] = field(default_factory=dict)
+    thresholds: dict[str, float] = field(default_factory=dict)
+    # fp32 time / variant time on the same runtime and inputs (paired rounds): >1 is faster.
+    speedup: float | None = None
+    # Nodes kept in float by the sensitivity pass (int8).
+    kept_in_float: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["status"] = str(self.status)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> VariantResult:
+        return cls(**_known(cls, data))
+
+
+@dataclass
 class BackendResult:
     """What one backend produced: the worker writes it, the parent packages it, publishing reads it."""
 
@@ -243,6 +285,8 @@ class BackendResult:
     log_tail: str | None = None
     # The test hook that was on for this backend (`crash`, `hang`; HFEXPORT_TESTING=1 only).
     fault: str | None = None
+    # Variants derived from this export; a failed one keeps no file (and is not published).
+    variants: list[VariantResult] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -270,6 +314,7 @@ class BackendResult:
         data["files"] = [asdict(f) for f in self.files]
         data["size_bytes"] = self.size_bytes
         data["validation"] = self.validation.to_dict() if self.validation is not None else None
+        data["variants"] = [v.to_dict() for v in self.variants]
         return data
 
     @classmethod
@@ -278,6 +323,7 @@ class BackendResult:
         data["files"] = [ArtifactFile(**f) for f in data.get("files", [])]
         if data.get("validation") is not None:
             data["validation"] = Validation.from_dict(data["validation"])
+        data["variants"] = [VariantResult.from_dict(v) for v in data.get("variants", [])]
         return cls(**data)
 
 

@@ -30,6 +30,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # All of a model's backends at once: ExecuTorch lowering is mostly single-threaded Python, so on
 # 2 cores it overlaps with the others (the sequential path is covered by the isolation test).
 os.environ["HFEXPORT_JOBS"] = "3"
+# No variants unless a test asks (tests/test_variants.py): they are judged there, and the other
+# tests' exports stay fast.
+os.environ["HFEXPORT_VARIANTS"] = "none"
 # The fault hook (HFEXPORT_FAULT) is live only under this switch.
 os.environ["HFEXPORT_TESTING"] = "1"
 

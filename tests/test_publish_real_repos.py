@@ -115,7 +115,7 @@ def test_markers_from_other_accounts_and_malformed_ones_are_ignored(hub, account
     owner = _api(hub, accounts["owner"])
     owner.upload_file(path_or_fileobj=b"# moved on\n", path_in_repo="README.md", repo_id=repo)
     new_sha = owner.model_info(repo).sha
-    forged = {"v": 2, "nonce": "f" * 16, "backends": {"dynamo": {"sha": new_sha, "request": request_key("dynamo", "auto")}}}
+    forged = {"v": 2, "nonce": "f" * 16, "backends": {"dynamo": {"sha": new_sha, "request": request_key("dynamo", {"task": "auto", "variants": [], "min_quality": {}})}}}
     mallory = _api(hub, accounts["mallory"])
     for text in (
         "Looks done to me <!-- hfexport " + json.dumps(forged) + " -->",

@@ -25,6 +25,7 @@ from ..pipeline.plan import check_request, plan_isolated
 from ..pipeline.resolve import resolve
 from ..report import REPORT_FILE, ExportPlan, PublishResult, Report
 from ..proc import FAULT_ENV, injected_fault
+from ..variants import parse_thresholds, parse_variants
 from ..versions import runtime_versions
 
 
@@ -42,6 +43,8 @@ def export(
     jobs: int | None = None,
     progress: Progress | None = None,
     adjust_plan: Callable[[ExportPlan], ExportPlan] | None = None,
+    variants: str | list[str] | None = None,
+    min_quality: list[str] | dict | None = None,
 ) -> Report:
     """Export a model folder or Hub repo to every backend, validate each export, and write them out.
 
@@ -56,6 +59,9 @@ def export(
         token: Hub token (default: the client's, e.g. `HF_TOKEN`). Never printed or recorded.
         timeout_s: per backend.
         jobs: backends exported at once (default `HFEXPORT_JOBS`, else 1).
+        variants: smaller/faster variants to derive where a backend offers them (`"int8,fp16"`,
+            `"none"`; default `HFEXPORT_VARIANTS`, else `variants.DEFAULT_VARIANTS`).
+        min_quality: overrides of the variants' quality thresholds (`["int8.cosine_mean=0.995"]`).
         progress: `progress(backend, message)` callback.
         adjust_plan: edit the plan before exporting (e.g. `lambda p: replace(p, sample=Shape(1, 8))`).
 
@@ -67,6 +73,7 @@ def export(
         HfExportError subclasses for bad input, before anything is written.
     """
     names = parse_backends(backends)
+    wanted = _variants_request(variants, min_quality)
     if injected_fault("run") == "raise":
         raise RuntimeError(f"injected by the {FAULT_ENV} test hook")
     resolved = resolve(source, revision=revision, token=token)
@@ -74,7 +81,7 @@ def export(
     checked = check_request(fetched.model_dir, task, trust_remote_code)
     # The workers import torch and the exporters while this process plans (which imports them too).
     with Workers(len(names), jobs) as workers:
-        plan = plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked)
+        plan = dataclasses.replace(plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked), **wanted)
         if adjust_plan is not None:
             plan = adjust_plan(dataclasses.replace(plan))
         out_dir = Path(out) if out is not None else Path("hfexport-out") / Path(resolved.ref).name
@@ -110,6 +117,8 @@ def push(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     progress: Progress | None = None,
     log: Callable[[str], None] = lambda message: None,
+    variants: str | list[str] | None = None,
+    min_quality: list[str] | dict | None = None,
 ) -> PublishResult:
     """Export a Hub repo and open (or update) one verified PR on it — the `hfexport push` job.
 
@@ -133,14 +142,17 @@ def push(
     resolved = resolve(repo_id, revision=revision, token=token, hub_only=True)
     api = HfApi(token=token)
     state = read_state(api, repo_id, resolved.sha, log=log)
+    # The repo's own .hfexport.yaml may choose the variants; the caller's choice wins.
+    wanted = _variants_request(variants if variants is not None else state.settings.get("variants"), min_quality)
+    request = {"task": task, **wanted}
     # Before downloading or planning: opted out, already published, or closed by a maintainer.
-    early = decide(state, names, task, force=force)
+    early = decide(state, names, request, force=force)
     if early is not None:
         return apply(api, state, early, None, dry_run=dry_run, log=log)
     fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
     checked = check_request(fetched.model_dir, task, trust_remote_code)
     with Workers(len(names)) as workers:  # importing while the plan is made
-        plan = plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked)
+        plan = dataclasses.replace(plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked), **wanted)
 
         # Keyed by content, plan and versions: the same weights exported the same way are reused.
         out_dir = cache_dir() / "exports" / f"{fetched.content_digest[:24]}-{plan.digest()}-{_versions_digest()}"
@@ -155,7 +167,7 @@ def push(
     # Another runner (the GPU job, a second HF Job) may commit to the same PR meanwhile: our write
     # names the PR head it was decided on, and on a conflict we read the PR again and merge.
     for _ in range(PUBLISH_ATTEMPTS):
-        decision = decide(state, names, task, report, force=force)
+        decision = decide(state, names, request, report, force=force)
         try:
             return apply(api, state, decision, report, dry_run=dry_run, log=log)
         except PublishConflict as e:
@@ -165,6 +177,15 @@ def push(
         f"Our pull request on {repo_id} kept changing under this run ({PUBLISH_ATTEMPTS} attempts).",
         "Run push again: it picks up what the other runs published.",
     )
+
+
+def _variants_request(variants, min_quality) -> dict:
+    """The plan's `variants` and `min_quality`, checked (bad names are bad input, before any work)."""
+    if variants is None:
+        variants = os.environ.get("HFEXPORT_VARIANTS")
+    if isinstance(variants, str) and not variants.strip():
+        variants = "none"
+    return {"variants": parse_variants(variants), "min_quality": parse_thresholds(min_quality)}
 
 
 def _versions_digest() -> str:

@@ -63,6 +63,8 @@ def export(
     token: Annotated[Optional[str], typer.Option(help="Hub token [default: $HF_TOKEN or the saved login].", show_default=False)] = None,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per backend before it is stopped.")] = 1800,
     jobs: Annotated[Optional[int], typer.Option(help="Backends exported at once [default: $HFEXPORT_JOBS or 1].", show_default=False)] = None,
+    variants: Annotated[Optional[str], typer.Option(help="Smaller/faster files derived from each backend that offers them: int8, fp16, optimized, or none. Each is judged against eager fp32 and published only if it passes [default: $HFEXPORT_VARIANTS or int8].", show_default=False)] = None,
+    min_quality: Annotated[Optional[list[str]], typer.Option(help="Override a variant's quality threshold, KIND.FIGURE=VALUE (repeatable), e.g. int8.cosine_mean=0.995.", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
 ) -> None:
     """Export SOURCE to each backend, validate every artifact, and write them with hfexport-report.json."""
@@ -85,6 +87,8 @@ def export(
                 timeout_s=timeout,
                 jobs=jobs,
                 progress=progress,
+                variants=variants,
+                min_quality=min_quality,
             )
         except HfExportError as e:
             fail(e)
@@ -147,6 +151,8 @@ def push(
     allow_pickle: Annotated[bool, typer.Option(help="Accept pickled weights.")] = False,
     trust_remote_code: Annotated[bool, typer.Option(help="Run model code from the repo.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per backend.")] = 1800,
+    variants: Annotated[Optional[str], typer.Option(help="Smaller/faster files derived from each backend that offers them: int8, fp16, optimized, or none. Each is judged against eager fp32 and published only if it passes [default: the repo's .hfexport.yaml `variants:`, else $HFEXPORT_VARIANTS or int8].", show_default=False)] = None,
+    min_quality: Annotated[Optional[list[str]], typer.Option(help="Override a variant's quality threshold, KIND.FIGURE=VALUE (repeatable), e.g. int8.cosine_mean=0.995.", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome and report as JSON on stdout.")] = False,
 ) -> None:
     """Export REPO_ID, validate, and open (or update) ONE pull request with the exports and a card section.
@@ -175,7 +181,7 @@ def push(
             result = run_push(
                 repo_id, revision=revision, backends=backends, task=task, token=token, dry_run=dry_run,
                 force=force, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, timeout_s=timeout,
-                progress=progress, log=lambda message: err.print(message),
+                progress=progress, log=lambda message: err.print(message), variants=variants, min_quality=min_quality,
             )
         except HfExportError as e:
             fail(e)

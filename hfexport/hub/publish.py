@@ -4,7 +4,7 @@ the model changes, and never touching a file hfexport did not write.
 Publishing is three steps, so that the Hub is read once and every rule lives in one pure function:
 
     state = read_state(api, repo_id, sha)                 # the Hub, read once (no writes)
-    decision = decide(state, backends, task, report=...)  # pure: state + what was asked → what to do
+    decision = decide(state, backends, request, report=...)  # pure: state + what was asked → what to do
     result = apply(api, state, decision, report)          # the writes, and only those
 
 `decide` runs twice per push with the same state: before the export (report=None), to skip the
@@ -122,6 +122,7 @@ class HubState:
     opted_out: bool
     me: str | None = None
     readme: str | None = None
+    settings: dict = field(default_factory=dict)  # the repo's .hfexport.yaml (opt_out, variants)
     threads: list[OurThread] = field(default_factory=list)  # newest first
     base_files: dict[str, RemoteFile] = field(default_factory=dict)
     base_report: Report | None = None  # ours, merged into the base earlier
@@ -160,8 +161,9 @@ def read_state(api, repo_id: str, sha: str, log: Log = lambda message: None) -> 
         data = yaml.safe_load(settings) if settings else None
     except yaml.YAMLError:
         data = None
-    owner_opted_out = opted_out(readme) or (isinstance(data, dict) and bool(data.get("opt_out")))
-    state = HubState(repo_id, sha, api.endpoint, owner_opted_out, readme=readme)
+    settings = data if isinstance(data, dict) else {}
+    owner_opted_out = opted_out(readme) or bool(settings.get("opt_out"))
+    state = HubState(repo_id, sha, api.endpoint, owner_opted_out, readme=readme, settings=settings)
     if owner_opted_out:
         return state
     state.me = _whoami(api)
@@ -178,10 +180,11 @@ def read_state(api, repo_id: str, sha: str, log: Log = lambda message: None) -> 
     return state
 
 
-def request_key(backend: str, task: str) -> str:
-    """What the user asked for of one backend that, with the source sha, decides its export:
-    checked before the plan exists, so an unchanged rerun needs neither a download nor transformers."""
-    return hashlib.sha256(json.dumps([backend, task, installed("hfexport")]).encode()).hexdigest()[:16]
+def request_key(backend: str, request: dict) -> str:
+    """What the user asked for of one backend (`request`: task, variants, quality thresholds) that,
+    with the source sha, decides its export: checked before the plan exists, so an unchanged rerun
+    needs neither a download nor transformers."""
+    return hashlib.sha256(json.dumps([backend, request, installed("hfexport")], sort_keys=True).encode()).hexdigest()[:16]
 
 
 # ── The rules ────────────────────────────────────────────────────────────────
@@ -207,7 +210,7 @@ class Decision:
 
 
 def decide(
-    state: HubState, backends: list[str], task: str, report: Report | None = None, *, force: bool = False
+    state: HubState, backends: list[str], request: dict, report: Report | None = None, *, force: bool = False
 ) -> Decision | None:
     """The rules of the module docstring, on `state` only (no Hub call).
 
@@ -222,7 +225,7 @@ def decide(
     if report is None:
         if pr is not None and pr.thread.is_open and all(
             pr.thread.backends.get(b, {}).get("sha") == state.sha
-            and pr.thread.backends.get(b, {}).get("request") == request_key(b, task)
+            and pr.thread.backends.get(b, {}).get("request") == request_key(b, request)
             for b in backends
         ):
             return Decision(PublishAction.UNCHANGED, pr.thread)
@@ -237,7 +240,7 @@ def decide(
     published, uploads, notes, changed = _merge(state, report, previous)
     markers = {
         b.backend: (pr.thread.backends.get(b.backend) if pr and b.backend not in report.plan.backends else None)
-        or {"sha": b.source_sha, "request": request_key(b.backend, task)}
+        or {"sha": b.source_sha, "request": request_key(b.backend, request)}
         for b in published.backends
     }
     kept = _manifest(published)

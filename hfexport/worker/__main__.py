@@ -185,6 +185,15 @@ def run_job(job: dict, backend, result, stage) -> None:
         validation.checks.append(compare_generation("generation_other_shape", model, exported_run, traced, other, plan))
     validate_seconds = time.perf_counter() - started
 
+    if plan.variants and validation.passed:
+        stage("variants")
+        result.variants = run_variants(
+            plan, backend, model, loaded, out_dir, sample, other,
+            calibration=[build_inputs(model_dir, model.config, plan, _CALIBRATION, seed=seed) for seed in (2, 3)],
+            export=exporter.export, make_config=lambda: backend.make_config(dynamic_shapes_for(sample)),
+            stage=stage,
+        )
+
     files = sorted(p for p in out_dir.rglob("*") if p.is_file())
     result.status = Status.OK if validation.passed else Status.FAILED
     result.error = validation.first_problem()
@@ -194,6 +203,69 @@ def run_job(job: dict, backend, result, stage) -> None:
     result.components = list(loaded.components)
     result.validation = validation
     result.versions = runtime_versions(backend.packages)
+
+
+# Calibration and sensitivity inputs: a shape and seeds of their own, never the validation inputs'.
+from ..report import Shape  # noqa: E402
+
+_CALIBRATION = Shape(batch=4, sequence=16)
+
+
+def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, other: dict, *, calibration: list[dict],
+                 export, make_config, stage) -> list:
+    """Derive each variant the plan asks for and this backend offers (`hfexport.variants`), judge it
+    against eager fp32 on the validation inputs (another shape than trace and calibration), time
+    it against the fp32 artifact on the same runtime, and keep its file only if it passed."""
+    import math
+    import shutil
+    import tempfile
+
+    import torch
+    from transformers.exporters import ExportedModel
+
+    from ..report import Status, VariantResult
+    from ..variants import VariantJob, thresholds_for, variants_of
+    from .validate import paired_speedup, quality_figures
+
+    wanted = variants_of(backend.name, plan.variants)
+    if plan.mode != "single":
+        return [VariantResult(str(v.kind), Status.SKIPPED, error="variants of generation exports are not built yet")
+                for v in wanted]
+    base_bytes = sum(p.stat().st_size for p in out_dir.iterdir() if p.is_file() and p.suffix != ".json")
+    with torch.inference_mode():
+        reference = model(**other)
+    results = []
+    for variant in wanted:
+        stage(f"variant {variant.kind}")
+        thresholds = thresholds_for(variant.kind, plan.min_quality)
+        outcome = VariantResult(str(variant.kind), Status.FAILED, thresholds=thresholds)
+        with tempfile.TemporaryDirectory(prefix=f"variant-{variant.kind}-") as work:
+            job = VariantJob(model, dict(sample), calibration, out_dir, Path(work), make_config, export)
+            try:
+                folder = variant.make(job)
+                outcome.kept_in_float = list(job.options.get("kept_in_float", []))
+                candidate = ExportedModel.from_pretrained(folder, device=backend.runner_device)
+                with torch.inference_mode():
+                    figures = quality_figures(plan.task, reference, candidate(**other), other)
+                outcome.quality = {k: round(v, 6) if math.isfinite(v) else str(v) for k, v in figures.items()}
+                outcome.speedup = round(paired_speedup(loaded, candidate, other), 3)
+                packed = variant.package(folder, Path(work), variant.file)
+                outcome.size = sum(p.stat().st_size for p in packed)
+                outcome.size_share = round(outcome.size / base_bytes, 4) if base_bytes else None
+                misses = [f"{name} {figures[name]:.4g} < {limit:g}" for name, limit in thresholds.items()
+                          if name in figures and not figures[name] >= limit]
+                if misses:
+                    outcome.error = "below its quality thresholds: " + ", ".join(misses) + " (not published)"
+                else:
+                    for path in packed:
+                        shutil.move(path, out_dir / path.name)
+                    outcome.file = variant.file
+                    outcome.status = Status.OK
+            except Exception as e:  # a variant's failure is its own: the fp32 export stands
+                outcome.error = f"{type(e).__name__}: {_describe(e)}"
+                traceback.print_exc()
+        results.append(outcome)
+    return results
 
 
 if __name__ == "__main__":

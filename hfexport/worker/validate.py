@@ -247,3 +247,59 @@ def compare_generation(name: str, model, exported_run: Run, traced: dict[str, se
         "logits": max(max_abs_diffs(a, b)["output"] for a, b in zip(eager_logits, logits)) if logits else 0.0
     }
     return check
+
+
+# ── Variants: quality against eager fp32, and speed against the fp32 artifact ──
+
+
+def quality_figures(task: str, reference: Any, candidate: Any, inputs: dict) -> dict[str, float]:
+    """How close a variant's outputs are to eager fp32's, in the terms its users care about.
+
+    Embeddings (feature-extraction): `cosine_mean`, `cosine_min` over real tokens (padding left
+    out). Heads: `top1_agreement` — per example for sequence/image classification, per real token
+    for fill-mask and token classification, per position output for question answering. Always
+    `max_abs_diff` of the primary output.
+    """
+    ref, got = _named_tensors(reference), _named_tensors(candidate)
+    primary = [name for name in ref if name in got and ref[name].is_floating_point()]
+    if not primary:
+        raise ValueError("the variant produced none of the eager model's outputs")
+    mask = inputs.get("attention_mask")
+    figures = {"max_abs_diff": max(max_abs_diffs({n: ref[n] for n in primary}, {n: got[n] for n in primary}).values())}
+    if task == "feature-extraction":
+        a, b = ref[primary[0]].float(), got[primary[0]].float()
+        if a.dim() == 3 and mask is not None and mask.shape == a.shape[:2]:
+            a, b = a[mask.bool()], b[mask.bool()]
+        else:
+            a, b = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
+        cosine = torch.nn.functional.cosine_similarity(a, b, dim=-1)
+        figures.update(cosine_mean=float(cosine.mean()), cosine_min=float(cosine.min()))
+        return figures
+    heads = [n for n in primary if "logits" in n] or primary[:1]
+    agree = []
+    for name in heads:
+        a, b = ref[name].float().argmax(-1), got[name].float().argmax(-1)
+        same = a == b
+        if same.dim() == 2 and mask is not None and mask.shape == same.shape:
+            same = same[mask.bool()]
+        agree.append(same.reshape(-1))
+    figures["top1_agreement"] = float(torch.cat(agree).float().mean())
+    return figures
+
+
+def paired_speedup(baseline: Callable, variant: Callable, inputs: dict, rounds: int = 5) -> float:
+    """Baseline time over variant time, median of paired rounds (one of each, alternating, after a
+    warm-up of both): >1 means the variant is faster on this runtime and these inputs."""
+    import time
+
+    with torch.inference_mode():
+        baseline(**inputs)
+        variant(**inputs)
+        ratios = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            baseline(**inputs)
+            middle = time.perf_counter()
+            variant(**inputs)
+            ratios.append((middle - started) / max(time.perf_counter() - middle, 1e-9))
+    return sorted(ratios)[len(ratios) // 2]

@@ -1,0 +1,279 @@
+"""Smaller and faster variants of a backend's export, as a registry: what each one is, the file
+name loaders look for, and the quality it is held to.
+
+Precision is what users choose a file by: transformers.js picks `onnx/model_quantized.onnx` for
+`dtype: 'q8'` and `model_fp16.onnx` for `'fp16'`; sentence-transformers ships int8 and fused
+graphs beside `model.onnx`. A variant is derived from the backend's validated fp32 export, in the
+same worker, with the tools `transformers.exporters` ships (ONNX Runtime's quantizer through
+`OnnxRuntimeQuantizer`, the ORT fusions through `fuse_for_onnxruntime`, the exporter itself for a
+float16 program); hfexport adds the choice of what to keep in float (a sensitivity pass), the
+quality check against eager fp32 and the packaging. Adding one is "write a function and decorate
+it":
+
+    @register_variant("onnx", VariantKind.INT8, file="model_quantized.onnx", package=package_onnx)
+    def onnx_int8(job: VariantJob) -> Path:
+        ...  # write a folder `ExportedModel.from_pretrained` loads; return it
+
+A variant that misses its quality thresholds is reported and not published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+
+class VariantKind(StrEnum):
+    """What a variant changes: the graph (fused ops), or the precision of weights and activations."""
+
+    OPTIMIZED = "optimized"  # fp32, fused into the runtime's own ops
+    FP16 = "fp16"
+    INT8 = "int8"  # int8 weights; activations quantized at run time
+
+
+# Quality figures (worker/validate.quality_figures) each kind must reach against eager fp32, on
+# inputs of another shape than any trace or calibration. Overridable per kind
+# (`--min-quality int8.cosine_mean=0.995`). Embedding models are judged by cosine, heads by top-1.
+DEFAULT_THRESHOLDS: dict[VariantKind, dict[str, float]] = {
+    VariantKind.OPTIMIZED: {"cosine_mean": 0.9999, "cosine_min": 0.999, "top1_agreement": 0.99},
+    VariantKind.FP16: {"cosine_mean": 0.999, "cosine_min": 0.99, "top1_agreement": 0.98},
+    VariantKind.INT8: {"cosine_mean": 0.99, "cosine_min": 0.95, "top1_agreement": 0.9},
+}
+
+# What a push builds when not told: the int8 ONNX graph, the file transformers.js loads by default
+# in the browser (`q8`) and the one sentence-transformers users pick for CPU serving.
+DEFAULT_VARIANTS = (VariantKind.INT8,)
+
+
+@dataclass
+class VariantJob:
+    """What a variant function gets, in the export worker."""
+
+    model: Any  # the eager model, float32
+    sample: dict  # the inputs the fp32 program was traced with
+    calibration: list[dict]  # other inputs, for calibration and sensitivity (never the validation inputs)
+    base_dir: Path  # the backend's validated fp32 export
+    work_dir: Path  # an empty folder: write the variant's loadable folder here
+    make_config: Callable[[], Any]  # the backend's export config, as the fp32 program had it
+    export: Callable[[Any, dict, Any], Any]  # exporter.export(model, sample, config)
+    options: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Variant:
+    backend: str
+    kind: VariantKind
+    # The file in the backend's folder, under the name the ecosystem's loaders look for.
+    file: str
+    make: Callable[[VariantJob], Path]
+    # `package(folder, out_dir, file) -> files`: the validated program from `make`'s folder,
+    # written into the backend's folder under `file`.
+    package: Callable[[Path, Path, str], list[Path]]
+    module: str
+
+
+VARIANTS: dict[tuple[str, VariantKind], Variant] = {}
+
+
+def register_variant(
+    backend: str, kind: VariantKind, *, file: str, package: Callable[[Path, Path, str], list[Path]]
+) -> Callable:
+    """Decorator: register `fn(job) -> folder` as the `kind` variant of `backend`."""
+
+    def decorate(fn: Callable[[VariantJob], Path]) -> Callable:
+        VARIANTS[(backend, VariantKind(kind))] = Variant(backend, VariantKind(kind), file, fn, package, fn.__module__)
+        return fn
+
+    return decorate
+
+
+def variants_of(backend: str, kinds: list[str]) -> list[Variant]:
+    """The registered variants of `backend` among `kinds`, in the order asked."""
+    return [VARIANTS[(backend, VariantKind(k))] for k in kinds if (backend, VariantKind(k)) in VARIANTS]
+
+
+def parse_variants(spec: str | list[str] | None) -> list[str]:
+    """`"int8,fp16"`, a list, `"none"` or None (the default set) → validated kind names.
+
+    Raises:
+        ConfigError: a name that is no variant kind.
+    """
+    if spec is None:
+        return [str(k) for k in DEFAULT_VARIANTS]
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    names = [n.strip() for n in names if n.strip() and n.strip() != "none"]
+    known = [str(k) for k in VariantKind]
+    for name in names:
+        if name not in known:
+            raise ConfigError(
+                f"Unknown variant {name!r}.",
+                f"Use some of: {', '.join(known)}, or none (--variants on the command line, variants= in Python).",
+            )
+    return list(dict.fromkeys(names))
+
+
+def parse_thresholds(items: list[str] | dict | None) -> dict[str, dict[str, float]]:
+    """`["int8.cosine_mean=0.995"]` → `{"int8": {"cosine_mean": 0.995}}` (overrides of the defaults).
+
+    Raises:
+        ConfigError: a malformed item, an unknown kind or figure, a value that is not a number.
+    """
+    if isinstance(items, dict):
+        items = [f"{kind}.{name}={value}" for kind, figures in items.items() for name, value in figures.items()]
+    overrides: dict[str, dict[str, float]] = {}
+    figures = sorted({name for thresholds in DEFAULT_THRESHOLDS.values() for name in thresholds})
+    for item in items or []:
+        key, _, value = item.partition("=")
+        kind, _, name = key.strip().partition(".")
+        try:
+            number = float(value)
+            VariantKind(kind)
+            if name not in figures:
+                raise ValueError(name)
+        except ValueError:
+            raise ConfigError(
+                f"Cannot read the quality threshold {item!r}.",
+                f"Write KIND.FIGURE=VALUE, KIND one of {', '.join(VariantKind)}, FIGURE one of {', '.join(figures)} "
+                "(e.g. --min-quality int8.cosine_mean=0.995).",
+            ) from None
+        overrides.setdefault(kind, {})[name] = number
+    return overrides
+
+
+def thresholds_for(kind: str, overrides: dict[str, dict[str, float]]) -> dict[str, float]:
+    return {**DEFAULT_THRESHOLDS[VariantKind(kind)], **overrides.get(kind, {})}
+
+
+# ── The built-in variants ────────────────────────────────────────────────────
+
+# An int8 graph may keep its most outlier-prone projections in float while it stays within this
+# share of the fp32 bytes (what sentence-transformers' own qint8 files weigh: ~25 %).
+INT8_BYTE_BUDGET = 0.30
+INT8_MAX_KEPT_IN_FLOAT = 2
+
+
+def _loadable(model, descriptors: Path, job: VariantJob) -> Path:
+    """A folder `ExportedModel.from_pretrained` loads, as it loads the fp32 export: `model`
+    saved the exporter's way (`model.onnx` + `model.onnx.data`) beside the descriptors of
+    `descriptors`. What is published is repacked from it by `package_onnx`."""
+    import shutil
+
+    import onnx_ir
+
+    folder = job.work_dir / "variant"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("export.json", "config.json"):
+        if (descriptors / name).exists():
+            shutil.copy(descriptors / name, folder / name)
+    onnx_ir.save(model, folder / "model.onnx", external_data="model.onnx.data")
+    return folder
+
+
+def package_onnx(folder: Path, out_dir: Path, file: str) -> list[Path]:
+    """The validated graph as the ecosystem's loaders read a variant: one self-contained `file`
+    under protobuf's 2 GB, else `file` with its weights in `<file>_data` (transformers.js and
+    optimum's naming). Returns the files written."""
+    import onnx_ir
+
+    model = _load_onnx(folder / "model.onnx")
+    weights = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
+    large = weights > 1.8e9
+    onnx_ir.save(model, out_dir / file, external_data=f"{file}_data" if large else None)
+    return [out_dir / file, *([out_dir / f"{file}_data"] if large else [])]
+
+
+def _load_onnx(path: Path):
+    import onnx_ir
+
+    model = onnx_ir.load(path)
+    onnx_ir.external_data.load_to_model(model)
+    return model
+
+
+@register_variant("onnx", VariantKind.OPTIMIZED, file="model_optimized.onnx", package=package_onnx)
+def _onnx_optimized(job: VariantJob) -> Path:
+    from transformers.exporters.onnxruntime_fusions import fuse_for_onnxruntime
+
+    model = _load_onnx(job.base_dir / "model.onnx")
+    fuse_for_onnxruntime(model, "cpu")
+    return _loadable(model, job.base_dir, job)
+
+
+@register_variant("onnx", VariantKind.FP16, file="model_fp16.onnx", package=package_onnx)
+def _onnx_fp16(job: VariantJob) -> Path:
+    import copy
+
+    import torch
+
+    # The exporter's own float16 program (its descriptors record the dtype the runner feeds).
+    exported = job.export(copy.deepcopy(job.model).to(torch.float16), job.sample, job.make_config())
+    exported.save_pretrained(job.work_dir / "exported")
+    model = _load_onnx(job.work_dir / "exported" / "model.onnx")
+    return _loadable(model, job.work_dir / "exported", job)
+
+
+@register_variant("onnx", VariantKind.INT8, file="model_quantized.onnx", package=package_onnx)
+def _onnx_int8(job: VariantJob) -> Path:
+    """ONNX Runtime dynamic quantization: per-channel uint8 weights, activations quantized at run
+    time. Dynamic per-tensor activation ranges are what hurts: a projection whose input has a few
+    huge values (the FFN output projections of BERT-like models) loses its bulk to rounding. A
+    sensitivity pass on the calibration inputs ranks projections by that outlier ratio and keeps
+    the worst in float, within `INT8_BYTE_BUDGET`."""
+    from onnxruntime.quantization import QuantType
+    from transformers.exporters import OnnxRuntimeDynamicConfig, OnnxRuntimeQuantizer
+    from transformers.exporters.configs import ExportFormat
+
+    def quantized(keep: list[str]):
+        config = OnnxRuntimeDynamicConfig(per_channel=True, weight_type=QuantType.QUInt8, nodes_to_exclude=keep or None)
+        return OnnxRuntimeQuantizer(config).quantize(_load_onnx(job.base_dir / "model.onnx"), job.sample, ExportFormat.ONNX)
+
+    everything = _loadable(quantized([]), job.base_dir, job)
+    keep = _outlier_projections(job, budget=INT8_BYTE_BUDGET * _onnx_bytes(job.base_dir) - _onnx_bytes(everything))
+    job.options["kept_in_float"] = keep
+    return _loadable(quantized(keep), job.base_dir, job) if keep else everything
+
+
+def _onnx_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in (folder / "model.onnx", folder / "model.onnx.data") if p.exists())
+
+
+def _outlier_projections(job: VariantJob, budget: float) -> list[str]:
+    """The MatMul/Gemm nodes with a weight whose input's max/mean |x| on the calibration inputs is
+    largest, while keeping their weights in float costs at most `budget` bytes more (and at most
+    `INT8_MAX_KEPT_IN_FLOAT` of them)."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    proto = onnx.load(str(job.base_dir / "model.onnx"))
+    weights = {i.name: int(np.prod(i.dims)) * 4 for i in proto.graph.initializer}
+    projections = [(n.name, n.input[0], weights[n.input[1]]) for n in proto.graph.node
+                   if n.op_type in ("MatMul", "Gemm") and len(n.input) > 1 and n.input[1] in weights]
+    if not projections or budget <= 0:
+        return []
+    for _, activation, _ in projections:  # expose each projection's input as an output of the probe
+        proto.graph.output.append(onnx.helper.make_empty_tensor_value_info(activation))
+    probe = job.work_dir / "probe" / "model.onnx"
+    probe.parent.mkdir(parents=True)
+    onnx.save(proto, str(probe), save_as_external_data=True, location="model.onnx_data")
+    session = ort.InferenceSession(str(probe))
+    names = [o.name for o in session.get_outputs()]
+    ratio = {name: 0.0 for name, _, _ in projections}
+    for sample in job.calibration:
+        feed = {i.name: np.asarray(sample[i.name]) for i in session.get_inputs() if i.name in sample}
+        outputs = dict(zip(names, session.run(None, feed)))
+        for name, activation, _ in projections:
+            x = np.abs(outputs[activation])
+            ratio[name] = max(ratio[name], float(x.max() / (x.mean() + 1e-12)))
+    kept: list[str] = []
+    for name, _, size in sorted(projections, key=lambda p: ratio[p[0]], reverse=True):
+        if len(kept) == INT8_MAX_KEPT_IN_FLOAT or 0.75 * size > budget:  # int8 weights: a quarter of fp32's
+            break
+        kept.append(name)
+        budget -= 0.75 * size
+    return kept
