@@ -496,6 +496,82 @@ def markdown_table(report: Report, columns: list[str]) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class VariantRow:
+    """One variant as every table shows it: each cell already formatted."""
+
+    backend: str
+    variant: str
+    status: Status
+    file: str
+    size: str
+    share: str
+    quality: str
+    speed: str
+    error: str
+
+    @property
+    def outcome(self) -> str:
+        return f"{self.status}: {self.error}" if self.error else str(self.status)
+
+
+VARIANT_HEADERS = {
+    "backend": "backend",
+    "variant": "variant",
+    "status": "status",
+    "outcome": "status",
+    "file": "file",
+    "size": "size",
+    "share": "of fp32",
+    "quality": "quality vs eager fp32",
+    "speed": "speed vs fp32",
+}
+
+
+def variant_rows(report: Report) -> list[VariantRow]:
+    """Every backend's variants, one `VariantRow` each, in the plan's order."""
+    return [
+        VariantRow(
+            backend=b.backend,
+            variant=v.kind,
+            status=v.status,
+            file=f"`{b.subfolder}/{v.file}`" if v.file else "-",
+            size=format_size(v.size),
+            share=f"{v.size_share:.0%}" if v.size_share is not None else "-",
+            quality=format_quality(v.quality),
+            speed=f"{v.speedup:.2f}×" if v.speedup is not None else "-",
+            error=one_line(v.error) if v.error else "",
+        )
+        for b in report.backends
+        for v in b.variants
+    ]
+
+
+def markdown_variant_table(report: Report, columns: list[str]) -> list[str]:
+    """`variant_rows(report)` as a Markdown table (card, PR); no lines when there is no variant."""
+    table = variant_rows(report)
+    if not table:
+        return []
+    lines = ["| " + " | ".join(VARIANT_HEADERS[c] for c in columns) + " |", "|" + "---|" * len(columns)]
+    for row in table:
+        lines.append("| " + " | ".join(str(getattr(row, c)).replace("|", "/") for c in columns) + " |")
+    return lines
+
+
+def format_quality(quality: dict) -> str:
+    """The figures a user judges a variant by: cosine for embeddings, top-1 agreement for heads."""
+    parts = []
+    if "cosine_mean" in quality:
+        parts.append(f"cosine mean {_num(quality['cosine_mean'], '.4f')}, min {_num(quality.get('cosine_min'), '.4f')}")
+    if "top1_agreement" in quality:
+        parts.append(f"top-1 agreement {_num(quality['top1_agreement'], '.1%')}")
+    return "; ".join(parts) or "-"
+
+
+def _num(value, spec: str) -> str:
+    return format(value, spec) if isinstance(value, (int, float)) else str(value)
+
+
 def format_size(n: int | None) -> str:
     """Bytes in decimal units, as the Hub shows file sizes: `-` for none."""
     if not n:

@@ -5,7 +5,7 @@ Precision is what users choose a file by: transformers.js picks `onnx/model_quan
 `dtype: 'q8'` and `model_fp16.onnx` for `'fp16'`; sentence-transformers ships int8 and fused
 graphs beside `model.onnx`. A variant is derived from the backend's validated fp32 export, in the
 same worker, with the tools `transformers.exporters` ships (ONNX Runtime's quantizer through
-`OnnxRuntimeQuantizer`, the ORT fusions through `fuse_for_onnxruntime`, the exporter itself for a
+`OnnxRuntimeQuantizer`, the ORT fusions through `OnnxConfig(ort_fusions=...)`, the exporter itself for a
 float16 program); hfexport adds the choice of what to keep in float (a sensitivity pass), the
 quality check against eager fp32 and the packaging. Adding one is "write a function and decorate
 it":
@@ -61,6 +61,7 @@ class VariantJob:
     work_dir: Path  # an empty folder: write the variant's loadable folder here
     make_config: Callable[[], Any]  # the backend's export config, as the fp32 program had it
     export: Callable[[Any, dict, Any], Any]  # exporter.export(model, sample, config)
+    # Out: `kept_in_float` (node names), `float_inputs` (the dtype its float inputs take, e.g. "float16").
     options: dict = field(default_factory=dict)
 
 
@@ -197,11 +198,13 @@ def _load_onnx(path: Path):
 
 @register_variant("onnx", VariantKind.OPTIMIZED, file="model_optimized.onnx", package=package_onnx)
 def _onnx_optimized(job: VariantJob) -> Path:
-    from transformers.exporters.onnxruntime_fusions import fuse_for_onnxruntime
+    """The exporter's own fusion into ONNX Runtime's CPU ops (`OnnxConfig(ort_fusions="cpu")`),
+    on the program as it is converted: fusing a graph read back from disk trips onnx_ir's passes."""
+    import dataclasses
 
-    model = _load_onnx(job.base_dir / "model.onnx")
-    fuse_for_onnxruntime(model, "cpu")
-    return _loadable(model, job.base_dir, job)
+    exported = job.export(job.model, job.sample, dataclasses.replace(job.make_config(), ort_fusions="cpu"))
+    exported.save_pretrained(job.work_dir / "exported")
+    return _loadable(_load_onnx(job.work_dir / "exported" / "model.onnx"), job.work_dir / "exported", job)
 
 
 @register_variant("onnx", VariantKind.FP16, file="model_fp16.onnx", package=package_onnx)
@@ -210,8 +213,10 @@ def _onnx_fp16(job: VariantJob) -> Path:
 
     import torch
 
-    # The exporter's own float16 program (its descriptors record the dtype the runner feeds).
-    exported = job.export(copy.deepcopy(job.model).to(torch.float16), job.sample, job.make_config())
+    # The exporter's own float16 program: float inputs (pixels, audio) are float16 too, as users feed them.
+    sample = {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in job.sample.items()}
+    job.options["float_inputs"] = "float16"
+    exported = job.export(copy.deepcopy(job.model).to(torch.float16), sample, job.make_config())
     exported.save_pretrained(job.work_dir / "exported")
     model = _load_onnx(job.work_dir / "exported" / "model.onnx")
     return _loadable(model, job.work_dir / "exported", job)

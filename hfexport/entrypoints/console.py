@@ -13,12 +13,13 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import HfExportError
-from ..report import HEADERS, REPORT_FILE, Report, Status, rows
+from ..report import HEADERS, REPORT_FILE, VARIANT_HEADERS, Report, Status, rows, variant_rows
 
 err = Console(stderr=True)
 
 # The CLI table's columns (Row attributes); numbers are right-aligned.
 CLI_COLUMNS = ["backend", "status", "components", "size", "max_abs_diff", "export_seconds", "peak_rss"]
+VARIANT_COLUMNS = ["backend", "variant", "status", "file", "size", "share", "quality", "speed"]
 _RIGHT = {"size", "max_abs_diff", "export_seconds", "peak_rss"}
 
 
@@ -60,8 +61,21 @@ def print_report(report: Report) -> None:
         cells[CLI_COLUMNS.index("status")] = f"{badge(row.status)} {row.status}"
         table.add_row(*cells)
     err.print(table)
+    variants = variant_rows(report)
+    if variants:
+        table = Table(title="variants (quality against eager fp32; a failed one is not kept)")
+        for column in VARIANT_COLUMNS:
+            table.add_column(VARIANT_HEADERS[column], justify="right" if column in ("size", "share", "speed") else "left")
+        for row in variants:
+            cells = [getattr(row, c).replace("`", "") if isinstance(getattr(row, c), str) else getattr(row, c) for c in VARIANT_COLUMNS]
+            cells[VARIANT_COLUMNS.index("status")] = f"{badge(row.status)} {row.status}"
+            table.add_row(*cells)
+        err.print(table)
     for b in report.backends:
         if b.error:
             err.print(f"[bold]{b.backend}[/] {b.status}: {b.error}", highlight=False)
+        for v in b.variants:
+            if v.error:
+                err.print(f"[bold]{b.backend} {v.kind}[/] {v.status}: {v.error}", highlight=False)
     if report.out_dir:
         err.print(f"report: {Path(report.out_dir) / REPORT_FILE}")

@@ -12,7 +12,7 @@ import re
 import yaml
 
 from ..backends import get_backend
-from ..report import Report, markdown_table
+from ..report import Report, markdown_table, markdown_variant_table
 
 START = "<!-- hfexport:start -->"
 END = "<!-- hfexport:end -->"
@@ -79,6 +79,15 @@ def render_section(repo_id: str, report: Report, notes: list[str] | tuple[str, .
     ]
     if notes:
         lines += ["", *(f"- {note}" for note in notes)]
+    variants = markdown_variant_table(report, ["backend", "variant", "file", "size", "share", "quality", "speed", "outcome"])
+    if variants:
+        lines += [
+            "", "### Variants", "",
+            "Smaller or faster files beside an export, derived from it and compared with the original model in "
+            "float32 on inputs of another shape than any trace or calibration; speed is against the float32 file "
+            "on the same runtime. A variant below its quality thresholds is listed but not published.",
+            "", *variants,
+        ]
     if any(b.validation is not None and b.validation.tokens_equal for b in report.succeeded):
         new_tokens = report.plan.validation.new_tokens
         lines += ["", f"Generation: the exported components reproduce eager `generate()` token for token ({new_tokens} new tokens, greedy)."]
@@ -90,6 +99,7 @@ def render_section(repo_id: str, report: Report, notes: list[str] | tuple[str, .
     lines += ["", "### How to load", ""]
     for b in report.succeeded:
         lines += _snippet(repo_id, b.backend, b.subfolder, b.components, report.plan.trust_remote_code)
+        lines += _variant_snippet(repo_id, b)
     lines.append(END)
     return "\n".join(lines)
 
@@ -108,3 +118,23 @@ def _snippet(repo_id: str, backend: str, subfolder: str, components: list[str], 
         "```",
         "",
     ]
+
+
+# transformers.js picks an ONNX file by `dtype`: these are the names it reads for ours.
+_JS_DTYPE = {"model_quantized.onnx": "q8", "model_fp16.onnx": "fp16"}
+
+
+def _variant_snippet(repo_id: str, b) -> list[str]:
+    published = [v for v in b.variants if v.ok and v.file]
+    if not published:
+        return []
+    spec = get_backend(b.backend)
+    lines = [f"Variants of **{b.backend}**, each one file:", ""]
+    for v in published:
+        js = f" — transformers.js: `dtype: '{_JS_DTYPE[v.file]}'`" if v.file in _JS_DTYPE else ""
+        lines.append(f"- `{b.subfolder}/{v.file}` ({v.kind}){js}")
+    first = published[0]
+    if spec.snippet is not None:
+        stem = first.file.rsplit(".", 1)[0]
+        lines += ["", "```python", "from huggingface_hub import hf_hub_download", *spec.snippet(repo_id, b.subfolder, stem), "```"]
+    return [*lines, ""]

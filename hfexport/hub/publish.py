@@ -54,7 +54,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AuthError
-from ..report import REPORT_FILE, BackendResult, PublishAction, PublishResult, Report, Status, markdown_table
+from ..report import (
+    REPORT_FILE,
+    BackendResult,
+    PublishAction,
+    PublishResult,
+    Report,
+    Status,
+    markdown_table,
+    markdown_variant_table,
+)
 from ..versions import installed
 from .card import START, opted_out, render_card
 from .retry import retry
@@ -514,6 +523,9 @@ def _description(published: Report, notes: tuple[str, ...], hidden: str) -> str:
         "",
         *markdown_table(published, ["backend", "outcome", "source", "max_abs_diff", "folder", "files"]),
         *(["", *(f"- {note}" for note in notes)] if notes else []),
+        *(["", "Variants (judged against the original model in float32; a failed one is not in this PR):", "", *variants]
+          if (variants := markdown_variant_table(published, ["backend", "variant", "file", "share", "quality", "speed", "outcome"]))
+          else []),
         "",
         "The model card gains an *Exports* section (how to load each one) and format tags. hfexport only "
         "ever changes the files its own report lists.",

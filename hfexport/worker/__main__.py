@@ -245,10 +245,12 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
                 folder = variant.make(job)
                 outcome.kept_in_float = list(job.options.get("kept_in_float", []))
                 candidate = ExportedModel.from_pretrained(folder, device=backend.runner_device)
+                dtype = job.options.get("float_inputs")  # a float16 program takes float16 pixels/audio
+                feed = {k: v.to(getattr(torch, dtype)) if dtype and v.is_floating_point() else v for k, v in other.items()}
                 with torch.inference_mode():
-                    figures = quality_figures(plan.task, reference, candidate(**other), other)
+                    figures = quality_figures(plan.task, reference, candidate(**feed), other)
                 outcome.quality = {k: round(v, 6) if math.isfinite(v) else str(v) for k, v in figures.items()}
-                outcome.speedup = round(paired_speedup(loaded, candidate, other), 3)
+                outcome.speedup = round(paired_speedup(loaded, candidate, other, feed), 3)
                 packed = variant.package(folder, Path(work), variant.file)
                 outcome.size = sum(p.stat().st_size for p in packed)
                 outcome.size_share = round(outcome.size / base_bytes, 4) if base_bytes else None

@@ -1,0 +1,134 @@
+"""Variants: smaller and faster files derived from an export, judged against the eager fp32 model
+by what their users care about, and published only when they pass."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+from conftest import run_cli
+import tiny_models
+
+
+def test_a_variant_below_its_threshold_is_reported_and_left_out_of_the_pr(hub, workspace, tmp_path):
+    """The real MiniLM pushed with int8 and fp16 variants, the int8 one held to a cosine it cannot
+    reach (a user who wants near-lossless files): the fp16 file is published beside the fp32 one,
+    the int8 file is not; the report and the card say why, with size, quality and speed per variant;
+    and the published fp16 file alone, fetched into a fresh cache, runs in ONNX Runtime and matches
+    eager fp32."""
+    from huggingface_hub import HfApi
+
+    owner, bot = hub.add_user("variants-owner"), hub.add_user("variants-bot")
+    api = HfApi(endpoint=hub.url, token=owner)
+    api.create_repo("variants-owner/minilm")
+    api.upload_folder(repo_id="variants-owner/minilm", folder_path=tiny_models.minilm_folder())
+
+    result = run_cli(
+        "push", "variants-owner/minilm", "--backends", "onnx", "--variants", "int8,fp16",
+        "--min-quality", "int8.cosine_min=0.99999", "--json", env={"HF_TOKEN": bot}, timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    outcome = json.loads(result.stdout)
+    onnx = outcome["report"]["backends"][0]
+    variants = {v["kind"]: v for v in onnx["variants"]}
+    assert variants["fp16"]["status"] == "ok" and variants["fp16"]["file"] == "model_fp16.onnx"
+    assert variants["fp16"]["quality"]["cosine_min"] >= 0.99
+    assert 0.4 < variants["fp16"]["size_share"] < 0.6 and variants["fp16"]["speedup"] > 0
+    int8 = variants["int8"]
+    assert int8["status"] == "failed" and int8["file"] is None
+    assert int8["quality"]["cosine_min"] < 0.99999 and "cosine_min" in int8["error"] and "not published" in int8["error"]
+    assert int8["size_share"] <= 0.30  # it was built and measured: only the threshold kept it out
+    assert "onnx/model_fp16.onnx" in outcome["files"] and "onnx/model_quantized.onnx" not in outcome["files"]
+
+    pr = f"refs/pr/{outcome['pr_num']}"
+    files = set(api.list_repo_files("variants-owner/minilm", revision=pr))
+    assert "onnx/model_fp16.onnx" in files and "onnx/model_quantized.onnx" not in files
+    card = open(api.hf_hub_download("variants-owner/minilm", "README.md", revision=pr)).read()
+    assert "### Variants" in card
+    fp16_row = next(line for line in card.splitlines() if line.startswith("| onnx | fp16 |"))
+    int8_row = next(line for line in card.splitlines() if line.startswith("| onnx | int8 |"))
+    assert "`onnx/model_fp16.onnx`" in fp16_row and "cosine mean" in fp16_row and "×" in fp16_row and "| ok |" in fp16_row
+    assert "failed: below its quality thresholds" in int8_row and "%" in int8_row
+    assert "transformers.js: `dtype: 'fp16'`" in card
+
+    # The fp16 file alone, as a user fetches it: one file, no token, a fresh cache.
+    script = f"""
+import numpy as np, onnxruntime as ort, torch
+from huggingface_hub import hf_hub_download
+from transformers import AutoModel, AutoTokenizer
+path = hf_hub_download("variants-owner/minilm", "onnx/model_fp16.onnx", revision="{pr}")
+folder = {str(tiny_models.minilm_folder())!r}
+tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
+batch = tokenizer(["A sentence the variant never saw.", "Short."], padding=True, return_tensors="np")
+session = ort.InferenceSession(path)
+got = session.run(["last_hidden_state"], {{i.name: batch[i.name] for i in session.get_inputs()}})[0].astype(np.float32)
+with torch.no_grad():
+    want = model(**{{k: torch.tensor(v) for k, v in batch.items()}}).last_hidden_state.numpy()
+mask = batch["attention_mask"].astype(bool)
+a, b = want[mask], got[mask]
+print(float(((a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)).min()))
+"""
+    env = {k: v for k, v in os.environ.items() if "TOKEN" not in k}
+    env.update(HF_HOME=str(tmp_path / "fresh-hf-home"), HF_ENDPOINT=hub.url)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert float(run.stdout.strip().splitlines()[-1]) >= 0.999
+
+
+def test_a_classifier_variant_is_judged_by_top1_agreement(workspace, tmp_path):
+    """An image classifier's variants are judged by top-1 agreement with eager fp32 (float16 pixels
+    for the fp16 graph, as its users feed it); a variant's file exists exactly when it passed, and a
+    variant that fails to build fails alone: the fp32 export and the other variants stand."""
+    folder = tiny_models.vit(workspace / "model-vit-variants")
+    out = tmp_path / "out"
+    result = run_cli("export", str(folder), "--backends", "onnx", "--variants", "int8,fp16,optimized",
+                     "--out", str(out), "--json", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    onnx = json.loads(result.stdout)["backends"][0]
+    assert onnx["status"] == "ok"
+    variants = {v["kind"]: v for v in onnx["variants"]}
+    assert list(variants) == ["int8", "fp16", "optimized"]
+    names = {"int8": "model_quantized.onnx", "fp16": "model_fp16.onnx", "optimized": "model_optimized.onnx"}
+    for kind, variant in variants.items():
+        quality, thresholds = variant["quality"], variant["thresholds"]
+        if quality:
+            assert "top1_agreement" in quality and "cosine_mean" not in quality, variant
+            assert (variant["status"] == "ok") == (quality["top1_agreement"] >= thresholds["top1_agreement"]), variant
+        else:  # it could not be built or run: reported with the cause
+            assert variant["status"] == "failed" and variant["error"], variant
+        assert (out / "onnx" / names[kind]).exists() == (variant["status"] == "ok")
+    assert variants["int8"]["quality"] and variants["fp16"]["quality"]
+    assert variants["fp16"]["status"] == "ok" and variants["fp16"]["quality"]["top1_agreement"] == 1.0
+
+
+def test_quality_figures_leave_padding_out_and_count_heads_per_token():
+    """The figures themselves: cosine over real tokens only (a wrecked padded position does not
+    count), top-1 agreement per real token for a token-level head."""
+    from transformers.modeling_outputs import BaseModelOutput, TokenClassifierOutput
+
+    from hfexport.worker.validate import quality_figures
+
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    hidden = torch.randn(2, 4, 8, generator=torch.Generator().manual_seed(0))
+    wrecked = hidden.clone()
+    wrecked[0, 3] = -wrecked[0, 3]  # a padded position: ignored
+    same = quality_figures("feature-extraction", BaseModelOutput(hidden), {"last_hidden_state": wrecked},
+                           {"attention_mask": mask})
+    assert same["cosine_mean"] > 0.9999 and same["cosine_min"] > 0.9999
+    wrecked[1, 0] = -wrecked[1, 0]  # a real token: counted
+    worse = quality_figures("feature-extraction", BaseModelOutput(hidden), {"last_hidden_state": wrecked},
+                            {"attention_mask": mask})
+    assert worse["cosine_min"] < -0.99 and worse["cosine_mean"] < 0.7
+
+    logits = torch.zeros(2, 4, 3)
+    logits[..., 0] = 1.0
+    other = logits.clone()
+    other[0, 1, 2] = 5.0  # one real token disagrees out of five
+    other[1, 3, 1] = 5.0  # padding: ignored
+    figures = quality_figures("token-classification", TokenClassifierOutput(logits=logits), {"logits": other},
+                              {"attention_mask": mask})
+    assert abs(figures["top1_agreement"] - 0.8) < 1e-6 and figures["max_abs_diff"] == 5.0
