@@ -282,3 +282,29 @@ def _outlier_projections(job: VariantJob, budget: float) -> list[str]:
         kept.append(name)
         budget -= 0.75 * size
     return kept
+
+
+def package_pte(folder: Path, out_dir: Path, file: str) -> list[Path]:
+    """The validated `.pte` program under its published name (one file: nothing to repack)."""
+    import shutil
+
+    shutil.copy(folder / "model.pte", out_dir / file)
+    return [out_dir / file]
+
+
+@register_variant("executorch", VariantKind.INT8, file="model_int8.pte", package=package_pte)
+def _executorch_int8(job: VariantJob) -> Path:
+    """XNNPACK's own PT2E quantizer through the exporter (`PT2EQuantizer`): per-channel int8 weights,
+    int8 activations quantized at run time — XNNPACK's dynamically quantized linear kernels."""
+    import dataclasses
+
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from transformers.exporters import PT2EQuantizer
+
+    xnnpack = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True))
+    config = dataclasses.replace(job.make_config(), quantizer=PT2EQuantizer(xnnpack, calibration_dataset=job.calibration))
+    job.export(job.model, job.sample, config).save_pretrained(job.work_dir / "variant")
+    return job.work_dir / "variant"

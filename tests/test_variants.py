@@ -80,29 +80,37 @@ print(float(((a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, ax
 
 
 def test_a_classifier_variant_is_judged_by_top1_agreement(workspace, tmp_path):
-    """An image classifier's variants are judged by top-1 agreement with eager fp32 (float16 pixels
-    for the fp16 graph, as its users feed it); a variant's file exists exactly when it passed, and a
-    variant that fails to build fails alone: the fp32 export and the other variants stand."""
+    """An image classifier's variants, ONNX and ExecuTorch, are judged by top-1 agreement with eager
+    fp32 (float16 pixels for the fp16 graph, as its users feed it); a variant's file exists exactly
+    when it passed, and a variant that fails to build fails alone: the fp32 export and the other
+    variants stand."""
     folder = tiny_models.vit(workspace / "model-vit-variants")
     out = tmp_path / "out"
-    result = run_cli("export", str(folder), "--backends", "onnx", "--variants", "int8,fp16,optimized",
+    result = run_cli("export", str(folder), "--backends", "onnx,executorch", "--variants", "int8,fp16,optimized",
                      "--out", str(out), "--json", timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
-    onnx = json.loads(result.stdout)["backends"][0]
-    assert onnx["status"] == "ok"
-    variants = {v["kind"]: v for v in onnx["variants"]}
-    assert list(variants) == ["int8", "fp16", "optimized"]
-    names = {"int8": "model_quantized.onnx", "fp16": "model_fp16.onnx", "optimized": "model_optimized.onnx"}
-    for kind, variant in variants.items():
-        quality, thresholds = variant["quality"], variant["thresholds"]
-        if quality:
-            assert "top1_agreement" in quality and "cosine_mean" not in quality, variant
-            assert (variant["status"] == "ok") == (quality["top1_agreement"] >= thresholds["top1_agreement"]), variant
-        else:  # it could not be built or run: reported with the cause
-            assert variant["status"] == "failed" and variant["error"], variant
-        assert (out / "onnx" / names[kind]).exists() == (variant["status"] == "ok")
-    assert variants["int8"]["quality"] and variants["fp16"]["quality"]
-    assert variants["fp16"]["status"] == "ok" and variants["fp16"]["quality"]["top1_agreement"] == 1.0
+    backends = {b["backend"]: b for b in json.loads(result.stdout)["backends"]}
+    names = {
+        ("onnx", "int8"): "onnx/model_quantized.onnx", ("onnx", "fp16"): "onnx/model_fp16.onnx",
+        ("onnx", "optimized"): "onnx/model_optimized.onnx", ("executorch", "int8"): "executorch/xnnpack/model_int8.pte",
+    }
+    # Each backend lists the variants it offers, in the order asked.
+    assert [v["kind"] for v in backends["onnx"]["variants"]] == ["int8", "fp16", "optimized"]
+    assert [v["kind"] for v in backends["executorch"]["variants"]] == ["int8"]
+    for name, backend in backends.items():
+        assert backend["status"] == "ok"
+        for variant in backend["variants"]:
+            quality, thresholds = variant["quality"], variant["thresholds"]
+            if quality:
+                assert "top1_agreement" in quality and "cosine_mean" not in quality, variant
+                assert (variant["status"] == "ok") == (quality["top1_agreement"] >= thresholds["top1_agreement"]), variant
+            else:  # it could not be built or run: reported with the cause
+                assert variant["status"] == "failed" and variant["error"], variant
+            assert (out / names[name, variant["kind"]]).exists() == (variant["status"] == "ok")
+    onnx = {v["kind"]: v for v in backends["onnx"]["variants"]}
+    assert onnx["int8"]["quality"] and onnx["fp16"]["status"] == "ok" and onnx["fp16"]["quality"]["top1_agreement"] == 1.0
+    pte = backends["executorch"]["variants"][0]
+    assert pte["status"] == "ok" and pte["size_share"] < 1 and pte["file"] == "model_int8.pte"
 
 
 def test_quality_figures_leave_padding_out_and_count_heads_per_token():
