@@ -66,6 +66,10 @@ def main() -> int:
     ]
     if _input("revision"):
         command += ["--revision", _input("revision")]
+    if _input("variants"):
+        command += ["--variants", _input("variants")]
+    for threshold in _input("min-quality").split():
+        command += ["--min-quality", threshold]
     if _flag("dry-run", False):
         command.append("--dry-run")
     if _flag("force", False):

@@ -91,6 +91,17 @@ def test_action_reports_bad_input_as_an_error(tmp_path):
     assert outputs["status"] == "error"
 
 
+@pytest.mark.parametrize(
+    ("inputs", "said"),
+    [({"variants": "int4"}, "Unknown variant 'int4'"), ({"min-quality": "int8.cosine=1"}, "Cannot read the quality threshold")],
+)
+def test_action_refuses_bad_variant_inputs_before_touching_the_hub(tmp_path, inputs, said):
+    process, outputs, _ = _run_action(tmp_path, {"repo-id": "nobody-here/none", "hf-token": "hf_x", **inputs},
+                                      extra_env={"HF_ENDPOINT": "http://127.0.0.1:9"})  # no Hub there
+    assert process.returncode == 2, process.stderr[-2000:]
+    assert said in process.stderr and "fix:" in process.stderr and outputs["status"] == "error"
+
+
 @pytest.mark.parametrize("repo_id", ["--help", "/etc", "../../x"])
 def test_action_reads_a_hostile_repo_input_as_a_repo_id_and_refuses_it(tmp_path, repo_id):
     process, outputs, _ = _run_action(tmp_path, {"repo-id": repo_id, "hf-token": "hf_x"})

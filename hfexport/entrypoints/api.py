@@ -139,6 +139,8 @@ def push(
     from ..hub.publish import PublishConflict, apply, decide, read_state
 
     names = parse_backends(backends)
+    if variants is not None or min_quality:  # the caller's own choices are checked before any Hub call
+        _variants_request(variants or "none", min_quality)
     resolved = resolve(repo_id, revision=revision, token=token, hub_only=True)
     api = HfApi(token=token)
     state = read_state(api, repo_id, resolved.sha, log=log)
