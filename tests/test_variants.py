@@ -140,3 +140,22 @@ def test_quality_figures_leave_padding_out_and_count_heads_per_token():
     figures = quality_figures("token-classification", TokenClassifierOutput(logits=logits), {"logits": other},
                               {"attention_mask": mask})
     assert abs(figures["top1_agreement"] - 0.8) < 1e-6 and figures["max_abs_diff"] == 5.0
+
+
+def test_variant_names_choose_kinds_for_every_backend_or_one_backend():
+    """`int8` asks every backend that offers int8; `onnx:int8` only ONNX; unknown names are bad input
+    naming what exists; the default is the ONNX int8 graph."""
+    import pytest
+
+    from hfexport.errors import ConfigError
+    from hfexport.variants import parse_variants, variants_of
+
+    assert parse_variants(None) == ["onnx:int8"]
+    assert parse_variants("none") == [] and parse_variants("int8, fp16,int8") == ["int8", "fp16"]
+    assert [v.file for v in variants_of("onnx", ["int8", "fp16"])] == ["model_quantized.onnx", "model_fp16.onnx"]
+    assert [v.file for v in variants_of("executorch", ["int8", "fp16"])] == ["model_int8.pte"]
+    assert variants_of("executorch", ["onnx:int8"]) == [] and variants_of("dynamo", ["int8"]) == []
+    for bad in ("int4", "dynamo:int8", "onnx:int3"):
+        with pytest.raises(ConfigError) as refused:
+            parse_variants(bad)
+        assert f"Unknown variant {bad!r}" in refused.value.args[0] and "onnx:int8" in str(refused.value.fix)

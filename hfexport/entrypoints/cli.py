@@ -63,7 +63,7 @@ def export(
     token: Annotated[Optional[str], typer.Option(help="Hub token [default: $HF_TOKEN or the saved login].", show_default=False)] = None,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per backend before it is stopped.")] = 1800,
     jobs: Annotated[Optional[int], typer.Option(help="Backends exported at once [default: $HFEXPORT_JOBS or 1].", show_default=False)] = None,
-    variants: Annotated[Optional[str], typer.Option(help="Smaller/faster files derived from each backend that offers them: int8, fp16, optimized, or none. Each is judged against eager fp32 and published only if it passes [default: $HFEXPORT_VARIANTS or int8].", show_default=False)] = None,
+    variants: Annotated[Optional[str], typer.Option(help="Smaller/faster files derived from the fp32 exports: int8, fp16, optimized (every backend offering it), backend:kind (onnx:int8), or none. Each is judged against eager fp32 and kept only if it passes [default: $HFEXPORT_VARIANTS or onnx:int8].", show_default=False)] = None,
     min_quality: Annotated[Optional[list[str]], typer.Option(help="Override a variant's quality threshold, KIND.FIGURE=VALUE (repeatable), e.g. int8.cosine_mean=0.995.", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
 ) -> None:
@@ -151,7 +151,7 @@ def push(
     allow_pickle: Annotated[bool, typer.Option(help="Accept pickled weights.")] = False,
     trust_remote_code: Annotated[bool, typer.Option(help="Run model code from the repo.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per backend.")] = 1800,
-    variants: Annotated[Optional[str], typer.Option(help="Smaller/faster files derived from each backend that offers them: int8, fp16, optimized, or none. Each is judged against eager fp32 and published only if it passes [default: the repo's .hfexport.yaml `variants:`, else $HFEXPORT_VARIANTS or int8].", show_default=False)] = None,
+    variants: Annotated[Optional[str], typer.Option(help="Smaller/faster files derived from each backend that offers them: int8, fp16, optimized, or none. Each is judged against eager fp32 and published only if it passes [default: the repo's .hfexport.yaml `variants:`, else $HFEXPORT_VARIANTS or onnx:int8].", show_default=False)] = None,
     min_quality: Annotated[Optional[list[str]], typer.Option(help="Override a variant's quality threshold, KIND.FIGURE=VALUE (repeatable), e.g. int8.cosine_mean=0.995.", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome and report as JSON on stdout.")] = False,
 ) -> None:

