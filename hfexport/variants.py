@@ -236,8 +236,9 @@ def _onnx_fp16(job: VariantJob) -> Path:
 
 @register_variant("onnx", VariantKind.INT8, file="model_quantized.onnx", package=package_onnx)
 def _onnx_int8(job: VariantJob) -> Path:
-    """ONNX Runtime dynamic quantization: per-channel uint8 weights, activations quantized at run
-    time. Dynamic per-tensor activation ranges are what hurts: a projection whose input has a few
+    """ONNX Runtime dynamic quantization: per-channel symmetric int8 weights (the kernels' fast path;
+    on MiniLM uint8 weights scored 0.001 more cosine and ran 7 % slower), activations quantized at
+    run time. Dynamic per-tensor activation ranges are what hurts: a projection whose input has a few
     huge values (the FFN output projections of BERT-like models) loses its bulk to rounding. A
     sensitivity pass on the calibration inputs ranks projections by that outlier ratio and keeps
     the worst in float, within `INT8_BYTE_BUDGET`."""
@@ -246,7 +247,7 @@ def _onnx_int8(job: VariantJob) -> Path:
     from transformers.exporters.configs import ExportFormat
 
     def quantized(keep: list[str]):
-        config = OnnxRuntimeDynamicConfig(per_channel=True, weight_type=QuantType.QUInt8, nodes_to_exclude=keep or None)
+        config = OnnxRuntimeDynamicConfig(per_channel=True, weight_type=QuantType.QInt8, nodes_to_exclude=keep or None)
         return OnnxRuntimeQuantizer(config).quantize(_load_onnx(job.base_dir / "model.onnx"), job.sample, ExportFormat.ONNX)
 
     everything = _loadable(quantized([]), job.base_dir, job)

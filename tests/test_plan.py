@@ -17,7 +17,7 @@ def test_plans_follow_the_architecture(tmp_path):
     assert (bert.task, bert.mode, bert.components, bert.modality) == ("feature-extraction", "single", ["model"], "text")
     assert bert.dynamic_axes["input_ids"] == {"0": ["batch", 1, 64], "1": ["sequence", 1, 128]}
     llama = make_plan(tiny_models.llama(tmp_path / "llama"), ["onnx"])
-    assert (llama.task, llama.mode, llama.components) == ("text-generation-with-past", "generation", ["prefill", "decode"])
+    assert (llama.task, llama.mode, llama.components) == ("text-generation-with-past", "generation", ["decode"])
     single = make_plan(tmp_path / "llama", ["onnx"], task="text-generation")
     assert (single.mode, single.components) == ("single", ["model"])
     t5 = make_plan(tiny_models.t5(tmp_path / "t5"), ["onnx"])

@@ -4,9 +4,12 @@ The plan is a small JSON-able contract: the export stage hands it to each isolat
 the report records it, and publishing hashes it (`ExportPlan.digest`) to recognise its own PRs.
 
 Decisions taken here, and why:
-- single graph vs generation split: a model that can `generate()` is split into `prefill` and
-  `decode` (plus an `encoder` for encoder-decoders, which `export_for_generation` leaves out);
-  the rest export as one graph.
+- single graph vs generation split: a decoder-only model that can `generate()` is exported as ONE
+  `decode` component that takes any number of new tokens (the exporter's multi-token decode):
+  the prompt on an empty cache, then each step — so its weights are stored once, not once per
+  component. Encoder-decoders are split into `encoder`, `prefill` and `decode` (the encoder is
+  what `export_for_generation` leaves out; their decode step reads the cross-attention cache that
+  prefill fills, so it cannot start from an empty one). The rest export as one graph.
 - sample shapes: batch >= 2 and sequence >= 2, padded, and a 3-token decoder prompt, because
   torch.export specialises any axis traced at size 1 (see docs/design.md, "batch-1 trap").
 - validation shapes: a different batch, sequence and prompt length from the sample, so a graph
@@ -44,7 +47,7 @@ TASKS: dict[str, Task] = {
         Task("image-classification", "AutoModelForImageClassification", "single"),
         # Causal LM logits as one graph, no cache.
         Task("text-generation", "AutoModelForCausalLM", "single"),
-        # Split for generation: prefill + decode with a KV cache (+ encoder for encoder-decoders).
+        # Generation with a KV cache: one decoder (encoder + prefill + decode for encoder-decoders).
         Task("text-generation-with-past", "AutoModelForCausalLM", "generation"),
         Task("text2text-generation-with-past", "AutoModelForSeq2SeqLM", "generation"),
         Task("automatic-speech-recognition-with-past", "AutoModelForSpeechSeq2Seq", "generation"),
@@ -123,7 +126,7 @@ def make_plan(
     modality = _modality(model_class)
     is_enc_dec = bool(getattr(config, "is_encoder_decoder", False))
     if mode == "generation":
-        components = (["encoder"] if is_enc_dec else []) + ["prefill", "decode"]
+        components = ["encoder", "prefill", "decode"] if is_enc_dec else ["decode"]
     else:
         components = ["model"]
 

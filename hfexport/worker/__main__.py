@@ -96,6 +96,7 @@ def run_job(job: dict, backend, result, stage) -> None:
     import transformers
     from torch.export import Dim
     from transformers.exporters import AutoHfExporter, ExportedModel
+    from transformers.exporters.utils import decompose_for_generation
 
     from ..report import ArtifactFile, ExportPlan, Status, Validation
     from ..versions import runtime_versions
@@ -144,6 +145,16 @@ def run_job(job: dict, backend, result, stage) -> None:
     with torch.no_grad():
         if plan.mode == "single":
             exported = exporter.export(model, sample, backend.make_config(dynamic_shapes_for(sample)))
+        elif plan.components == ["decode"]:
+            # Weights once: the exporter's multi-token decode takes the prompt on an empty cache as well
+            # as each new token, so this one program is the whole decoder (no prefill copy of the weights).
+            stages = decompose_for_generation(
+                model, dict(sample), generation_config=model.generation_config, multi_token_decode=True
+            )
+            decoder, decoder_inputs = stages["decode"]
+            exported = exporter.export(decoder, decoder_inputs, backend.make_config(None))
+            exported.components = {"decode": exported.components["model"]}
+            exported.generation_config = model.generation_config
         else:
             generate_inputs = dict(sample)
             exported = exporter.export_for_generation(

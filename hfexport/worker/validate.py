@@ -84,6 +84,22 @@ def fresh_cache(config, is_encoder_decoder: bool):
     return DynamicCache(config=config)
 
 
+def empty_cache(config, batch: int, dtype: torch.dtype = torch.float32):
+    """A cache whose every layer holds zero positions: what a decoder program traced on a filled
+    cache takes for the prompt (its inputs are the layers' tensors, so they must exist)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=config)
+    text = config.get_text_config()
+    heads = text.num_attention_heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    for index in range(len(cache.layers)):
+        empty = torch.zeros(batch, kv_heads, 0, head_dim, dtype=dtype)
+        cache.update(empty, empty.clone(), index)
+    return cache
+
+
 def _positions(mask: torch.Tensor) -> torch.Tensor:
     """Position ids as `generate()` derives them from a left-padded mask."""
     positions = mask.long().cumsum(-1) - 1
@@ -107,7 +123,8 @@ def greedy_loop(
     new_tokens: int,
     suppress: list[int],
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Greedy decoding over components: `encoder` (encoder-decoders), `prefill`, then `decode`.
+    """Greedy decoding over components: `encoder` (encoder-decoders), `prefill` (or, for one
+    decoder, `decode` on an empty cache), then `decode`.
 
     Args:
         run: `run(component, **kwargs)` — an exported runner or the eager model, same interface.
@@ -151,13 +168,15 @@ def greedy_loop(
     else:
         mask = prompt["attention_mask"]
         ids = prompt["input_ids"]
+        # One decoder (weights once): the prompt goes through `decode` on an empty cache.
+        merged = "prefill" not in traced
         output = call(
-            "prefill",
+            "decode" if merged else "prefill",
             input_ids=ids,
             attention_mask=mask,
             position_ids=_positions(mask),
             cache_position=torch.arange(ids.shape[1]),
-            cache=fresh_cache(config, False),
+            cache=empty_cache(config, ids.shape[0]) if merged else fresh_cache(config, False),
         )
         for step in range(new_tokens):
             next_token = _pick(output, suppress, logits_per_step)
