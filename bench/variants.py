@@ -159,6 +159,27 @@ def paired(samples: list[float], base: list[float]) -> float:
     return statistics.median(b / s for s, b in zip(samples, base))
 
 
+def weights_once() -> list[dict]:
+    """A 134 M Llama (bench/run.py's) exported for generation: each backend's program bytes against
+    the model's safetensors. One decode program holds the weights once (prefill + decode held them twice)."""
+    sys.path.insert(0, str(BENCH))
+    from run import llama_134m
+
+    folder = llama_134m()
+    rows = []
+    for backend in ("onnx", "dynamo"):
+        out = WORK / f"llama-134m-{backend}"
+        if not (out / "hfexport-report.json").exists():
+            subprocess.run([PY, "-m", "hfexport", "export", str(folder), "--backends", backend, "--out", str(out),
+                            "--variants", "none"], check=False, env={**os.environ, "HFEXPORT_JOBS": "1"})
+        report = json.loads((out / "hfexport-report.json").read_text())
+        result = report["backends"][0]
+        program = sum(f["size"] for f in result["files"] if not f["path"].endswith(".json"))
+        rows.append({"backend": backend, "status": result["status"], "components": result["components"],
+                     "bytes": program, "vs_safetensors": program / (folder / "model.safetensors").stat().st_size})
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=60)
@@ -183,9 +204,10 @@ def main() -> int:
             # sentence-transformers' fp32 graph is optimum's export
             "vs_optimum_fp32": paired(samples[label], samples[fp32["sentence-transformers"]]) if fp32["sentence-transformers"] in samples else None,
         })
+    generation = weights_once()
     report = Path(args.out)
     report.with_suffix(".json").write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
-                                                       "runs": args.runs, "rows": rows}, indent=2))
+                                                       "runs": args.runs, "rows": rows, "weights_once": generation}, indent=2))
     lines = [
         "# Benchmarks: variants (all-MiniLM-L6-v2, ONNX Runtime)",
         "",
@@ -200,6 +222,15 @@ def main() -> int:
         versus = [f"{r[k]:.2f}x" if r[k] is not None else "-" for k in ("vs_optimum_fp32", "vs_st_qint8")]
         lines.append(f"| {r['graph']} | `{r['file']}` | {r['bytes'] / 1e6:.1f} MB | {r['share']:.1%} | {r['cosine_mean']:.4f} "
                      f"| {r['cosine_min']:.4f} | {r['ms']:.1f} | {r['vs_own_fp32']:.2f}x | {versus[0]} | {versus[1]} |")
+    lines += [
+        "",
+        "## Generation: weights once (134 M Llama, bench/run.py's)",
+        "",
+        "| backend | status | components | program bytes | vs model.safetensors |",
+        "|---|---|---|---|---|",
+        *(f"| {g['backend']} | {g['status']} | {', '.join(g['components'])} | {g['bytes'] / 1e6:.1f} MB | {g['vs_safetensors']:.2f}x |"
+          for g in generation),
+    ]
     report.write_text("\n".join(lines) + "\n")
     print(report.read_text())
     return 0

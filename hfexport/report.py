@@ -565,6 +565,10 @@ def format_quality(quality: dict) -> str:
         parts.append(f"cosine mean {_num(quality['cosine_mean'], '.4f')}, min {_num(quality.get('cosine_min'), '.4f')}")
     if "top1_agreement" in quality:
         parts.append(f"top-1 agreement {_num(quality['top1_agreement'], '.1%')}")
+    if "token_agreement" in quality:
+        parts.append(f"greedy tokens as eager {_num(quality['token_agreement'], '.1%')}")
+    if "logprob_delta_mean" in quality:
+        parts.append(f"mean |Δ log-prob| {_num(quality['logprob_delta_mean'], '.3f')}")
     return "; ".join(parts) or "-"
 
 

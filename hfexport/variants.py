@@ -36,14 +36,34 @@ class VariantKind(StrEnum):
     INT8 = "int8"  # int8 weights; activations quantized at run time
 
 
-# Quality figures (worker/validate.quality_figures) each kind must reach against eager fp32, on
-# inputs of another shape than any trace or calibration. Overridable per kind
-# (`--min-quality int8.cosine_mean=0.995`). Embedding models are judged by cosine, heads by top-1.
+# Quality figures (worker/validate) each kind must reach against eager fp32, on inputs of another
+# shape than any trace or calibration. Overridable per kind (`--min-quality int8.cosine_mean=0.995`).
+# Embedding models are judged by cosine, heads by top-1 agreement, generation by greedy token
+# agreement with eager `generate()` and the mean |Δ log-prob| of eager's tokens (lower is better).
 DEFAULT_THRESHOLDS: dict[VariantKind, dict[str, float]] = {
-    VariantKind.OPTIMIZED: {"cosine_mean": 0.9999, "cosine_min": 0.999, "top1_agreement": 0.99},
-    VariantKind.FP16: {"cosine_mean": 0.999, "cosine_min": 0.99, "top1_agreement": 0.98},
-    VariantKind.INT8: {"cosine_mean": 0.99, "cosine_min": 0.95, "top1_agreement": 0.9},
+    VariantKind.OPTIMIZED: {"cosine_mean": 0.9999, "cosine_min": 0.999, "top1_agreement": 0.99,
+                            "token_agreement": 1.0, "logprob_delta_mean": 0.01},
+    VariantKind.FP16: {"cosine_mean": 0.999, "cosine_min": 0.99, "top1_agreement": 0.98,
+                       "token_agreement": 0.95, "logprob_delta_mean": 0.05},
+    VariantKind.INT8: {"cosine_mean": 0.99, "cosine_min": 0.95, "top1_agreement": 0.9,
+                       "token_agreement": 0.75, "logprob_delta_mean": 0.25},
 }
+LOWER_IS_BETTER = frozenset({"logprob_delta_mean"})
+
+
+def misses(figures: dict[str, float], thresholds: dict[str, float]) -> list[str]:
+    """The thresholds `figures` miss, each said as `figure value < limit` (or `>` where lower is better)."""
+    missed = []
+    for name, limit in thresholds.items():
+        if name not in figures:
+            continue
+        value = figures[name]
+        if name in LOWER_IS_BETTER and not value <= limit:
+            missed.append(f"{name} {value:.4g} > {limit:g}")
+        elif name not in LOWER_IS_BETTER and not value >= limit:
+            missed.append(f"{name} {value:.4g} < {limit:g}")
+    return missed
+
 
 # What a push builds when not told: the int8 ONNX graph, the file transformers.js loads by default
 # in the browser (`q8`) and the one sentence-transformers users pick for CPU serving. (ExecuTorch
@@ -64,6 +84,8 @@ class VariantJob:
     work_dir: Path  # an empty folder: write the variant's loadable folder here
     make_config: Callable[[], Any]  # the backend's export config, as the fp32 program had it
     export: Callable[[Any, dict, Any], Any]  # exporter.export(model, sample, config)
+    # The program's component: "model" for one graph, "decode" for a decoder LLM (its file: decode.onnx).
+    component: str = "model"
     # Out: `kept_in_float` (node names), `float_inputs` (the dtype its float inputs take, e.g. "float16").
     options: dict = field(default_factory=dict)
 
@@ -75,22 +97,31 @@ class Variant:
     # The file in the backend's folder, under the name the ecosystem's loaders look for.
     file: str
     make: Callable[[VariantJob], Path]
-    # `package(folder, out_dir, file) -> files`: the validated program from `make`'s folder,
-    # written into the backend's folder under `file`.
-    package: Callable[[Path, Path, str], list[Path]]
+    # `package(folder, out_dir, component, file) -> files`: the validated program of `component`
+    # from `make`'s folder, written into the backend's folder under `file`.
+    package: Callable[[Path, Path, str, str], list[Path]]
     module: str
+    # Also derived from generation exports (its quality then judged by greedy tokens and log-probs).
+    generation: bool = False
+
+    def file_for(self, component: str) -> str:
+        """The published name for `component`'s program: `model_quantized.onnx`, `decode_quantized.onnx`."""
+        return self.file.replace("model", component, 1)
 
 
 VARIANTS: dict[tuple[str, VariantKind], Variant] = {}
 
 
 def register_variant(
-    backend: str, kind: VariantKind, *, file: str, package: Callable[[Path, Path, str], list[Path]]
+    backend: str, kind: VariantKind, *, file: str, package: Callable[[Path, Path, str, str], list[Path]],
+    generation: bool = False,
 ) -> Callable:
     """Decorator: register `fn(job) -> folder` as the `kind` variant of `backend`."""
 
     def decorate(fn: Callable[[VariantJob], Path]) -> Callable:
-        VARIANTS[(backend, VariantKind(kind))] = Variant(backend, VariantKind(kind), file, fn, package, fn.__module__)
+        VARIANTS[(backend, VariantKind(kind))] = Variant(
+            backend, VariantKind(kind), file, fn, package, fn.__module__, generation
+        )
         return fn
 
     return decorate
@@ -172,7 +203,7 @@ INT8_MAX_KEPT_IN_FLOAT = 2
 
 def _loadable(model, descriptors: Path, job: VariantJob) -> Path:
     """A folder `ExportedModel.from_pretrained` loads, as it loads the fp32 export: `model`
-    saved the exporter's way (`model.onnx` + `model.onnx.data`) beside the descriptors of
+    saved the exporter's way (`<component>.onnx` + `.onnx.data`) beside the descriptors of
     `descriptors`. What is published is repacked from it by `package_onnx`."""
     import shutil
 
@@ -183,17 +214,18 @@ def _loadable(model, descriptors: Path, job: VariantJob) -> Path:
     for name in ("export.json", "config.json"):
         if (descriptors / name).exists():
             shutil.copy(descriptors / name, folder / name)
-    onnx_ir.save(model, folder / "model.onnx", external_data="model.onnx.data")
+    name = f"{job.component}.onnx"
+    onnx_ir.save(model, folder / name, external_data=f"{name}.data")
     return folder
 
 
-def package_onnx(folder: Path, out_dir: Path, file: str) -> list[Path]:
+def package_onnx(folder: Path, out_dir: Path, component: str, file: str) -> list[Path]:
     """The validated graph as the ecosystem's loaders read a variant: one self-contained `file`
     under protobuf's 2 GB, else `file` with its weights in `<file>_data` (transformers.js and
     optimum's naming). Returns the files written."""
     import onnx_ir
 
-    model = _load_onnx(folder / "model.onnx")
+    model = _load_onnx(folder / f"{component}.onnx")
     weights = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
     large = weights > 1.8e9
     onnx_ir.save(model, out_dir / file, external_data=f"{file}_data" if large else None)
@@ -234,7 +266,7 @@ def _onnx_fp16(job: VariantJob) -> Path:
     return _loadable(model, job.work_dir / "exported", job)
 
 
-@register_variant("onnx", VariantKind.INT8, file="model_quantized.onnx", package=package_onnx)
+@register_variant("onnx", VariantKind.INT8, file="model_quantized.onnx", package=package_onnx, generation=True)
 def _onnx_int8(job: VariantJob) -> Path:
     """ONNX Runtime dynamic quantization: per-channel symmetric int8 weights (the kernels' fast path;
     on MiniLM uint8 weights scored 0.001 more cosine and ran 7 % slower), activations quantized at
@@ -248,16 +280,18 @@ def _onnx_int8(job: VariantJob) -> Path:
 
     def quantized(keep: list[str]):
         config = OnnxRuntimeDynamicConfig(per_channel=True, weight_type=QuantType.QInt8, nodes_to_exclude=keep or None)
-        return OnnxRuntimeQuantizer(config).quantize(_load_onnx(job.base_dir / "model.onnx"), job.sample, ExportFormat.ONNX)
+        base = _load_onnx(job.base_dir / f"{job.component}.onnx")
+        return OnnxRuntimeQuantizer(config).quantize(base, job.sample, ExportFormat.ONNX)
 
     everything = _loadable(quantized([]), job.base_dir, job)
-    keep = _outlier_projections(job, budget=INT8_BYTE_BUDGET * _onnx_bytes(job.base_dir) - _onnx_bytes(everything))
+    budget = INT8_BYTE_BUDGET * _onnx_bytes(job.base_dir, job.component) - _onnx_bytes(everything, job.component)
+    keep = _outlier_projections(job, budget)
     job.options["kept_in_float"] = keep
     return _loadable(quantized(keep), job.base_dir, job) if keep else everything
 
 
-def _onnx_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in (folder / "model.onnx", folder / "model.onnx.data") if p.exists())
+def _onnx_bytes(folder: Path, component: str) -> int:
+    return sum(p.stat().st_size for p in (folder / f"{component}.onnx", folder / f"{component}.onnx.data") if p.exists())
 
 
 def _outlier_projections(job: VariantJob, budget: float) -> list[str]:
@@ -268,7 +302,7 @@ def _outlier_projections(job: VariantJob, budget: float) -> list[str]:
     import onnx
     import onnxruntime as ort
 
-    proto = onnx.load(str(job.base_dir / "model.onnx"))
+    proto = onnx.load(str(job.base_dir / f"{job.component}.onnx"))
     weights = {i.name: int(np.prod(i.dims)) * 4 for i in proto.graph.initializer}
     projections = [(n.name, n.input[0], weights[n.input[1]]) for n in proto.graph.node
                    if n.op_type in ("MatMul", "Gemm") and len(n.input) > 1 and n.input[1] in weights]
@@ -280,6 +314,8 @@ def _outlier_projections(job: VariantJob, budget: float) -> list[str]:
     probe.parent.mkdir(parents=True)
     onnx.save(proto, str(probe), save_as_external_data=True, location="model.onnx_data")
     session = ort.InferenceSession(str(probe))
+    if any(i.name not in job.calibration[0] for i in session.get_inputs()):
+        return []  # a decoder's graph takes cache tensors, not generate() inputs: quantize it all
     names = [o.name for o in session.get_outputs()]
     ratio = {name: 0.0 for name, _, _ in projections}
     for sample in job.calibration:
@@ -297,11 +333,11 @@ def _outlier_projections(job: VariantJob, budget: float) -> list[str]:
     return kept
 
 
-def package_pte(folder: Path, out_dir: Path, file: str) -> list[Path]:
+def package_pte(folder: Path, out_dir: Path, component: str, file: str) -> list[Path]:
     """The validated `.pte` program under its published name (one file: nothing to repack)."""
     import shutil
 
-    shutil.copy(folder / "model.pte", out_dir / file)
+    shutil.copy(folder / f"{component}.pte", out_dir / file)
     return [out_dir / file]
 
 

@@ -159,3 +159,27 @@ def test_variant_names_choose_kinds_for_every_backend_or_one_backend():
         with pytest.raises(ConfigError) as refused:
             parse_variants(bad)
         assert f"Unknown variant {bad!r}" in refused.value.args[0] and "onnx:int8" in str(refused.value.fix)
+
+
+def test_a_decoder_llm_gets_an_int8_decoder_judged_on_the_tokens_it_generates(workspace, tmp_path):
+    """A decoder LLM's one `decode` program gets an int8 ONNX variant, `decode_quantized.onnx`,
+    judged by greedy token agreement with eager `generate()` and the mean |Δ log-prob| of eager's
+    tokens; its file exists exactly when both thresholds hold. A variant with no generation
+    support is reported skipped, not silently dropped."""
+    folder = tiny_models.llama(workspace / "model-llama-variants")
+    out = tmp_path / "out"
+    result = run_cli("export", str(folder), "--backends", "onnx", "--variants", "int8,fp16", "--out", str(out),
+                     "--json", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    onnx = json.loads(result.stdout)["backends"][0]
+    assert onnx["status"] == "ok" and onnx["components"] == ["decode"]
+    int8, fp16 = onnx["variants"]
+    assert fp16["kind"] == "fp16" and fp16["status"] == "skipped" and "generation" in fp16["error"]
+    quality, thresholds = int8["quality"], int8["thresholds"]
+    assert set(quality) == {"token_agreement", "logprob_delta_mean"}, int8
+    assert 0 <= quality["token_agreement"] <= 1 and quality["logprob_delta_mean"] >= 0
+    passed = (quality["token_agreement"] >= thresholds["token_agreement"]
+              and quality["logprob_delta_mean"] <= thresholds["logprob_delta_mean"])
+    assert (int8["status"] == "ok") == passed, int8
+    assert (out / "onnx" / "decode_quantized.onnx").exists() == passed
+    assert int8["size_share"] is not None and int8["speedup"] > 0

@@ -235,44 +235,65 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
     from transformers.exporters import ExportedModel
 
     from ..report import Status, VariantResult
-    from ..variants import VariantJob, thresholds_for, variants_of
-    from .validate import paired_speedup, quality_figures
+    from ..variants import VariantJob, misses, thresholds_for, variants_of
+    from .validate import generation_quality, greedy_loop, paired_speedup, quality_figures
 
     wanted = variants_of(backend.name, plan.variants)
-    if plan.mode != "single":
-        return [VariantResult(str(v.kind), Status.SKIPPED, error="variants of generation exports are not built yet")
+    single = plan.mode == "single"
+    if not single and plan.components != ["decode"]:
+        return [VariantResult(str(v.kind), Status.SKIPPED, error="variants of encoder-decoder exports are not built yet")
                 for v in wanted]
+    component = plan.components[0]
     base_bytes = sum(p.stat().st_size for p in out_dir.iterdir() if p.is_file() and p.suffix != ".json")
-    with torch.inference_mode():
-        reference = model(**other)
+    if single:
+        with torch.inference_mode():
+            reference = model(**other)
     results = []
     for variant in wanted:
         stage(f"variant {variant.kind}")
         thresholds = thresholds_for(variant.kind, plan.min_quality)
         outcome = VariantResult(str(variant.kind), Status.FAILED, thresholds=thresholds)
+        if not single and not variant.generation:
+            outcome.status, outcome.error = Status.SKIPPED, f"no {variant.kind} variant of {backend.name} generation exports yet"
+            results.append(outcome)
+            continue
         with tempfile.TemporaryDirectory(prefix=f"variant-{variant.kind}-") as work:
-            job = VariantJob(model, dict(sample), calibration, out_dir, Path(work), make_config, export)
+            job = VariantJob(model, dict(sample), calibration, out_dir, Path(work), make_config, export, component)
             try:
                 folder = variant.make(job)
                 outcome.kept_in_float = list(job.options.get("kept_in_float", []))
                 candidate = ExportedModel.from_pretrained(folder, device=backend.runner_device)
-                dtype = job.options.get("float_inputs")  # a float16 program takes float16 pixels/audio
-                feed = {k: v.to(getattr(torch, dtype)) if dtype and v.is_floating_point() else v for k, v in other.items()}
-                with torch.inference_mode():
-                    figures = quality_figures(plan.task, reference, candidate(**feed), other)
+                if single:
+                    dtype = job.options.get("float_inputs")  # a float16 program takes float16 pixels/audio
+                    feed = {k: v.to(getattr(torch, dtype)) if dtype and v.is_floating_point() else v
+                            for k, v in other.items()}
+                    with torch.inference_mode():
+                        figures = quality_figures(plan.task, reference, candidate(**feed), other)
+                    speedup = paired_speedup(loaded, candidate, other, feed)
+                else:  # judged on the tokens it generates, timed over the whole greedy loop
+                    traced = {name: set(r.metadata.kwargs) for name, r in candidate.runners.items()}
+
+                    def runner(of):
+                        return lambda component, **kwargs: of.runners[component](**kwargs)
+
+                    figures = generation_quality(model, runner(candidate), traced, other, plan)
+                    loop = {"run": None, "traced": traced, "prompt": other, "config": model.config,
+                            "is_encoder_decoder": False, "new_tokens": plan.validation.new_tokens, "suppress": []}
+                    speedup = paired_speedup(lambda: greedy_loop(**{**loop, "run": runner(loaded)}),
+                                             lambda: greedy_loop(**{**loop, "run": runner(candidate)}), {})
                 outcome.quality = {k: round(v, 6) if math.isfinite(v) else str(v) for k, v in figures.items()}
-                outcome.speedup = round(paired_speedup(loaded, candidate, other, feed), 3)
-                packed = variant.package(folder, Path(work), variant.file)
+                outcome.speedup = round(speedup, 3)
+                file = variant.file_for(component)
+                packed = variant.package(folder, Path(work), component, file)
                 outcome.size = sum(p.stat().st_size for p in packed)
                 outcome.size_share = round(outcome.size / base_bytes, 4) if base_bytes else None
-                misses = [f"{name} {figures[name]:.4g} < {limit:g}" for name, limit in thresholds.items()
-                          if name in figures and not figures[name] >= limit]
-                if misses:
-                    outcome.error = "below its quality thresholds: " + ", ".join(misses) + " (not published)"
+                missed = misses(figures, thresholds)
+                if missed:
+                    outcome.error = "below its quality thresholds: " + ", ".join(missed) + " (not published)"
                 else:
                     for path in packed:
                         shutil.move(path, out_dir / path.name)
-                    outcome.file = variant.file
+                    outcome.file = file
                     outcome.status = Status.OK
             except Exception as e:  # a variant's failure is its own: the fp32 export stands
                 outcome.error = f"{type(e).__name__}: {_describe(e)}"

@@ -122,6 +122,7 @@ def greedy_loop(
     is_encoder_decoder: bool,
     new_tokens: int,
     suppress: list[int],
+    force: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Greedy decoding over components: `encoder` (encoder-decoders), `prefill` (or, for one
     decoder, `decode` on an empty cache), then `decode`.
@@ -131,6 +132,8 @@ def greedy_loop(
         traced: per component, the kwargs it was traced with (only those are passed).
         prompt: `generate()` kwargs (input_ids/attention_mask, input_features, decoder_input_ids).
         suppress: token ids masked out, as `generate(min_new_tokens=...)` masks EOS.
+        force: `[batch, new_tokens]` ids to feed instead of the argmax (teacher forcing: the logits
+            of each step are then those of a given continuation).
 
     Returns:
         The new token ids `[batch, new_tokens]`, and the logits of each step.
@@ -161,6 +164,8 @@ def greedy_loop(
         output = call("prefill", cache=fresh_cache(config, True), **state)
         for step in range(new_tokens):
             next_token = _pick(output, suppress, logits_per_step)
+            if force is not None:
+                next_token = force[:, step : step + 1]
             tokens.append(next_token)
             if step + 1 < new_tokens:
                 state["decoder_input_ids"] = next_token
@@ -180,6 +185,8 @@ def greedy_loop(
         )
         for step in range(new_tokens):
             next_token = _pick(output, suppress, logits_per_step)
+            if force is not None:
+                next_token = force[:, step : step + 1]
             tokens.append(next_token)
             if step + 1 < new_tokens:
                 mask = torch.cat([mask, torch.ones_like(next_token)], dim=-1)
@@ -304,6 +311,33 @@ def quality_figures(task: str, reference: Any, candidate: Any, inputs: dict) -> 
         agree.append(same.reshape(-1))
     figures["top1_agreement"] = float(torch.cat(agree).float().mean())
     return figures
+
+
+def generation_quality(model, run: Run, traced: dict[str, set[str]], prompt: dict, plan) -> dict[str, float]:
+    """A generation variant against eager fp32: `token_agreement`, the share of the new tokens its
+    greedy loop picks as eager `generate()` does, position by position; `logprob_delta_mean`, the
+    mean |Δ log-prob| of eager's tokens when both are fed eager's continuation."""
+    config, n = model.config, plan.validation.new_tokens
+    suppress = eos_ids(model)
+
+    def eager_run(component: str, **kwargs):
+        return model(**kwargs)
+
+    with torch.inference_mode():
+        reference = eager_generate(model, prompt, n)
+        tokens, _ = greedy_loop(run, traced, prompt, config, False, n, suppress)
+        _, eager_logits = greedy_loop(eager_run, traced, prompt, config, False, n, suppress, force=reference)
+        _, logits = greedy_loop(run, traced, prompt, config, False, n, suppress, force=reference)
+    deltas = []
+    for step, (a, b) in enumerate(zip(eager_logits, logits)):
+        picked = reference[:, step : step + 1]
+        want = torch.log_softmax(a.float(), -1).gather(-1, picked)
+        got = torch.log_softmax(b.float(), -1).gather(-1, picked)
+        deltas.append((want - got).abs())
+    return {
+        "token_agreement": float((tokens == reference).float().mean()),
+        "logprob_delta_mean": float(torch.cat(deltas).mean()),
+    }
 
 
 def paired_speedup(baseline: Callable, variant: Callable, inputs: dict, variant_inputs: dict | None = None,
