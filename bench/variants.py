@@ -28,6 +28,7 @@ BENCH = ROOT / "bench"
 WORK = BENCH / ".work" / "variants"
 ST_VENV = BENCH / ".venv-st"
 PY = sys.executable
+sys.path.insert(0, str(BENCH))  # bench/run.py's helpers: the Llama, the interleaved rounds
 
 SENTENCES = [
     "Benchmarks compare files that were never traced on these sentences.",
@@ -104,7 +105,7 @@ def session(path: Path):
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
-def feed_for(sess, batch: dict, float16: bool = False) -> dict:
+def feed_for(sess, batch: dict) -> dict:
     return {i.name: batch[i.name] for i in sess.get_inputs() if i.name in batch}
 
 
@@ -130,39 +131,21 @@ def quality(graphs: dict[str, Path]) -> dict[str, dict]:
 
 
 def speed(graphs: dict[str, Path], runs: int) -> dict[str, list[float]]:
-    import random
-
+    """Seconds per run of each graph at batch 1 x 128, in interleaved rounds (bench/run.py's)."""
     import numpy as np
+
+    from run import _interleaved
 
     rng = np.random.default_rng(0)
     ids = rng.integers(1000, 20000, (1, 128))
     batch = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
     sessions = {label: session(path) for label, path in graphs.items()}
-    fns = {label: (lambda s=s: s.run(None, feed_for(s, batch))) for label, s in sessions.items()}
-    for fn in fns.values():
-        for _ in range(5):
-            fn()
-    order_rng = random.Random(0)
-    samples: dict[str, list[float]] = {label: [] for label in fns}
-    for _ in range(runs):
-        order = list(fns)
-        order_rng.shuffle(order)
-        for label in order:
-            started = time.perf_counter()
-            fns[label]()
-            samples[label].append(time.perf_counter() - started)
-    return samples
-
-
-def paired(samples: list[float], base: list[float]) -> float:
-    """Median over rounds of base/sample: > 1 means faster than base."""
-    return statistics.median(b / s for s, b in zip(samples, base))
+    return _interleaved({label: (lambda s=s: s.run(None, feed_for(s, batch))) for label, s in sessions.items()}, runs)
 
 
 def weights_once() -> list[dict]:
     """A 134 M Llama (bench/run.py's) exported for generation: each backend's program bytes against
     the model's safetensors. One decode program holds the weights once (prefill + decode held them twice)."""
-    sys.path.insert(0, str(BENCH))
     from run import llama_134m
 
     folder = llama_134m()
@@ -186,6 +169,8 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-variants.md"))
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
+    from run import _paired_speed
+
     graphs = export_all()
     figures = quality(graphs)
     samples = speed(graphs, args.runs)
@@ -199,10 +184,10 @@ def main() -> int:
             "share": program_bytes(path) / program_bytes(graphs[base]),
             **figures[label],
             "ms": statistics.median(samples[label]) * 1000,
-            "vs_own_fp32": paired(samples[label], samples[base]),
-            "vs_st_qint8": paired(samples[label], samples[anchor]) if anchor in samples else None,
+            "vs_own_fp32": _paired_speed(samples[label], samples[base]),
+            "vs_st_qint8": _paired_speed(samples[label], samples[anchor]) if anchor in samples else None,
             # sentence-transformers' fp32 graph is optimum's export
-            "vs_optimum_fp32": paired(samples[label], samples[fp32["sentence-transformers"]]) if fp32["sentence-transformers"] in samples else None,
+            "vs_optimum_fp32": _paired_speed(samples[label], samples[fp32["sentence-transformers"]]) if fp32["sentence-transformers"] in samples else None,
         })
     generation = weights_once()
     report = Path(args.out)

@@ -490,8 +490,12 @@ def rows(report: Report) -> list[Row]:
 
 def markdown_table(report: Report, columns: list[str]) -> list[str]:
     """`rows(report)` as a Markdown table of the given `Row` attributes (card, PR, Action summary)."""
-    lines = ["| " + " | ".join(HEADERS[c] for c in columns) + " |", "|" + "---|" * len(columns)]
-    for row in rows(report):
+    return _markdown(rows(report), HEADERS, columns)
+
+
+def _markdown(table: list, headers: dict[str, str], columns: list[str]) -> list[str]:
+    lines = ["| " + " | ".join(headers[c] for c in columns) + " |", "|" + "---|" * len(columns)]
+    for row in table:
         lines.append("| " + " | ".join(str(getattr(row, c)).replace("|", "/") for c in columns) + " |")
     return lines
 
@@ -550,12 +554,7 @@ def variant_rows(report: Report) -> list[VariantRow]:
 def markdown_variant_table(report: Report, columns: list[str]) -> list[str]:
     """`variant_rows(report)` as a Markdown table (card, PR); no lines when there is no variant."""
     table = variant_rows(report)
-    if not table:
-        return []
-    lines = ["| " + " | ".join(VARIANT_HEADERS[c] for c in columns) + " |", "|" + "---|" * len(columns)]
-    for row in table:
-        lines.append("| " + " | ".join(str(getattr(row, c)).replace("|", "/") for c in columns) + " |")
-    return lines
+    return _markdown(table, VARIANT_HEADERS, columns) if table else []
 
 
 def format_quality(quality: dict) -> str:
