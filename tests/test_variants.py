@@ -183,3 +183,16 @@ def test_a_decoder_llm_gets_an_int8_decoder_judged_on_the_tokens_it_generates(wo
     assert (int8["status"] == "ok") == passed, int8
     assert (out / "onnx" / "decode_quantized.onnx").exists() == passed
     assert int8["size_share"] is not None and int8["speedup"] > 0
+
+
+def test_help_shows_the_variant_options_and_every_written_default():
+    """`--help` teaches: the variant options and their default are shown on both commands, and the
+    defaults written in brackets are not swallowed as terminal markup."""
+    for command in ("export", "push"):
+        shown = " ".join(run_cli(command, "--help").stdout.split()).replace("│", " ")
+        shown = " ".join(shown.split())
+        assert "--variants" in shown and "--min-quality" in shown, command
+        assert "else onnx:int8]" in shown and "int8.cosine_mean=0.995" in shown, command
+        assert "[default: $HF_TOKEN" in shown, command
+    shown = " ".join(run_cli("export", "--help").stdout.split()).replace("│", " ")
+    assert "[default: $HFEXPORT_JOBS or 1]" in " ".join(shown.split())

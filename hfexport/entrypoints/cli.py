@@ -22,6 +22,18 @@ from ..errors import INTERNAL_ERROR_EXIT, HfExportError
 from ..logs import quiet_known_noise
 from .console import badge, err, fail, print_report, progress_callback
 
+# The variant options, one definition for export and push.
+VariantsOption = Annotated[Optional[str], typer.Option(
+    help="Smaller/faster files derived from the fp32 exports: int8, fp16, optimized (every backend offering it), "
+    "backend:kind (onnx:int8), or none. Each is judged against eager fp32 and kept only if it passes "
+    "\\[default: for push the repo's .hfexport.yaml `variants:`, else $HFEXPORT_VARIANTS, else onnx:int8].",
+    show_default=False,
+)]
+MinQualityOption = Annotated[Optional[list[str]], typer.Option(
+    help="Override a variant's quality threshold, KIND.FIGURE=VALUE (repeatable), e.g. int8.cosine_mean=0.995.",
+    show_default=False,
+)]
+
 app = typer.Typer(
     name="hfexport",
     help=(
@@ -57,14 +69,14 @@ def export(
         str, typer.Option(help="Comma-separated: dynamo, onnx, executorch, executorch-cuda (openvino if installed).")
     ] = "dynamo,onnx,executorch",
     task: Annotated[str, typer.Option(help="'auto' follows config.architectures; e.g. text-generation for one graph.")] = "auto",
-    out: Annotated[Optional[Path], typer.Option(help="Output folder [default: hfexport-out/<name>].")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Output folder \\[default: hfexport-out/<name>].")] = None,
     allow_pickle: Annotated[bool, typer.Option(help="Accept pickled *.bin weights when no safetensors exist.")] = False,
     trust_remote_code: Annotated[bool, typer.Option(help="Run model code from the repo (auto_map).")] = False,
-    token: Annotated[Optional[str], typer.Option(help="Hub token [default: $HF_TOKEN or the saved login].", show_default=False)] = None,
+    token: Annotated[Optional[str], typer.Option(help="Hub token \\[default: $HF_TOKEN or the saved login].", show_default=False)] = None,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per backend before it is stopped.")] = 1800,
-    jobs: Annotated[Optional[int], typer.Option(help="Backends exported at once [default: $HFEXPORT_JOBS or 1].", show_default=False)] = None,
-    variants: Annotated[Optional[str], typer.Option(help="Smaller/faster files derived from the fp32 exports: int8, fp16, optimized (every backend offering it), backend:kind (onnx:int8), or none. Each is judged against eager fp32 and kept only if it passes [default: $HFEXPORT_VARIANTS or onnx:int8].", show_default=False)] = None,
-    min_quality: Annotated[Optional[list[str]], typer.Option(help="Override a variant's quality threshold, KIND.FIGURE=VALUE (repeatable), e.g. int8.cosine_mean=0.995.", show_default=False)] = None,
+    jobs: Annotated[Optional[int], typer.Option(help="Backends exported at once \\[default: $HFEXPORT_JOBS or 1].", show_default=False)] = None,
+    variants: VariantsOption = None,
+    min_quality: MinQualityOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
 ) -> None:
     """Export SOURCE to each backend, validate every artifact, and write them with hfexport-report.json."""
@@ -145,14 +157,14 @@ def push(
     revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit to export; pinned to its sha.")] = None,
     backends: Annotated[str, typer.Option(help="Comma-separated backends, as for export.")] = "dynamo,onnx,executorch",
     task: Annotated[str, typer.Option(help="As for export.")] = "auto",
-    token: Annotated[Optional[str], typer.Option(help="Hub token [default: $HF_TOKEN]. Never printed.", show_default=False)] = None,
+    token: Annotated[Optional[str], typer.Option(help="Hub token \\[default: $HF_TOKEN]. Never printed.", show_default=False)] = None,
     dry_run: Annotated[bool, typer.Option(help="Show the files, PR text and card that would be committed; write nothing.")] = False,
     force: Annotated[bool, typer.Option(help="Reopen and update a PR of ours that a maintainer closed.")] = False,
     allow_pickle: Annotated[bool, typer.Option(help="Accept pickled weights.")] = False,
     trust_remote_code: Annotated[bool, typer.Option(help="Run model code from the repo.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per backend.")] = 1800,
-    variants: Annotated[Optional[str], typer.Option(help="Smaller/faster files derived from each backend that offers them: int8, fp16, optimized, or none. Each is judged against eager fp32 and published only if it passes [default: the repo's .hfexport.yaml `variants:`, else $HFEXPORT_VARIANTS or onnx:int8].", show_default=False)] = None,
-    min_quality: Annotated[Optional[list[str]], typer.Option(help="Override a variant's quality threshold, KIND.FIGURE=VALUE (repeatable), e.g. int8.cosine_mean=0.995.", show_default=False)] = None,
+    variants: VariantsOption = None,
+    min_quality: MinQualityOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome and report as JSON on stdout.")] = False,
 ) -> None:
     """Export REPO_ID, validate, and open (or update) ONE pull request with the exports and a card section.
@@ -222,7 +234,7 @@ def _from_webhook_env(expected: str | None) -> tuple[str | None, str]:
 
 @app.command()
 def serve(
-    secret: Annotated[str, typer.Option(envvar="HFEXPORT_WEBHOOK_SECRET", help="The webhook's secret (X-Webhook-Secret) [env: HFEXPORT_WEBHOOK_SECRET].", show_default=False)],
+    secret: Annotated[str, typer.Option(envvar="HFEXPORT_WEBHOOK_SECRET", help="The webhook's secret (X-Webhook-Secret).", show_default=False)],
     watch: Annotated[list[str], typer.Option(help="Repo id to act on (repeatable); '*' for every repo the webhook sends.")],
     db: Annotated[Path, typer.Option(help="The durable job queue (SQLite).")] = Path("hfexport-queue.sqlite"),
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
@@ -235,7 +247,7 @@ def serve(
     max_attempts: Annotated[int, typer.Option(min=1, help="Attempts per job (restarts included) before it is marked failed.")] = 4,
     lease: Annotated[float, typer.Option(min=1, help="Seconds a running job's lease lasts; renewed while it runs, reclaimed after.")] = 300,
     max_queued: Annotated[int, typer.Option(min=1, help="Jobs waiting or running at most; beyond, webhooks get 503 + Retry-After.")] = 1000,
-    read_token: Annotated[Optional[str], typer.Option(envvar="HFEXPORT_READ_TOKEN", help="A token that may read /jobs (Authorization: Bearer) besides the webhook secret [env: HFEXPORT_READ_TOKEN].", show_default=False)] = None,
+    read_token: Annotated[Optional[str], typer.Option(envvar="HFEXPORT_READ_TOKEN", help="A token that may read /jobs (Authorization: Bearer) besides the webhook secret.", show_default=False)] = None,
 ) -> None:
     """The Hub webhook receiver: a push to main of a watched repo queues an export + PR job.
 

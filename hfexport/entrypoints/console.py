@@ -67,7 +67,7 @@ def print_report(report: Report) -> None:
         for column in VARIANT_COLUMNS:
             table.add_column(VARIANT_HEADERS[column], justify="right" if column in ("size", "share", "speed") else "left")
         for row in variants:
-            cells = [getattr(row, c).replace("`", "") if isinstance(getattr(row, c), str) else getattr(row, c) for c in VARIANT_COLUMNS]
+            cells = [str(getattr(row, c)).replace("`", "") for c in VARIANT_COLUMNS]  # Markdown code marks, not for a terminal
             cells[VARIANT_COLUMNS.index("status")] = f"{badge(row.status)} {row.status}"
             table.add_row(*cells)
         err.print(table)
