@@ -146,7 +146,12 @@ def parse_variants(spec: str | list[str] | None) -> list[str]:
     """
     if spec is None:
         return list(DEFAULT_VARIANTS)
-    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    names = spec.split(",") if isinstance(spec, str) else spec
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(
+            f"Variants must be names, not {spec!r}.",
+            "Give a comma-separated string or a list of names, e.g. int8,fp16 (in .hfexport.yaml: variants: [int8, fp16]).",
+        )
     names = [n.strip() for n in names if n.strip() and n.strip() != "none"]
     known = [str(k) for k in VariantKind]
     offered = sorted(f"{backend}:{kind}" for backend, kind in VARIANTS)

@@ -196,3 +196,24 @@ def test_help_shows_the_variant_options_and_every_written_default():
         assert "[default: $HF_TOKEN" in shown, command
     shown = " ".join(run_cli("export", "--help").stdout.split()).replace("│", " ")
     assert "[default: $HFEXPORT_JOBS or 1]" in " ".join(shown.split())
+
+
+def test_a_repo_whose_hfexport_yaml_names_bad_variants_is_refused_as_bad_input(hub, tiny_bert_folder):
+    """The repo's .hfexport.yaml is text we did not author: `variants: 5` or an unknown name is bad
+    input (exit 2) naming the file and the fix — not an internal error — and nothing is published."""
+    from huggingface_hub import HfApi
+
+    owner, bot = hub.add_user("yaml-owner"), hub.add_user("yaml-bot")
+    api = HfApi(endpoint=hub.url, token=owner)
+    api.create_repo("yaml-owner/tiny")
+    api.upload_folder(repo_id="yaml-owner/tiny", folder_path=tiny_bert_folder)
+    for setting, said in (("variants: 5", "Variants must be names, not 5"),
+                          ("variants: [int8, {x: 1}]", "Variants must be names"),
+                          ("variants: [int4]", "Unknown variant 'int4'")):
+        api.upload_file(path_or_fileobj=setting.encode(), path_in_repo=".hfexport.yaml", repo_id="yaml-owner/tiny")
+        result = run_cli("push", "yaml-owner/tiny", "--backends", "onnx", env={"HF_TOKEN": bot}, timeout=300)
+        assert result.returncode == 2, result.stderr[-2000:]
+        shown = " ".join(result.stderr.split())
+        assert said in shown and "(in the repo's .hfexport.yaml)" in shown and "--variants" in shown, shown
+        assert "Traceback" not in result.stderr
+    assert not list(api.get_repo_discussions("yaml-owner/tiny"))

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..backends import parse_backends
-from ..errors import HubUnavailableError
+from ..errors import ConfigError, HubUnavailableError
 from ..pipeline.export import DEFAULT_TIMEOUT_S, Progress, Workers, run_backends
 from ..pipeline.fetch import FetchedModel, fetch
 from ..pipeline.package import package, staging_folder
@@ -145,7 +145,13 @@ def push(
     api = HfApi(token=token)
     state = read_state(api, repo_id, resolved.sha, log=log)
     # The repo's own .hfexport.yaml may choose the variants; the caller's choice wins.
-    wanted = _variants_request(variants if variants is not None else state.settings.get("variants"), min_quality)
+    from_repo = variants is None and "variants" in state.settings
+    try:
+        wanted = _variants_request(state.settings.get("variants") if from_repo else variants, min_quality)
+    except ConfigError as e:
+        if not from_repo:
+            raise
+        raise ConfigError(f"{e.cause} (in the repo's .hfexport.yaml)", f"{e.fix} Or pass --variants.") from None
     request = {"task": task, **wanted}
     # Before downloading or planning: opted out, already published, or closed by a maintainer.
     early = decide(state, names, request, force=force)
