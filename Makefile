@@ -20,7 +20,13 @@ install: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(VENV)/bin/hfexport demo
 
-test: $(VENV)/.installed
+# transformers.js (tests/js), a real JavaScript client of the published files. --ignore-scripts:
+# onnxruntime-node ships its CPU library in the package; its install script only fetches GPU ones.
+tests/js/node_modules/.installed: tests/js/package.json tests/js/package-lock.json
+	npm ci --ignore-scripts --no-audit --no-fund --prefix tests/js
+	touch $@
+
+test: $(VENV)/.installed tests/js/node_modules/.installed
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # Writes docs/benchmarks.md (+ .png, .json). Builds bench/.venv-optimum for optimum-cli on first use.

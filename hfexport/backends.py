@@ -6,7 +6,7 @@ runtime alone, the tolerance its validation is held to, and what hardware it nee
 "write a config function and decorate it" — no other module changes:
 
     @register_backend("onnx", export_format="onnx", subfolder="onnx", tags=("onnx",),
-                      packages=("onnxruntime",), snippet=onnx_snippet)
+                      packages=("onnxruntime",), snippet=onnx_snippet, snippet_tensors="np")
     def onnx(dynamic_shapes):
         return OnnxConfig(dynamic=True, dynamic_shapes=dynamic_shapes)
 
@@ -24,10 +24,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import UnknownBackendError
+from .layouts import onnx_layout
 
-# `snippet(repo_id, subfolder, first_component) -> lines of Python` that load the file with the
-# backend's runtime alone (the card shows them under the ExportedModel one).
-Snippet = Callable[[str, str, str], list[str]]
+# `snippet(path, inputs) -> lines of Python` running the file with the backend's runtime alone:
+# `path` is an expression for its local path (an `hf_hub_download(...)` call); `inputs` the names
+# of the inputs the program takes, in traced order, when the card has made them as `inputs`
+# (tensors of `Backend.snippet_tensors`), else None (then: load it and show what it takes). Its
+# import lines go to the top of the block (`hub/snippets.py` renders the whole program).
+Snippet = Callable[[str, "list[str] | None"], list[str]]
+
+# The file suffix of each export format's programs.
+_SUFFIX = {"onnx": "onnx", "dynamo": "pt2", "executorch": "pte", "openvino": "xml"}
 
 # Max abs diff allowed between eager and exported outputs, per dtype. XNNPACK and ONNX Runtime
 # fuse and reorder float ops, so they get a looser bound than the torch program itself.
@@ -47,6 +54,10 @@ class Backend:
     # Card metadata tags added when it publishes (format names: `onnx`, `executorch`, ...).
     tags: tuple[str, ...] = ()
     snippet: Snippet | None = None
+    # What `snippet` is fed: "np" (numpy arrays) or "pt" (torch tensors).
+    snippet_tensors: str = "pt"
+    # Said on the card instead, when there is no runtime-alone snippet.
+    snippet_note: str | None = None
     packages: tuple[str, ...] = ()
     needs_cuda: bool = False
     tolerance: dict[str, float] = field(default_factory=lambda: dict(_TOLERANCE_FUSED))
@@ -55,6 +66,13 @@ class Backend:
     # Offered only when its packages are installed (OpenVINO); others are always listed.
     optional: bool = False
     runner_device: str | None = None
+    # `layout(out_dir, components)`: rewrite the validated files as the ecosystem's loaders read
+    # them (`hfexport.layouts`), in the worker, after validation.
+    layout: Callable[[Any, list[str]], None] | None = None
+
+    @property
+    def suffix(self) -> str:
+        return _SUFFIX.get(self.export_format, "bin")
 
     def unavailable_reason(self) -> str | None:
         """Why this backend cannot run on this machine, or `None` if it can."""
@@ -122,22 +140,26 @@ def export_folders() -> tuple[str, ...]:
 # ── The built-in backends ────────────────────────────────────────────────────
 
 
-def _download(repo_id: str, path: str) -> str:
-    return f'hf_hub_download("{repo_id}", "{path}")'
-
-
-def _onnx_snippet(repo_id: str, subfolder: str, first: str) -> list[str]:
-    return ["import onnxruntime as ort", f"session = ort.InferenceSession({_download(repo_id, f'{subfolder}/{first}.onnx')})"]
-
-
-def _dynamo_snippet(repo_id: str, subfolder: str, first: str) -> list[str]:
-    return ["import torch", f"program = torch.export.load({_download(repo_id, f'{subfolder}/{first}.pt2')})"]
-
-
-def _executorch_snippet(repo_id: str, subfolder: str, first: str) -> list[str]:
+def _onnx_snippet(path: str, inputs: list[str] | None) -> list[str]:
+    lines = ["import onnxruntime as ort", f"session = ort.InferenceSession({path})"]
+    if inputs is None:
+        return [*lines, "print([(i.name, i.shape) for i in session.get_inputs()])"]
     return [
-        "from executorch.runtime import Runtime",
-        f"program = Runtime.get().load_program({_download(repo_id, f'{subfolder}/{first}.pte')})",
+        *lines,
+        "outputs = session.run(None, {i.name: inputs[i.name] for i in session.get_inputs()})",
+        "print([output.shape for output in outputs])",
+    ]
+
+
+def _executorch_snippet(path: str, inputs: list[str] | None) -> list[str]:
+    lines = ["from executorch.runtime import Runtime", f"program = Runtime.get().load_program({path})"]
+    if inputs is None:
+        return [*lines, "print(program.method_names)"]
+    return [
+        *lines,
+        # The program's method takes its inputs positionally, in the order they were traced.
+        f'outputs = program.load_method("forward").execute([inputs[name] for name in {inputs!r}])',
+        "print([tuple(output.shape) for output in outputs])",
     ]
 
 
@@ -146,7 +168,10 @@ def _executorch_snippet(repo_id: str, subfolder: str, first: str) -> list[str]:
     export_format="dynamo",
     subfolder="dynamo",
     tags=("torch-export",),
-    snippet=_dynamo_snippet,
+    # torch.export.load alone cannot rebuild the program's outputs: they are transformers' classes,
+    # which ExportedModel registers before loading.
+    snippet_note="`.pt2` programs return transformers' output classes: load them with `ExportedModel` (above), "
+    "which registers those classes first.",
     packages=("torch",),
     tolerance=dict(_TOLERANCE_EXACT),
     loads_pickle=True,
@@ -163,7 +188,9 @@ def _dynamo(dynamic_shapes):
     subfolder="onnx",
     tags=("onnx",),
     snippet=_onnx_snippet,
+    snippet_tensors="np",
     packages=("onnx", "onnxscript", "onnxruntime"),
+    layout=onnx_layout,
 )
 def _onnx(dynamic_shapes):
     from transformers.exporters import OnnxConfig
@@ -177,7 +204,7 @@ def _onnx(dynamic_shapes):
     subfolder="executorch/xnnpack",
     tags=("executorch",),
     snippet=_executorch_snippet,
-    packages=("executorch",),
+    packages=("executorch", "torchao"),
 )
 def _executorch_xnnpack(dynamic_shapes):
     from transformers.exporters import ExecutorchConfig

@@ -278,6 +278,9 @@ class BackendResult:
     wall_seconds: float | None = None
     peak_rss_mb: float | None = None
     components: list[str] = field(default_factory=list)
+    # Per component, the inputs its program takes, in the order it was traced with (the card's
+    # runtime-alone snippets feed them by name, or in this order where the runtime is positional).
+    inputs: dict[str, list[str]] = field(default_factory=dict)
     validation: Validation | None = None
     versions: dict[str, str] = field(default_factory=dict)
     # Seconds per worker stage ("starting" is the imports): the profile of where the time went.

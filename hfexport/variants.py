@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .layouts import load_onnx as _load_onnx
+from .layouts import package_onnx, package_pte
 
 
 class VariantKind(StrEnum):
@@ -34,6 +36,9 @@ class VariantKind(StrEnum):
     OPTIMIZED = "optimized"  # fp32, fused into the runtime's own ops
     FP16 = "fp16"
     INT8 = "int8"  # int8 weights; activations quantized at run time
+    # Decoder LLMs on device: int4 weights in groups on the linears, int8 activations quantized at
+    # run time (optimum-executorch's `--qlinear 8da4w`).
+    DA8W4 = "8da4w"
 
 
 # Quality figures (worker/validate) each kind must reach against eager fp32, on inputs of another
@@ -47,6 +52,7 @@ DEFAULT_THRESHOLDS: dict[VariantKind, dict[str, float]] = {
                        "token_agreement": 0.95, "logprob_delta_mean": 0.05},
     VariantKind.INT8: {"cosine_mean": 0.99, "cosine_min": 0.95, "top1_agreement": 0.9,
                        "token_agreement": 0.75, "logprob_delta_mean": 0.25},
+    VariantKind.DA8W4: {"token_agreement": 0.5, "logprob_delta_mean": 0.5},
 }
 LOWER_IS_BETTER = frozenset({"logprob_delta_mean"})
 
@@ -83,7 +89,10 @@ class VariantJob:
     base_dir: Path  # the backend's validated fp32 export
     work_dir: Path  # an empty folder: write the variant's loadable folder here
     make_config: Callable[[], Any]  # the backend's export config, as the fp32 program had it
-    export: Callable[[Any, dict, Any], Any]  # exporter.export(model, sample, config)
+    # `export(model, sample, config)`: a (quantized, cast) copy of the model exported as the fp32
+    # program was: one graph, or a decoder LLM's decode program (`exported.save_pretrained` writes
+    # `<component>.onnx` / `.pte`).
+    export: Callable[[Any, dict, Any], Any]
     # The program's component: "model" for one graph, "decode" for a decoder LLM (its file: decode.onnx).
     component: str = "model"
     # Out: `kept_in_float` (node names), `float_inputs` (the dtype its float inputs take, e.g. "float16").
@@ -103,6 +112,8 @@ class Variant:
     module: str
     # Also derived from generation exports (its quality then judged by greedy tokens and log-probs).
     generation: bool = False
+    # Derived from single-graph exports (encoders, classifiers) too; False: generation alone.
+    single: bool = True
 
     def file_for(self, component: str) -> str:
         """The published name for `component`'s program: `model_quantized.onnx`, `decode_quantized.onnx`."""
@@ -114,13 +125,13 @@ VARIANTS: dict[tuple[str, VariantKind], Variant] = {}
 
 def register_variant(
     backend: str, kind: VariantKind, *, file: str, package: Callable[[Path, Path, str, str], list[Path]],
-    generation: bool = False,
+    generation: bool = False, single: bool = True,
 ) -> Callable:
     """Decorator: register `fn(job) -> folder` as the `kind` variant of `backend`."""
 
     def decorate(fn: Callable[[VariantJob], Path]) -> Callable:
         VARIANTS[(backend, VariantKind(kind))] = Variant(
-            backend, VariantKind(kind), file, fn, package, fn.__module__, generation
+            backend, VariantKind(kind), file, fn, package, fn.__module__, generation, single
         )
         return fn
 
@@ -224,27 +235,6 @@ def _loadable(model, descriptors: Path, job: VariantJob) -> Path:
     return folder
 
 
-def package_onnx(folder: Path, out_dir: Path, component: str, file: str) -> list[Path]:
-    """The validated graph as the ecosystem's loaders read a variant: one self-contained `file`
-    under protobuf's 2 GB, else `file` with its weights in `<file>_data` (transformers.js and
-    optimum's naming). Returns the files written."""
-    import onnx_ir
-
-    model = _load_onnx(folder / f"{component}.onnx")
-    weights = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
-    large = weights > 1.8e9
-    onnx_ir.save(model, out_dir / file, external_data=f"{file}_data" if large else None)
-    return [out_dir / file, *([out_dir / f"{file}_data"] if large else [])]
-
-
-def _load_onnx(path: Path):
-    import onnx_ir
-
-    model = onnx_ir.load(path)
-    onnx_ir.external_data.load_to_model(model)
-    return model
-
-
 @register_variant("onnx", VariantKind.OPTIMIZED, file="model_optimized.onnx", package=package_onnx)
 def _onnx_optimized(job: VariantJob) -> Path:
     """The exporter's own fusion into ONNX Runtime's CPU ops (`OnnxConfig(ort_fusions="cpu")`),
@@ -253,7 +243,7 @@ def _onnx_optimized(job: VariantJob) -> Path:
 
     exported = job.export(job.model, job.sample, dataclasses.replace(job.make_config(), ort_fusions="cpu"))
     exported.save_pretrained(job.work_dir / "exported")
-    return _loadable(_load_onnx(job.work_dir / "exported" / "model.onnx"), job.work_dir / "exported", job)
+    return _loadable(_load_onnx(job.work_dir / "exported" / f"{job.component}.onnx"), job.work_dir / "exported", job)
 
 
 @register_variant("onnx", VariantKind.FP16, file="model_fp16.onnx", package=package_onnx)
@@ -267,7 +257,7 @@ def _onnx_fp16(job: VariantJob) -> Path:
     job.options["float_inputs"] = "float16"
     exported = job.export(copy.deepcopy(job.model).to(torch.float16), sample, job.make_config())
     exported.save_pretrained(job.work_dir / "exported")
-    model = _load_onnx(job.work_dir / "exported" / "model.onnx")
+    model = _load_onnx(job.work_dir / "exported" / f"{job.component}.onnx")
     return _loadable(model, job.work_dir / "exported", job)
 
 
@@ -338,14 +328,6 @@ def _outlier_projections(job: VariantJob, budget: float) -> list[str]:
     return kept
 
 
-def package_pte(folder: Path, out_dir: Path, component: str, file: str) -> list[Path]:
-    """The validated `.pte` program under its published name (one file: nothing to repack)."""
-    import shutil
-
-    shutil.copy(folder / f"{component}.pte", out_dir / file)
-    return [out_dir / file]
-
-
 @register_variant("executorch", VariantKind.INT8, file="model_int8.pte", package=package_pte)
 def _executorch_int8(job: VariantJob) -> Path:
     """XNNPACK's own PT2E quantizer through the exporter (`PT2EQuantizer`): per-channel int8 weights,
@@ -361,4 +343,31 @@ def _executorch_int8(job: VariantJob) -> Path:
     xnnpack = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True))
     config = dataclasses.replace(job.make_config(), quantizer=PT2EQuantizer(xnnpack, calibration_dataset=job.calibration))
     job.export(job.model, job.sample, config).save_pretrained(job.work_dir / "variant")
+    return job.work_dir / "variant"
+
+
+# Linears whose input width is a multiple of this are int4 in groups of it (XNNPACK's blockwise
+# kernels); others (an odd FFN width) stay in float.
+INT4_GROUP_SIZE = 32
+
+
+@register_variant("executorch", VariantKind.DA8W4, file="model_8da4w.pte", package=package_pte,
+                  generation=True, single=False)
+def _executorch_8da4w(job: VariantJob) -> Path:
+    """torchao's `Int8DynamicActivationIntxWeightConfig` on the decoder's linears (the LM head
+    included): int4 weights in groups of `INT4_GROUP_SIZE`, activations quantized per token at run
+    time, which XNNPACK's partitioner lowers to its own kernels. The embedding table stays in
+    float: the pinned exporter has no hook for ExecuTorch's embedding-quantization pass, and
+    torchao's weight-only embedding leaves an op the runtime cannot run."""
+    import copy
+
+    import torch
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
+    from torchao.quantization.granularity import PerGroup
+
+    model = copy.deepcopy(job.model)
+    config = Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(INT4_GROUP_SIZE))
+    quantize_(model, config, filter_fn=lambda module, _: isinstance(module, torch.nn.Linear)
+              and module.in_features % INT4_GROUP_SIZE == 0)
+    job.export(model, job.sample, job.make_config()).save_pretrained(job.work_dir / "variant")
     return job.work_dir / "variant"

@@ -4,8 +4,8 @@ torch.export program again, under its own name, folder, tag and loading snippet.
 from hfexport.backends import register_backend
 
 
-def _snippet(repo_id: str, subfolder: str, first: str) -> list[str]:
-    return ["import plugin_runtime", f'plugin_runtime.load("{repo_id}", "{subfolder}/{first}.pt2")']
+def _snippet(path: str, inputs: list[str] | None) -> list[str]:
+    return ["import plugin_runtime", f"plugin_runtime.load({path})"]
 
 
 @register_backend(

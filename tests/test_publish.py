@@ -176,8 +176,8 @@ class TestLifecycle:
         assert "Updated" in comments[-1].content and new_sha[:12] in comments[-1].content
         commits = [e for e in details.events if e.type == "commit"]
         assert len(commits) == 2  # opened, then updated
-        remote = Path(api.hf_hub_download(self.repo, "onnx/model.onnx.data", revision=f"refs/pr/{result.pr_num}"))
-        assert _file_sha256(remote) == _file_sha256(Path(report.out_dir) / "onnx" / "model.onnx.data")
+        remote = Path(api.hf_hub_download(self.repo, "onnx/model.onnx", revision=f"refs/pr/{result.pr_num}"))
+        assert _file_sha256(remote) == _file_sha256(Path(report.out_dir) / "onnx" / "model.onnx")
         card = Path(api.hf_hub_download(self.repo, "README.md", revision=f"refs/pr/{result.pr_num}")).read_text()
         self._assert_card(card)  # two pushes, still exactly one section
         assert new_sha[:12] in card

@@ -155,7 +155,8 @@ def test_a_backend_registered_alone_shows_in_the_table_the_card_and_the_pr(hub, 
         assert {"plugin/pt2/model.pt2", "plugin/pt2/export.json"} <= files
         card = Path(owner_api.hf_hub_download("plugin-owner/tiny", "README.md", revision=revision)).read_text()
         assert "| pt2-plugin | `" in card and "| `plugin/pt2/` |" in card
-        assert 'plugin_runtime.load("plugin-owner/tiny", "plugin/pt2/model.pt2")' in card
+        assert 'plugin_runtime.load(hf_hub_download(repo, "plugin/pt2/model.pt2", revision=revision))' in card
+        assert 'repo, revision = "plugin-owner/tiny", "main"' in card
         assert "plugin-format" in yaml.safe_load(card.split("---\n")[1])["tags"]
     finally:
         BACKENDS.pop("pt2-plugin", None)

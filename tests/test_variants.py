@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from conftest import run_cli
@@ -217,3 +218,26 @@ def test_a_repo_whose_hfexport_yaml_names_bad_variants_is_refused_as_bad_input(h
         assert said in shown and "(in the repo's .hfexport.yaml)" in shown and "--variants" in shown, shown
         assert "Traceback" not in result.stderr
     assert not list(api.get_repo_discussions("yaml-owner/tiny"))
+
+
+@pytest.mark.slow
+def test_a_decoder_llm_gets_an_8da4w_executorch_program_that_loads_in_the_runtime(workspace, tmp_path):
+    """`--variants 8da4w` on a decoder LLM: the decode program re-exported with int4 grouped weights
+    and int8 dynamic activations on its linears (torchao, lowered by XNNPACK), judged on the tokens
+    it generates, smaller than the fp32 `.pte`, and loadable by ExecuTorch's own runtime."""
+    folder = tiny_models.llama(workspace / "model-llama-8da4w")
+    out = tmp_path / "out"
+    result = run_cli("export", str(folder), "--backends", "executorch", "--variants", "8da4w", "--out", str(out),
+                     "--json", timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    backend = json.loads(result.stdout)["backends"][0]
+    assert backend["status"] == "ok" and backend["components"] == ["decode"], backend
+    (variant,) = backend["variants"]
+    assert variant["kind"] == "8da4w" and set(variant["quality"]) == {"token_agreement", "logprob_delta_mean"}
+    assert variant["status"] == "ok", variant  # a random tiny Llama keeps most greedy tokens at int4
+    program = out / "executorch" / "xnnpack" / "decode_8da4w.pte"
+    fp32 = out / "executorch" / "xnnpack" / "decode.pte"
+    assert variant["file"] == program.name and program.stat().st_size == variant["size"] < fp32.stat().st_size
+    from executorch.runtime import Runtime
+
+    assert "forward" in Runtime.get().load_program(program).method_names

@@ -13,6 +13,7 @@ import yaml
 
 from ..backends import get_backend
 from ..report import Report, markdown_table, markdown_variant_table
+from .snippets import load_section
 
 START = "<!-- hfexport:start -->"
 END = "<!-- hfexport:end -->"
@@ -96,45 +97,6 @@ def render_section(repo_id: str, report: Report, notes: list[str] | tuple[str, .
         versions.update(b.versions)
     if versions:
         lines += ["", "Built with " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + "."]
-    lines += ["", "### How to load", ""]
-    for b in report.succeeded:
-        lines += _snippet(repo_id, b.backend, b.subfolder, b.components, report.plan.trust_remote_code)
-        lines += _variant_snippet(repo_id, b)
+    lines += ["", *load_section(repo_id, report)]
     lines.append(END)
     return "\n".join(lines)
-
-
-def _snippet(repo_id: str, backend: str, subfolder: str, components: list[str], remote_code: bool = False) -> list[str]:
-    spec = get_backend(backend)
-    trust = ", trust_remote_code=True" if spec.loads_pickle or remote_code else ""
-    native = spec.snippet(repo_id, subfolder, components[0] if components else "model") if spec.snippet else []
-    return [
-        f"**{backend}** (`{subfolder}/`):",
-        "",
-        "```python",
-        "from transformers.exporters import ExportedModel",
-        f'model = ExportedModel.from_pretrained("{repo_id}", subfolder="{subfolder}"{trust})  # revision="refs/pr/N" to try this PR',
-        *(["", "# or with the runtime alone", "from huggingface_hub import hf_hub_download", *native] if native else []),
-        "```",
-        "",
-    ]
-
-
-# transformers.js picks an ONNX file by `dtype`: these are the names it reads for ours.
-_JS_DTYPE = {"model_quantized.onnx": "q8", "model_fp16.onnx": "fp16"}
-
-
-def _variant_snippet(repo_id: str, b) -> list[str]:
-    published = [v for v in b.variants if v.ok and v.file]
-    if not published:
-        return []
-    spec = get_backend(b.backend)
-    lines = [f"Variants of **{b.backend}**, each one file:", ""]
-    for v in published:
-        js = f" — transformers.js: `dtype: '{_JS_DTYPE[v.file]}'`" if v.file in _JS_DTYPE else ""
-        lines.append(f"- `{b.subfolder}/{v.file}` ({v.kind}){js}")
-    first = published[0]
-    if spec.snippet is not None:
-        stem = first.file.rsplit(".", 1)[0]
-        lines += ["", "```python", "from huggingface_hub import hf_hub_download", *spec.snippet(repo_id, b.subfolder, stem), "```"]
-    return [*lines, ""]

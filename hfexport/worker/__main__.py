@@ -142,19 +142,29 @@ def run_job(job: dict, backend, result, stage) -> None:
     stage("exporting")
     started = time.perf_counter()
     exporter = AutoHfExporter.from_config({"export_format": backend.export_format})
-    with torch.no_grad():
+
+    def make_config():
+        return backend.make_config(dynamic_shapes_for(sample) if plan.mode == "single" else None)
+
+    def export_program(of_model, inputs: dict, config):
+        """`of_model` exported the way this plan exports it: one graph, or (a decoder LLM) the decode
+        program alone. Variants re-export a quantized or cast copy of the model through it."""
         if plan.mode == "single":
-            exported = exporter.export(model, sample, backend.make_config(dynamic_shapes_for(sample)))
-        elif plan.components == ["decode"]:
-            # Weights once: the exporter's multi-token decode takes the prompt on an empty cache as well
-            # as each new token, so this one program is the whole decoder (no prefill copy of the weights).
-            stages = decompose_for_generation(
-                model, dict(sample), generation_config=model.generation_config, multi_token_decode=True
-            )
-            decoder, decoder_inputs = stages["decode"]
-            exported = exporter.export(decoder, decoder_inputs, backend.make_config(None))
-            exported.components = {"decode": exported.components["model"]}
-            exported.generation_config = model.generation_config
+            return exporter.export(of_model, inputs, config)
+        # Weights once: the exporter's multi-token decode takes the prompt on an empty cache as well
+        # as each new token, so this one program is the whole decoder (no prefill copy of the weights).
+        stages = decompose_for_generation(
+            of_model, dict(inputs), generation_config=of_model.generation_config, multi_token_decode=True
+        )
+        decoder, decoder_inputs = stages["decode"]
+        program = exporter.export(decoder, decoder_inputs, config)
+        program.components = {"decode": program.components["model"]}
+        program.generation_config = of_model.generation_config
+        return program
+
+    with torch.no_grad():
+        if plan.mode == "single" or plan.components == ["decode"]:
+            exported = export_program(model, sample, make_config())
         else:
             generate_inputs = dict(sample)
             exported = exporter.export_for_generation(
@@ -201,9 +211,16 @@ def run_job(job: dict, backend, result, stage) -> None:
         result.variants = run_variants(
             plan, backend, model, loaded, out_dir, sample, other,
             calibration=[build_inputs(model_dir, model.config, plan, _CALIBRATION, seed=seed) for seed in (2, 3)],
-            export=exporter.export, make_config=lambda: backend.make_config(dynamic_shapes_for(sample)),
+            export=export_program, make_config=make_config,
             stage=stage,
         )
+
+    components = list(loaded.components)
+    result.inputs = {name: list(runner.metadata.kwargs) for name, runner in loaded.runners.items()}
+    if validation.passed and backend.layout is not None:
+        stage("laying out for loaders")
+        del loaded
+        backend.layout(out_dir, components)
 
     files = sorted(p for p in out_dir.rglob("*") if p.is_file())
     result.status = Status.OK if validation.passed else Status.FAILED
@@ -211,7 +228,7 @@ def run_job(job: dict, backend, result, stage) -> None:
     result.files = [ArtifactFile(str(p.relative_to(out_dir)), p.stat().st_size) for p in files]
     result.export_seconds = round(export_seconds, 2)
     result.validate_seconds = round(validate_seconds, 2)
-    result.components = list(loaded.components)
+    result.components = components
     result.validation = validation
     result.versions = runtime_versions(backend.packages)
 
@@ -255,6 +272,10 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
         outcome = VariantResult(str(variant.kind), Status.FAILED, thresholds=thresholds)
         if not single and not variant.generation:
             outcome.status, outcome.error = Status.SKIPPED, f"no {variant.kind} variant of {backend.name} generation exports yet"
+            results.append(outcome)
+            continue
+        if single and not variant.single:
+            outcome.status, outcome.error = Status.SKIPPED, f"{variant.kind} is for decoder LLMs (generation exports)"
             results.append(outcome)
             continue
         with tempfile.TemporaryDirectory(prefix=f"variant-{variant.kind}-") as work:
