@@ -41,6 +41,13 @@ def pushed(hub):
     assert result.returncode == 0, result.stderr[-3000:]
     outcome = json.loads(result.stdout)
     assert outcome["action"] == "opened", outcome
+    # The real all-MiniLM-L6-v2, every backend validated; the readable table on stderr, one row each,
+    # and none of the libraries' known-harmless noise.
+    report = outcome["report"]
+    assert report["plan"]["architecture"] == "BertModel" and len(report["source"]["sha"]) == 40
+    assert [(b["backend"], b["status"]) for b in report["backends"]] == [("dynamo", "ok"), ("onnx", "ok"), ("executorch", "ok")]
+    assert all(name in result.stderr for name in ("dynamo", "onnx", "executorch", "max abs diff"))
+    assert "Failed to load" not in result.stderr and "register_constant()" not in result.stderr
     return api, outcome
 
 
@@ -51,6 +58,7 @@ def _blocks(card: str) -> list[str]:
 
 def _run_python(code: str, home: Path) -> subprocess.CompletedProcess:
     """`code` as a user runs it: its own process, a fresh HF_HOME, no token, this Hub."""
+    home.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HFEXPORT_"))}
     env.update(HF_ENDPOINT=os.environ["HF_ENDPOINT"], HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env,
@@ -74,13 +82,13 @@ def _eager(texts: list[str]):
                     reason="transformers.js is installed by `make test` (npm ci in tests/js)")
 def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub, tmp_path):
     """transformers.js fetches `onnx/model.onnx` alone (fp32) or `onnx/model_quantized.onnx` (q8) from
-    the PR's revision, as from any Hub repo: fp32 embeddings match eager to cosine >= 0.9999, q8's to 0.99."""
+    the PR's revision, as from any Hub repo: fp32 embeddings match eager to cosine >= 0.9999, q8's to 0.98."""
     import torch
 
     _, outcome = pushed
     revision = f"refs/pr/{outcome['pr_num']}"
     eager = _eager(TEXTS)
-    for dtype, floor in (("fp32", 0.9999), ("q8", 0.99)):
+    for dtype, floor in (("fp32", 0.9999), ("q8", 0.98)):
         run = subprocess.run(
             ["node", str(JS / "embed.mjs"), hub.url, REPO, revision, dtype, json.dumps(TEXTS)],
             capture_output=True, text=True, timeout=300, env={**os.environ, "TRANSFORMERS_JS_CACHE": str(tmp_path / dtype)},
@@ -88,6 +96,7 @@ def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub
         assert run.returncode == 0, run.stderr[-3000:]
         got = torch.tensor(json.loads(run.stdout.strip().splitlines()[-1]))
         cosine = torch.nn.functional.cosine_similarity(got, eager, dim=-1)
+        print(f"transformers.js {dtype}: cosine to eager {[round(float(c), 6) for c in cosine]}")
         assert got.shape == eager.shape and float(cosine.min()) >= floor, (dtype, cosine)
 
 

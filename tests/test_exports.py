@@ -1,5 +1,6 @@
-"""Real exports of real (tiny random, and one pretrained) models on dynamo, onnx and executorch,
-reloaded on their own runtimes. Each model is exported once per session (see conftest)."""
+"""Real exports of tiny random models on dynamo, onnx and executorch, reloaded on their own
+runtimes. Each model is exported once per session (see conftest). The real pretrained MiniLM goes
+through a whole push in test_card_snippets.py, where its card is run."""
 
 from __future__ import annotations
 
@@ -10,10 +11,7 @@ from pathlib import Path
 import torch
 
 from hfexport.backends import get_backend
-from hfexport.report import REPORT_FILE, Report
-
-from conftest import run_cli
-import tiny_models
+from hfexport.report import Report
 
 CPU_BACKENDS = ["dynamo", "onnx", "executorch"]
 
@@ -146,32 +144,3 @@ def test_t5_encoder_decoder_generation(t5_export):
     manifest = json.loads((Path(report.out_dir) / "onnx" / "export.json").read_text())
     assert sorted(manifest["components"]) == ["decode", "encoder", "prefill"]
 
-
-def test_real_minilm_cli(workspace):
-    """The issue's 'done when': the real all-MiniLM-L6-v2 through the CLI, every backend validated."""
-    out = workspace / "out-minilm"
-    result = run_cli("export", str(tiny_models.minilm_folder()), "--backends", "dynamo,onnx,executorch", "--out", str(out), "--json")
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout)
-    assert report["ok"] is True
-    assert [b["status"] for b in report["backends"]] == ["ok", "ok", "ok"]
-    assert report["plan"]["architecture"] == "BertModel"
-    assert len(report["source"]["sha"]) == 40
-    assert (out / REPORT_FILE).is_file()
-    for sub in ("dynamo", "onnx", "executorch/xnnpack"):
-        assert (out / sub / "export.json").is_file()
-    # The readable table went to stderr, one row per backend.
-    for backend in CPU_BACKENDS:
-        assert backend in result.stderr
-    assert "max abs diff" in result.stderr
-    assert "Failed to load" not in result.stderr and "register_constant()" not in result.stderr
-    # A real embedding from the reloaded ONNX export matches the eager model on real tokens.
-    from transformers import AutoModel, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_models.minilm_folder())
-    model = AutoModel.from_pretrained(tiny_models.minilm_folder()).eval()
-    inputs = tokenizer(["a sentence to embed", "another, rather longer sentence to embed here"], padding=True, return_tensors="pt")
-    exported = _load(out, "onnx")
-    with torch.inference_mode():
-        expected = model(**inputs).last_hidden_state
-    assert torch.allclose(exported(**inputs).last_hidden_state, expected, atol=1e-3)

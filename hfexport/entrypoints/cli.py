@@ -24,7 +24,7 @@ from .console import badge, err, fail, print_report, progress_callback
 
 # The variant options, one definition for export and push.
 VariantsOption = Annotated[Optional[str], typer.Option(
-    help="Smaller/faster files derived from the fp32 exports: int8, fp16, optimized (every backend offering it), "
+    help="Smaller/faster files derived from the fp32 exports: int8, fp16, optimized, 8da4w (every backend offering it), "
     "backend:kind (onnx:int8), or none. Each is judged against eager fp32 and kept only if it passes "
     "\\[default: for push the repo's .hfexport.yaml `variants:`, else $HFEXPORT_VARIANTS, else onnx:int8].",
     show_default=False,
