@@ -100,26 +100,51 @@ def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub
         assert got.shape == eager.shape and float(cosine.min()) >= floor, (dtype, cosine)
 
 
-def test_every_card_snippet_runs_on_the_pr_and_after_the_merge(pushed, tmp_path):
-    """Every block of the card — ExportedModel and the runtime alone for each backend, the variant —
-    runs in a fresh cache with no token and prints the shapes of a real call; first against the PR
-    (with the revision the card says to set), then, merged, exactly as printed."""
-    api, outcome = pushed
-    num = outcome["pr_num"]
-    card = Path(api.hf_hub_download(REPO, "README.md", revision=f"refs/pr/{num}")).read_text()
+def _run_every_block(api, repo: str, num: int, tmp_path: Path, printed: str) -> list[str]:
+    """Every Python block of the PR's card, run against the PR (with the revision the card says to
+    set), then, once merged, exactly as printed. Each must exit 0 and print `printed` (a regex)."""
+    card = Path(api.hf_hub_download(repo, "README.md", revision=f"refs/pr/{num}")).read_text()
     blocks = _blocks(card)
-    files = {"onnx/model.onnx", "onnx/model_quantized.onnx", "executorch/xnnpack/model.pte"}
-    assert all(any(f'"{f}"' in b for b in blocks) for f in files), blocks
-    assert sum("ExportedModel.from_pretrained" in b for b in blocks) == 3
-    pr_line = '"main"  # to try the pull request before it is merged: "refs/pr/<number>"'
-    assert all(pr_line in b for b in blocks)
+    assert all('"main"  # to try the pull request before it is merged: "refs/pr/<number>"' in b for b in blocks)
 
     def run_all(label: str, edit) -> None:
         for index, block in enumerate(blocks):
             ran = _run_python(edit(block), tmp_path / f"{label}-{index}" / "hf-home")
             assert ran.returncode == 0, f"{label} block {index}:\n{block}\n{ran.stderr[-3000:]}"
-            assert re.search(r"\(2, \d+", ran.stdout), (block, ran.stdout)  # the two sentences the card feeds
+            assert re.search(printed, ran.stdout), (block, ran.stdout)
 
     run_all("pr", lambda block: block.replace('"main"  #', f'"refs/pr/{num}"  #', 1))
-    api.merge_pull_request(REPO, num)
+    api.merge_pull_request(repo, num)
     run_all("merged", lambda block: block)
+    return blocks
+
+
+def test_every_card_snippet_runs_on_the_pr_and_after_the_merge(pushed, tmp_path):
+    """Every block of the card — ExportedModel and the runtime alone for each backend, the variant —
+    runs in a fresh cache with no token and prints the shapes of a real call on the two sentences
+    it tokenizes; first against the PR, then, merged, exactly as printed."""
+    api, outcome = pushed
+    blocks = _run_every_block(api, REPO, outcome["pr_num"], tmp_path, r"\(2, \d+")
+    files = {"onnx/model.onnx", "onnx/model_quantized.onnx", "executorch/xnnpack/model.pte"}
+    assert all(any(f'"{f}"' in b for b in blocks) for f in files), blocks
+    assert sum("ExportedModel.from_pretrained" in b for b in blocks) == 3
+
+
+def test_a_generative_models_card_snippets_run_a_real_prompt(hub, workspace, tmp_path):
+    """A decoder LLM with its tokenizer, pushed with every CPU backend: each ExportedModel block runs
+    the one decode program on a tokenized prompt and prints the logits' shape and the next token;
+    the runtime-alone blocks load the ONNX graph and the `.pte`. PR first, then merged."""
+    from huggingface_hub import HfApi
+
+    repo = "snippets-owner/tiny-llm"
+    owner, bot = hub.add_user("snippets-owner"), hub.add_user("snippets-bot")
+    api = HfApi(endpoint=hub.url, token=owner)
+    api.create_repo(repo)
+    api.upload_folder(repo_id=repo, folder_path=tiny_models.llama_with_tokenizer(workspace / "model-llama-tokenizer"))
+    result = run_cli("push", repo, "--backends", "dynamo,onnx,executorch", "--variants", "none", "--json",
+                     env={"HF_TOKEN": bot}, timeout=1800)
+    assert result.returncode == 0, result.stderr[-3000:]
+    outcome = json.loads(result.stdout)
+    blocks = _run_every_block(api, repo, outcome["pr_num"], tmp_path, r"\(1, \d+, 128\) next token: |'input_ids'|forward")
+    assert sum('model.runners["decode"]' in b for b in blocks) == 3
+    assert any('"onnx/decode.onnx"' in b for b in blocks) and any('"executorch/xnnpack/decode.pte"' in b for b in blocks)

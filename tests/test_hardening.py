@@ -63,7 +63,7 @@ def test_trusted_remote_code_runs_only_in_processes_that_hold_no_secret(hub, wor
         assert env.get("HF_HUB_OFFLINE") == "1", name
     # The card tells users the files need trust too.
     card = api.hf_hub_download("rc-owner/dumpbert", "README.md", revision=f"refs/pr/{result['pr_num']}")
-    assert 'subfolder="onnx", trust_remote_code=True' in open(card).read()
+    assert 'subfolder="onnx", revision=revision, trust_remote_code=True' in open(card).read()
 
 
 def _has_user(name: str) -> bool:

@@ -44,6 +44,25 @@ def llama(folder: Path) -> Path:
     return _save(model, folder)
 
 
+def llama_with_tokenizer(folder: Path) -> Path:
+    """The tiny Llama with a tokenizer of its own (a word-level one over its 128 ids), so text goes
+    in as a user's would: what the card's generation snippets need."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    llama(folder)
+    words = ["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(4, 128)]
+    vocab = {word: index for index, word in enumerate(words)}
+    for index, word in enumerate("hfexport validated this file against the original model . short one".split()):
+        vocab[word] = vocab.pop(f"w{index + 4}")
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                        unk_token="<unk>", padding_side="left")
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def t5(folder: Path) -> Path:
     from transformers import T5Config, T5ForConditionalGeneration
 

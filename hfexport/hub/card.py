@@ -41,9 +41,11 @@ def opted_out(text: str | None) -> bool:
     return value is False or (isinstance(value, dict) and bool(value.get("opt_out")))
 
 
-def render_card(current: str | None, repo_id: str, report: Report, notes: list[str] | tuple[str, ...] = ()) -> str:
+def render_card(current: str | None, repo_id: str, report: Report, notes: list[str] | tuple[str, ...] = (),
+                repo_files: set[str] | None = None) -> str:
     """The README with our section replaced or appended and our tags merged in. `notes` are
-    sentences the section adds under its table (e.g. where an export went instead of the owner's folder)."""
+    sentences the section adds under its table (e.g. where an export went instead of the owner's
+    folder); `repo_files`, the repo's paths (its loading snippets feed inputs from its own preprocessor)."""
     metadata, front, body = split_card(current or "")
     if metadata is not None:  # unreadable front matter stays exactly as the owner wrote it
         tags = list(metadata.get("tags") or [])
@@ -54,7 +56,7 @@ def render_card(current: str | None, repo_id: str, report: Report, notes: list[s
         if tags != list(metadata.get("tags") or []):
             metadata["tags"] = tags
             front = "---\n" + yaml.safe_dump(metadata, sort_keys=False, allow_unicode=True) + "---\n"
-    section = render_section(repo_id, report, notes)
+    section = render_section(repo_id, report, notes, repo_files)
     if START in body and END in body:
         before, rest = body.split(START, 1)
         after = rest.split(END, 1)[1]
@@ -66,7 +68,8 @@ def render_card(current: str | None, repo_id: str, report: Report, notes: list[s
     return front + body
 
 
-def render_section(repo_id: str, report: Report, notes: list[str] | tuple[str, ...] = ()) -> str:
+def render_section(repo_id: str, report: Report, notes: list[str] | tuple[str, ...] = (),
+                   repo_files: set[str] | None = None) -> str:
     sha = report.source.sha
     lines = [
         START,
@@ -97,6 +100,6 @@ def render_section(repo_id: str, report: Report, notes: list[str] | tuple[str, .
         versions.update(b.versions)
     if versions:
         lines += ["", "Built with " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + "."]
-    lines += ["", *load_section(repo_id, report)]
+    lines += ["", *load_section(repo_id, report, repo_files)]
     lines.append(END)
     return "\n".join(lines)

@@ -385,7 +385,7 @@ def apply(
 
     published = decision.published
     files = [path for _, path in decision.uploads] + [REPORT_FILE, "README.md"]
-    card = render_card(state.readme, repo_id, published, decision.notes)
+    card = render_card(state.readme, repo_id, published, decision.notes, set(state.base_files))
     description = _description(published, decision.notes, marker(nonce, decision.markers))
     if dry_run:
         return PublishResult(PublishAction.DRY_RUN, repo_id, num, None, None, files, description, card, report)

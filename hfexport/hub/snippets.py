@@ -17,7 +17,8 @@ from ..backends import get_backend
 from ..report import BackendResult, Report
 
 # Sentences of different lengths, so the batch is padded as real traffic is.
-_TEXTS = '["hfexport validated this file against the original model.", "Short one."]'
+_PROMPT = '"hfexport validated this file against the original model."'
+_TEXTS = f'[{_PROMPT}, "Short one."]'
 
 # transformers.js picks an ONNX file by `dtype`: these are the names it reads for ours.
 JS_DTYPE = {"model_quantized.onnx": "q8", "model_fp16.onnx": "fp16"}
@@ -27,11 +28,23 @@ def _header(repo_id: str) -> list[str]:
     return [f'repo, revision = "{repo_id}", "main"  # to try the pull request before it is merged: "refs/pr/<number>"']
 
 
-def _inputs(report: Report, tensors: str) -> list[str] | None:
+# The files each modality's preprocessor loads from (any one of them).
+_PREPROCESSOR_FILES = {
+    "text": ("tokenizer.json", "tokenizer_config.json", "vocab.txt"),
+    "vision": ("preprocessor_config.json",),
+}
+
+
+def _has_preprocessor(report: Report, repo_files: set[str] | None) -> bool:
+    wanted = _PREPROCESSOR_FILES.get(report.plan.modality, ())
+    return repo_files is None or any(name in repo_files for name in wanted)
+
+
+def _inputs(report: Report, tensors: str, repo_files: set[str] | None = None) -> list[str] | None:
     """Lines making `inputs` with the repo's own preprocessor, or None where hfexport cannot write
-    them generically (generation, audio: the card then shows loading alone)."""
+    them generically (generation, audio, a repo without a preprocessor: the card then shows loading alone)."""
     plan = report.plan
-    if plan.mode != "single":
+    if plan.mode != "single" or not _has_preprocessor(report, repo_files):
         return None
     if plan.modality == "text":
         return [
@@ -56,48 +69,88 @@ def _program(lines: list[str]) -> list[str]:
     return ["```python", *sorted(dict.fromkeys(imports), key=lambda line: line.split()[1]), "", *body, "```"]
 
 
-def exported_model_block(repo_id: str, report: Report, b: BackendResult) -> list[str]:
+# What the one decode program of a decoder LLM is fed for the prompt, by traced input name.
+_DECODE_FEED = {
+    "input_ids": 'inputs["input_ids"]',
+    "attention_mask": 'inputs["attention_mask"]',
+    "position_ids": "torch.arange(length)[None]",
+    "cache_position": "torch.arange(length)",
+    "cache": "cache",
+}
+
+
+def _decode_call(b: BackendResult) -> list[str] | None:
+    """A decoder LLM's `decode` program run on a real prompt: on an empty cache (every layer
+    holding zero positions), as it takes any prompt before the tokens that follow it."""
+    traced = b.inputs.get("decode")
+    if b.components != ["decode"] or not traced or any(name not in _DECODE_FEED for name in traced):
+        return None
+    feed = ", ".join(f"{name}={_DECODE_FEED[name]}" for name in traced)
+    return [
+        "import torch",
+        "from transformers import AutoConfig, AutoTokenizer, DynamicCache",
+        "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
+        f'inputs = tokenizer([{_PROMPT}], return_tensors="pt")',
+        "# One program takes the prompt on an empty cache, then each new token on the cache it returns.",
+        "config = AutoConfig.from_pretrained(repo, revision=revision)",
+        "text = config.get_text_config()",
+        "heads = getattr(text, \"num_key_value_heads\", None) or text.num_attention_heads",
+        "head_dim = getattr(text, \"head_dim\", None) or text.hidden_size // text.num_attention_heads",
+        "cache = DynamicCache(config=config)",
+        "for layer in range(text.num_hidden_layers):",
+        "    empty = torch.zeros(1, heads, 0, head_dim)",
+        "    cache.update(empty, empty.clone(), layer)",
+        "length = inputs[\"input_ids\"].shape[1]",
+        f"outputs = model.runners[\"decode\"]({feed})",
+        "print(tuple(outputs.logits.shape), \"next token:\", tokenizer.decode(outputs.logits[0, -1].argmax()))",
+    ]
+
+
+def exported_model_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str] | None = None) -> list[str]:
     """Loading with `transformers.exporters.ExportedModel`, which reads every backend."""
     spec = get_backend(b.backend)
     trust = ", trust_remote_code=True" if spec.loads_pickle or report.plan.trust_remote_code else ""
-    inputs = _inputs(report, "pt")
+    inputs = _inputs(report, "pt", repo_files)
     lines = [
         "from transformers.exporters import ExportedModel",
         *_header(repo_id),
         f'model = ExportedModel.from_pretrained(repo, subfolder="{b.subfolder}", revision=revision{trust})',
     ]
-    if inputs is None:
-        lines.append("print(model)  # its components, each called with the inputs it was traced with")
-    else:
+    decode = _decode_call(b) if report.plan.mode != "single" and _has_preprocessor(report, repo_files) else None
+    if inputs is not None:
         lines += [*inputs, "outputs = model(**inputs)", "print({name: tuple(value.shape) for name, value in outputs.items()})"]
+    elif decode is not None:
+        lines += decode
+    else:
+        lines.append("print(model)  # its components, each called with the inputs it was traced with")
     return _program(lines)
 
 
-def runtime_block(repo_id: str, report: Report, b: BackendResult, file: str) -> list[str] | None:
+def runtime_block(repo_id: str, report: Report, b: BackendResult, file: str, repo_files: set[str] | None = None) -> list[str] | None:
     """Loading `file` of `b`'s folder with the backend's runtime alone, or None if it has no such snippet."""
     spec = get_backend(b.backend)
     if spec.snippet is None:
         return None
     component = file.rsplit(".", 1)[0].split("_", 1)[0]
     names = b.inputs.get(component) or b.inputs.get("model")
-    inputs = _inputs(report, spec.snippet_tensors)
+    inputs = _inputs(report, spec.snippet_tensors, repo_files)
     path = f'hf_hub_download(repo, "{b.subfolder}/{file}", revision=revision)'
-    lines = ["from huggingface_hub import hf_hub_download", *_header(repo_id)]
-    if inputs is not None and names:
-        lines += inputs
-    lines += spec.snippet(path, names if inputs is not None else None)
+    feed = names if inputs is not None and names else None  # a report from before inputs were recorded has none
+    lines = ["from huggingface_hub import hf_hub_download", *_header(repo_id), *(inputs if feed else [])]
+    lines += spec.snippet(path, feed)
     return _program(lines)
 
 
-def load_section(repo_id: str, report: Report) -> list[str]:
+def load_section(repo_id: str, report: Report, repo_files: set[str] | None = None) -> list[str]:
     """The card's "How to load" section: per backend, ExportedModel and the runtime alone; per
-    published variant, its file with the runtime alone (and the transformers.js dtype that picks it)."""
+    published variant, its file with the runtime alone (and the transformers.js dtype that picks it).
+    `repo_files`: the repo's paths, to feed real inputs only where its preprocessor is there (None: assume it is)."""
     lines = ["### How to load", ""]
     for b in report.succeeded:
         spec = get_backend(b.backend)
         first = (b.components or ["model"])[0]
-        lines += [f"**{b.backend}** (`{b.subfolder}/`), with `transformers.exporters`:", "", *exported_model_block(repo_id, report, b), ""]
-        alone = runtime_block(repo_id, report, b, f"{first}.{spec.suffix}")
+        lines += [f"**{b.backend}** (`{b.subfolder}/`), with `transformers.exporters`:", "", *exported_model_block(repo_id, report, b, repo_files), ""]
+        alone = runtime_block(repo_id, report, b, f"{first}.{spec.suffix}", repo_files)
         if alone is not None:
             lines += ["With the runtime alone:", "", *alone, ""]
         elif spec.snippet_note:
@@ -108,6 +161,6 @@ def load_section(repo_id: str, report: Report) -> list[str]:
             for v in published:
                 js = f" — transformers.js: `dtype: '{JS_DTYPE[v.file]}'`" if v.file in JS_DTYPE else ""
                 lines.append(f"- `{b.subfolder}/{v.file}` ({v.kind}){js}")
-            block = runtime_block(repo_id, report, b, published[0].file)
+            block = runtime_block(repo_id, report, b, published[0].file, repo_files)
             lines += ["", *(block or []), ""]
     return lines
