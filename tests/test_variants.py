@@ -162,18 +162,27 @@ def test_variant_names_choose_kinds_for_every_backend_or_one_backend():
         assert f"Unknown variant {bad!r}" in refused.value.args[0] and "onnx:int8" in str(refused.value.fix)
 
 
+def _decoder_llm_export(workspace, out, backend: str, variants: str, timeout: float) -> dict:
+    """The tiny Llama exported on `backend` with `--variants`, through the CLI: the backend's entry
+    of the report, its export validated as one `decode` program."""
+    folder = workspace / "model-llama-variants"
+    if not (folder / "model.safetensors").exists():
+        tiny_models.llama(folder)
+    result = run_cli("export", str(folder), "--backends", backend, "--variants", variants, "--out", str(out),
+                     "--json", timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    entry = json.loads(result.stdout)["backends"][0]
+    assert entry["status"] == "ok" and entry["components"] == ["decode"], entry
+    return entry
+
+
 def test_a_decoder_llm_gets_an_int8_decoder_judged_on_the_tokens_it_generates(workspace, tmp_path):
     """A decoder LLM's one `decode` program gets an int8 ONNX variant, `decode_quantized.onnx`,
     judged by greedy token agreement with eager `generate()` and the mean |Δ log-prob| of eager's
     tokens; its file exists exactly when both thresholds hold. A variant with no generation
     support is reported skipped, not silently dropped."""
-    folder = tiny_models.llama(workspace / "model-llama-variants")
     out = tmp_path / "out"
-    result = run_cli("export", str(folder), "--backends", "onnx", "--variants", "int8,fp16", "--out", str(out),
-                     "--json", timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    onnx = json.loads(result.stdout)["backends"][0]
-    assert onnx["status"] == "ok" and onnx["components"] == ["decode"]
+    onnx = _decoder_llm_export(workspace, out, "onnx", "int8,fp16", timeout=900)
     int8, fp16 = onnx["variants"]
     assert fp16["kind"] == "fp16" and fp16["status"] == "skipped" and "generation" in fp16["error"]
     quality, thresholds = int8["quality"], int8["thresholds"]
@@ -225,13 +234,8 @@ def test_a_decoder_llm_gets_an_8da4w_executorch_program_that_loads_in_the_runtim
     """`--variants 8da4w` on a decoder LLM: the decode program re-exported with int4 grouped weights
     and int8 dynamic activations on its linears (torchao, lowered by XNNPACK), judged on the tokens
     it generates, smaller than the fp32 `.pte`, and loadable by ExecuTorch's own runtime."""
-    folder = tiny_models.llama(workspace / "model-llama-8da4w")
     out = tmp_path / "out"
-    result = run_cli("export", str(folder), "--backends", "executorch", "--variants", "8da4w", "--out", str(out),
-                     "--json", timeout=1200)
-    assert result.returncode == 0, result.stderr[-3000:]
-    backend = json.loads(result.stdout)["backends"][0]
-    assert backend["status"] == "ok" and backend["components"] == ["decode"], backend
+    backend = _decoder_llm_export(workspace, out, "executorch", "8da4w", timeout=1200)
     (variant,) = backend["variants"]
     assert variant["kind"] == "8da4w" and set(variant["quality"]) == {"token_agreement", "logprob_delta_mean"}
     assert variant["status"] == "ok", variant  # a random tiny Llama keeps most greedy tokens at int4

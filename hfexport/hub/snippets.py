@@ -126,13 +126,14 @@ def exported_model_block(repo_id: str, report: Report, b: BackendResult, repo_fi
     return _program(lines)
 
 
-def runtime_block(repo_id: str, report: Report, b: BackendResult, file: str, repo_files: set[str] | None = None) -> list[str] | None:
-    """Loading `file` of `b`'s folder with the backend's runtime alone, or None if it has no such snippet."""
+def runtime_block(repo_id: str, report: Report, b: BackendResult, component: str, file: str,
+                  repo_files: set[str] | None = None) -> list[str] | None:
+    """Loading `file` (a program of `component`) of `b`'s folder with the backend's runtime alone,
+    or None if it has no such snippet."""
     spec = get_backend(b.backend)
     if spec.snippet is None:
         return None
-    component = file.rsplit(".", 1)[0].split("_", 1)[0]
-    names = b.inputs.get(component) or b.inputs.get("model")
+    names = b.inputs.get(component)
     inputs = _inputs(report, spec.snippet_tensors, repo_files)
     path = f'hf_hub_download(repo, "{b.subfolder}/{file}", revision=revision)'
     feed = names if inputs is not None and names else None  # a report from before inputs were recorded has none
@@ -150,7 +151,7 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
         spec = get_backend(b.backend)
         first = (b.components or ["model"])[0]
         lines += [f"**{b.backend}** (`{b.subfolder}/`), with `transformers.exporters`:", "", *exported_model_block(repo_id, report, b, repo_files), ""]
-        alone = runtime_block(repo_id, report, b, f"{first}.{spec.suffix}", repo_files)
+        alone = runtime_block(repo_id, report, b, first, f"{first}.{spec.suffix}", repo_files)
         if alone is not None:
             lines += ["With the runtime alone:", "", *alone, ""]
         elif spec.snippet_note:
@@ -161,6 +162,7 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
             for v in published:
                 js = f" — transformers.js: `dtype: '{JS_DTYPE[v.file]}'`" if v.file in JS_DTYPE else ""
                 lines.append(f"- `{b.subfolder}/{v.file}` ({v.kind}){js}")
-            block = runtime_block(repo_id, report, b, published[0].file, repo_files)
+            # Variants are derived from the first component's program (`Variant.file_for`).
+            block = runtime_block(repo_id, report, b, first, published[0].file, repo_files)
             lines += ["", *(block or []), ""]
     return lines
