@@ -26,7 +26,13 @@ tests/js/node_modules/.installed: tests/js/package.json tests/js/package-lock.js
 	npm ci --ignore-scripts --no-audit --no-fund --prefix tests/js
 	touch $@
 
-test: $(VENV)/.installed tests/js/node_modules/.installed
+# The ecosystem's Python loaders (sentence-transformers, optimum), in a venv of their own: their pins are not ours.
+tests/loaders/.venv/.installed: tests/loaders/requirements.txt
+	python3 -m venv tests/loaders/.venv
+	tests/loaders/.venv/bin/python -m pip install -q -r tests/loaders/requirements.txt
+	touch $@
+
+test: $(VENV)/.installed tests/js/node_modules/.installed tests/loaders/.venv/.installed
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # Writes docs/benchmarks.md (+ .png, .json). Builds bench/.venv-optimum for optimum-cli on first use.

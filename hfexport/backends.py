@@ -66,9 +66,12 @@ class Backend:
     # Offered only when its packages are installed (OpenVINO); others are always listed.
     optional: bool = False
     runner_device: str | None = None
-    # `layout(out_dir, components)`: rewrite the validated files as the ecosystem's loaders read
-    # them (`hfexport.layouts`), in the worker, after validation.
-    layout: Callable[[Any, list[str]], None] | None = None
+    # `layout(out_dir, components) -> (Layout, {old file: new})`: rewrite the validated files as the
+    # ecosystem's loaders read them (`hfexport.layouts`), in the worker, after validation.
+    layout: Callable[[Any, list[str]], tuple[Any, dict[str, str]]] | None = None
+    # `limits(plan) -> reason | None`: a model this backend's pinned exporter cannot export, said
+    # up front (the backend is reported skipped with the reason) instead of failing mid-lowering.
+    limits: Callable[[Any], str | None] | None = None
 
     @property
     def suffix(self) -> str:
@@ -85,6 +88,10 @@ class Backend:
             if not torch.cuda.is_available():
                 return "needs a CUDA GPU and none is visible (run it on a GPU runner)"
         return None
+
+    def cannot_export(self, plan) -> str | None:
+        """Why this backend cannot export `plan`'s model (known limits of its exporter), or None."""
+        return self.limits(plan) if self.limits is not None else None
 
 
 BACKENDS: dict[str, Backend] = {}
@@ -198,6 +205,16 @@ def _onnx(dynamic_shapes):
     return OnnxConfig(dynamic=True, dynamic_shapes=dynamic_shapes)
 
 
+def _executorch_limits(plan) -> str | None:
+    if plan.modality == "audio" and "1" in plan.dynamic_axes.get("input_values", {}):
+        # Measured with executorch 1.4.1: torch.export keeps the conv encoder's length guards as
+        # runtime asserts that use `**`, which ExecuTorch's symbolic ops lack; tracing lengths as a
+        # multiple of the strides instead lowers, but XNNPACK then fails to propagate the shapes.
+        return ("raw audio with a dynamic length (input_values) does not lower to ExecuTorch with the pinned "
+                "executorch: export it with dynamo or onnx")
+    return None
+
+
 @register_backend(
     "executorch",
     export_format="executorch",
@@ -205,6 +222,7 @@ def _onnx(dynamic_shapes):
     tags=("executorch",),
     snippet=_executorch_snippet,
     packages=("executorch", "torchao"),
+    limits=_executorch_limits,
 )
 def _executorch_xnnpack(dynamic_shapes):
     from transformers.exporters import ExecutorchConfig
@@ -219,6 +237,7 @@ def _executorch_xnnpack(dynamic_shapes):
     tags=("executorch",),
     snippet=_executorch_snippet,
     packages=("executorch",),
+    limits=_executorch_limits,
     needs_cuda=True,
     # The CUDA partitioner casts to bfloat16 (AOTInductor kernels), whatever the source dtype.
     tolerance={"float32": 5e-2, "float16": 5e-2, "bfloat16": 1e-1},

@@ -8,12 +8,23 @@ alone and expects it to be self-contained under 2 GB, or its weights in `model.o
 beyond. So, after validation, each graph is rewritten that way; the exporter's `.onnx.data` name
 stays as an empty file, which its loader requires to exist and never reads (the graph no longer
 points at it).
+
+A decoder LLM's one decode program (the prompt on an empty cache, then each new token) is, graph
+for graph, what optimum and transformers.js call a decoder with past ("merged" decoder): only the
+names differ. It is published under theirs — `model.onnx` (`model_quantized.onnx` …), inputs
+`past_key_values.N.key/value`, outputs `present.N.key/value`, the batch axis `batch_size` and the
+head axes static — so `pipeline("text-generation", repo)` in transformers.js and optimum's
+`ORTModelForCausalLM` load it. `ExportedModel` binds inputs by the exporter's names, so that
+folder carries no `export.json` (`Layout.DECODER_WITH_PAST`; the card says which loaders read it).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
+
+from .report import Layout
 
 # Protobuf refuses messages over 2 GiB; leave room for the graph itself.
 SELF_CONTAINED_LIMIT = int(1.8e9)
@@ -40,8 +51,62 @@ def load_onnx(path: Path):
     return model
 
 
-def onnx_layout(out_dir: Path, components: list[str]) -> None:
-    """Rewrite each validated `<component>.onnx` (+ `.onnx.data`) in the loaders' layout, in place."""
+# The exporter's names for a cache's leaves → optimum's and transformers.js's.
+_CACHE_NAMES = (
+    (re.compile(r"^input\.cache\.layers\.(\d+)\.keys$"), r"past_key_values.\1.key"),
+    (re.compile(r"^input\.cache\.layers\.(\d+)\.values$"), r"past_key_values.\1.value"),
+    (re.compile(r"^output\.cache\.layers\.(\d+)\.keys$"), r"present.\1.key"),
+    (re.compile(r"^output\.cache\.layers\.(\d+)\.values$"), r"present.\1.value"),
+)
+
+
+def as_decoder_with_past(model) -> bool:
+    """Rename a decode graph's inputs, outputs and axes, in place, as optimum and transformers.js
+    name a decoder with past. transformers.js sizes the empty first cache from the graph's input
+    shapes: it knows `batch_size`, reads numbers as they are, and takes any other symbol as 0 —
+    so the head axes must be numbers (the exporter leaves them as symbols named "2", "8").
+    Returns False (and changes nothing) if the graph is not such a decoder."""
+    import onnx_ir
+
+    names = {v.name for v in [*model.graph.inputs, *model.graph.outputs]}
+    if "input_ids" not in names or not any(pattern.match(n) for n in names for pattern, _ in _CACHE_NAMES):
+        return False
+    for value in [*model.graph.inputs, *model.graph.outputs]:
+        for pattern, new in _CACHE_NAMES:
+            value.name = pattern.sub(new, value.name)
+    inputs = {v.name: v for v in model.graph.inputs}
+
+    def symbol(name: str, axis: int) -> str | None:
+        dim = inputs[name].shape[axis] if name in inputs and inputs[name].shape is not None else None
+        return dim.value if isinstance(dim, onnx_ir.SymbolicDim) else None
+
+    axes = {symbol(name, 0): "batch_size" for name in inputs}
+    past = next(name for name in inputs if name.startswith("past_key_values."))
+    axes |= {symbol("input_ids", 1): "sequence_length", symbol(past, 2): "past_sequence_length",
+             symbol("attention_mask", 1): "total_sequence_length"}
+    axes.pop(None, None)
+    token = re.compile(r"\b(?:" + "|".join(map(re.escape, axes)) + r")\b") if axes else None
+
+    def renamed(dim):
+        if not isinstance(dim, onnx_ir.SymbolicDim) or dim.value is None:
+            return dim
+        if dim.value.isdigit():
+            return int(dim.value)
+        return onnx_ir.SymbolicDim(token.sub(lambda m: axes[m.group(0)], dim.value) if token else dim.value)
+
+    values = [*model.graph.inputs, *model.graph.outputs, *(out for node in model.graph for out in node.outputs)]
+    for value in values:
+        if value.shape is not None:
+            value.shape = onnx_ir.Shape([renamed(dim) for dim in value.shape])
+    return True
+
+
+def onnx_layout(out_dir: Path, components: list[str]) -> tuple[Layout, dict[str, str]]:
+    """Rewrite each validated `<component>.onnx` (+ `.onnx.data`) in the loaders' layout, in place.
+    A decoder LLM's graph (and its variants: `decode_quantized.onnx` …) is renamed as a decoder
+    with past. Returns the layout and the files it renamed (old name → new)."""
+    if components == ["decode"]:
+        return Layout.DECODER_WITH_PAST, _decoder_with_past(out_dir)
     for component in components:
         graph = out_dir / f"{component}.onnx"
         model = load_onnx(graph)
@@ -54,6 +119,29 @@ def onnx_layout(out_dir: Path, components: list[str]) -> None:
         for path in [*written, staged / f"{graph.name}.data"]:
             path.replace(out_dir / path.name)
         staged.rmdir()
+    return Layout.EXPORTER, {}
+
+
+def _decoder_with_past(out_dir: Path) -> dict[str, str]:
+    renamed = {}
+    for graph in sorted(out_dir.glob("decode*.onnx")):
+        model = load_onnx(graph)
+        if not as_decoder_with_past(model):
+            continue
+        name = graph.name.replace("decode", "model", 1)
+        staged = out_dir / ".layout"
+        staged.mkdir()
+        written = write_onnx(model, staged, name)
+        del model
+        for path in written:
+            path.replace(out_dir / path.name)
+        staged.rmdir()
+        graph.unlink()
+        graph.with_name(f"{graph.name}.data").unlink(missing_ok=True)
+        renamed[graph.name] = name
+    # It describes programs by the exporter's input names, which these graphs no longer take.
+    (out_dir / "export.json").unlink(missing_ok=True)
+    return renamed
 
 
 def package_onnx(folder: Path, out_dir: Path, component: str, file: str) -> list[Path]:

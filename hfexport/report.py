@@ -40,6 +40,18 @@ class Status(StrEnum):
     SKIPPED = "skipped"  # cannot run on this machine (no GPU, a package missing)
 
 
+class Layout(StrEnum):
+    """How a backend's folder is laid out, and so which loaders read it (`hfexport.layouts`)."""
+
+    # `export.json` + the exporter's programs: `ExportedModel.from_pretrained` reads the folder; an
+    # ONNX graph is also one self-contained file (or `.onnx_data`) that any ONNX loader reads alone.
+    EXPORTER = "transformers.exporters"
+    # A decoder LLM's ONNX graph as optimum and transformers.js name theirs: `model.onnx`, inputs
+    # `past_key_values.N.key/value`, outputs `present.N.key/value`. Their loaders read it;
+    # `ExportedModel` does not (it binds inputs by the exporter's names).
+    DECODER_WITH_PAST = "decoder-with-past"
+
+
 class PublishAction(StrEnum):
     """What publishing did on the Hub (or, for the first three, why it did nothing)."""
 
@@ -290,9 +302,21 @@ class BackendResult:
     fault: str | None = None
     # Variants derived from this export; a failed one keeps no file (and is not published).
     variants: list[VariantResult] = field(default_factory=list)
+    layout: Layout = Layout.EXPORTER
+    # Per component, its program's file where the layout renamed it (`decode` → `model.onnx`).
+    programs: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
+        self.layout = Layout(self.layout)
+
+    @property
+    def published_variants(self) -> list[VariantResult]:
+        return [v for v in self.variants if v.ok and v.file]
+
+    def program_file(self, component: str, suffix: str) -> str:
+        """The file holding `component`'s program in this backend's folder."""
+        return self.programs.get(component, f"{component}.{suffix}")
 
     @property
     def ok(self) -> bool:
@@ -314,6 +338,7 @@ class BackendResult:
     def to_dict(self) -> dict:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["status"] = str(self.status)
+        data["layout"] = str(self.layout)
         data["files"] = [asdict(f) for f in self.files]
         data["size_bytes"] = self.size_bytes
         data["validation"] = self.validation.to_dict() if self.validation is not None else None

@@ -25,6 +25,7 @@ from hfexport.hub.card import END, START
 
 REPO = "snippets-owner/minilm"
 JS = Path(__file__).parent / "js"
+LOADERS = Path(__file__).parent / "loaders"
 TEXTS = ["hfexport validated this file against the original model.", "Short one.", "A third sentence, somewhat longer than the others."]
 
 
@@ -51,9 +52,9 @@ def pushed(hub):
     return api, outcome
 
 
-def _blocks(card: str) -> list[str]:
+def _blocks(card: str, language: str = "python") -> list[str]:
     section = card.split(START, 1)[1].split(END, 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, re.S)
+    return re.findall(rf"```{language}\n(.*?)```", section, re.S)
 
 
 def _run_python(code: str, home: Path) -> subprocess.CompletedProcess:
@@ -63,6 +64,23 @@ def _run_python(code: str, home: Path) -> subprocess.CompletedProcess:
     env.update(HF_ENDPOINT=os.environ["HF_ENDPOINT"], HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env,
                           cwd=home.parent)
+
+
+def _run_js(code: str, home: Path) -> subprocess.CompletedProcess:
+    """A card's JavaScript block as a user runs it with transformers.js from npm, pointed at this Hub
+    (the one thing a prelude sets: transformers.js reads its Hub's address from `env`, not the
+    environment) with an empty cache of its own."""
+    if not (JS / "node_modules").exists() or shutil.which("node") is None:
+        pytest.fail("the card's JavaScript blocks need node and transformers.js: run `make test` (npm ci in tests/js)")
+    home.mkdir(parents=True)
+    (home / "node_modules").symlink_to(JS / "node_modules")
+    prelude = (
+        'import { env } from "@huggingface/transformers";\n'
+        f"env.remoteHost = {json.dumps(os.environ['HF_ENDPOINT'].rstrip('/') + '/')};\n"
+        f"env.allowLocalModels = false;\nenv.cacheDir = {json.dumps(str(home / 'cache'))};\n"
+    )
+    (home / "card.mjs").write_text(prelude + code)
+    return subprocess.run(["node", str(home / "card.mjs")], capture_output=True, text=True, timeout=600, cwd=home)
 
 
 def _eager(texts: list[str]):
@@ -100,23 +118,31 @@ def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub
         assert got.shape == eager.shape and float(cosine.min()) >= floor, (dtype, cosine)
 
 
-def _run_every_block(api, repo: str, num: int, tmp_path: Path, printed: str) -> list[str]:
-    """Every Python block of the PR's card, run against the PR (with the revision the card says to
-    set), then, once merged, exactly as printed. Each must exit 0 and print `printed` (a regex)."""
+def _run_every_block(api, repo: str, num: int, tmp_path: Path, printed: str, js_printed: str) -> tuple[list[str], dict]:
+    """Every Python and JavaScript block of the PR's card, run against the PR (with the revision the
+    card says to set), then, once merged, exactly as printed. Each must exit 0 and print `printed`
+    (`js_printed` for JavaScript; regexes). Returns the Python blocks, and what each JS block printed."""
     card = Path(api.hf_hub_download(repo, "README.md", revision=f"refs/pr/{num}")).read_text()
-    blocks = _blocks(card)
+    blocks, js_blocks = _blocks(card), _blocks(card, "js")
     assert all('"main"  # to try the pull request before it is merged: "refs/pr/<number>"' in b for b in blocks)
+    assert all('"main"]; // to try the pull request before it is merged: "refs/pr/<number>"' in b for b in js_blocks)
+    js_output = {}
 
-    def run_all(label: str, edit) -> None:
+    def run_all(label: str, revision: str) -> None:
         for index, block in enumerate(blocks):
-            ran = _run_python(edit(block), tmp_path / f"{label}-{index}" / "hf-home")
+            ran = _run_python(block.replace('"main"  #', f'"{revision}"  #', 1), tmp_path / f"{label}-{index}" / "hf-home")
             assert ran.returncode == 0, f"{label} block {index}:\n{block}\n{ran.stderr[-3000:]}"
             assert re.search(printed, ran.stdout), (block, ran.stdout)
+        for index, block in enumerate(js_blocks):
+            ran = _run_js(block.replace('"main"]; //', f'"{revision}"]; //', 1), tmp_path / f"{label}-js-{index}")
+            assert ran.returncode == 0, f"{label} JS block {index}:\n{block}\n{ran.stderr[-3000:]}"
+            assert re.search(js_printed, ran.stdout), (block, ran.stdout)
+            js_output[(label, index)] = ran.stdout.strip()
 
-    run_all("pr", lambda block: block.replace('"main"  #', f'"refs/pr/{num}"  #', 1))
+    run_all("pr", f"refs/pr/{num}")
     api.merge_pull_request(repo, num)
-    run_all("merged", lambda block: block)
-    return blocks
+    run_all("merged", "main")
+    return blocks, js_output
 
 
 def test_every_card_snippet_runs_on_the_pr_and_after_the_merge(pushed, tmp_path):
@@ -124,27 +150,98 @@ def test_every_card_snippet_runs_on_the_pr_and_after_the_merge(pushed, tmp_path)
     runs in a fresh cache with no token and prints the shapes of a real call on the two sentences
     it tokenizes; first against the PR, then, merged, exactly as printed."""
     api, outcome = pushed
-    blocks = _run_every_block(api, REPO, outcome["pr_num"], tmp_path, r"\(2, \d+")
+    blocks, js_output = _run_every_block(api, REPO, outcome["pr_num"], tmp_path, r"\(2, \d+", r"\[ 2, \d+, 384 \]")
     files = {"onnx/model.onnx", "onnx/model_quantized.onnx", "executorch/xnnpack/model.pte"}
     assert all(any(f'"{f}"' in b for b in blocks) for f in files), blocks
     assert sum("ExportedModel.from_pretrained" in b for b in blocks) == 3
+    assert len(js_output) == 2  # transformers.js's feature-extraction pipeline, on the PR and merged
 
 
-def test_a_generative_models_card_snippets_run_a_real_prompt(hub, workspace, tmp_path):
-    """A decoder LLM with its tokenizer, pushed with every CPU backend: each ExportedModel block runs
-    the one decode program on a tokenized prompt and prints the logits' shape and the next token;
-    the runtime-alone blocks load the ONNX graph and the `.pte`. PR first, then merged."""
+LLM_REPO = "snippets-owner/tiny-llm"
+
+
+@pytest.fixture(scope="module")
+def pushed_llm(hub, tmp_path_factory):
+    """A decoder LLM with its tokenizer, pushed with every CPU backend. Returns the API, the outcome
+    and the model's folder."""
     from huggingface_hub import HfApi
 
-    repo = "snippets-owner/tiny-llm"
     owner, bot = hub.add_user("snippets-owner"), hub.add_user("snippets-bot")
     api = HfApi(endpoint=hub.url, token=owner)
-    api.create_repo(repo)
-    api.upload_folder(repo_id=repo, folder_path=tiny_models.llama_with_tokenizer(workspace / "model-llama-tokenizer"))
-    result = run_cli("push", repo, "--backends", "dynamo,onnx,executorch", "--variants", "none", "--json",
+    api.create_repo(LLM_REPO)
+    folder = tiny_models.llama_with_tokenizer(tmp_path_factory.mktemp("model-llama-tokenizer"))
+    api.upload_folder(repo_id=LLM_REPO, folder_path=folder)
+    result = run_cli("push", LLM_REPO, "--backends", "dynamo,onnx,executorch", "--variants", "none", "--json",
                      env={"HF_TOKEN": bot}, timeout=1800)
     assert result.returncode == 0, result.stderr[-3000:]
-    outcome = json.loads(result.stdout)
-    blocks = _run_every_block(api, repo, outcome["pr_num"], tmp_path, r"\(1, \d+, 128\) next token: |'input_ids'|forward")
-    assert sum('model.runners["decode"]' in b for b in blocks) == 3
-    assert any('"onnx/decode.onnx"' in b for b in blocks) and any('"executorch/xnnpack/decode.pte"' in b for b in blocks)
+    return api, json.loads(result.stdout), folder
+
+
+def _eager_continuation(folder: Path, text: str, new_tokens: int = 8) -> list[int]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder)
+    prompt = tokenizer([text], return_tensors="pt")
+    return model.generate(**prompt, max_new_tokens=new_tokens, do_sample=False)[0, prompt["input_ids"].shape[1]:].tolist()
+
+
+def test_a_generative_models_card_snippets_run_a_real_prompt(pushed_llm, tmp_path):
+    """A decoder LLM's card: the ExportedModel blocks (`.pt2`, `.pte`) run the one decode program on
+    a tokenized prompt and print the logits' shape and the next token; its ONNX folder, laid out as
+    a decoder with past, runs one step in ONNX Runtime alone and generates in transformers.js's
+    pipeline the text eager `generate()` writes. PR first, then merged."""
+    from transformers import AutoTokenizer
+
+    api, outcome, folder = pushed_llm
+    repo = LLM_REPO
+    onnx = next(b for b in outcome["report"]["backends"] if b["backend"] == "onnx")
+    assert onnx["layout"] == "decoder-with-past" and onnx["programs"] == {"decode": "model.onnx"}
+    assert any(c["name"] == "loaders_layout" and c["tokens_equal"] for c in onnx["validation"]["checks"])
+    blocks, js_output = _run_every_block(api, repo, outcome["pr_num"], tmp_path,
+                                         r"\(1, \d+, 128\) next token: |'input_ids'|forward", r"\S")
+    # ExportedModel for .pt2 and .pte; the ONNX folder is optimum's and transformers.js's layout.
+    assert sum('model.runners["decode"]' in b for b in blocks) == 2
+    assert any('"onnx/model.onnx"' in b for b in blocks) and any('"executorch/xnnpack/decode.pte"' in b for b in blocks)
+    # transformers.js's text-generation pipeline, greedy: the text eager generate() writes.
+    text = "hfexport validated this file against the original model."
+    continuation = AutoTokenizer.from_pretrained(folder).decode(_eager_continuation(folder, text), skip_special_tokens=True)
+    eager = f"{text} {continuation}"  # the pipeline keeps the prompt as given
+    assert set(js_output.values()) == {eager}, (js_output, eager)
+
+
+def _run_loader(home: Path, *args: str):
+    """`tests/loaders/load.py` in the loaders' own venv: a fresh cache, no token, this Hub."""
+    python = LOADERS / ".venv" / "bin" / "python"
+    if not python.exists():
+        pytest.fail("the ecosystem's Python loaders live in tests/loaders/.venv: run `make test`, which builds it")
+    home.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HFEXPORT_"))}
+    env.update(HF_ENDPOINT=os.environ["HF_ENDPOINT"], HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1")
+    ran = subprocess.run([str(python), str(LOADERS / "load.py"), *args], capture_output=True, text=True, timeout=600,
+                         env=env, cwd=home.parent)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    return json.loads(ran.stdout.strip().splitlines()[-1])
+
+
+def test_the_ecosystems_python_loaders_read_the_prs(pushed, pushed_llm, tmp_path):
+    """sentence-transformers' ONNX backend reads MiniLM's PR — `onnx/model.onnx` by default, the int8
+    variant by its file name — and matches eager (cosine >= 0.9999 fp32, >= 0.98 int8); optimum's
+    ORTModelForCausalLM finds the decoder LLM's `onnx/model.onnx` by itself and generates, greedy,
+    the tokens eager `generate()` does. Each in a venv of its own (their pins are not ours)."""
+    import torch
+    from transformers import AutoTokenizer
+
+    _, outcome = pushed
+    eager = _eager(TEXTS)
+    for file, floor in (("model.onnx", 0.9999), ("model_quantized.onnx", 0.98)):
+        got = torch.tensor(_run_loader(tmp_path / f"st-{file}", "sentence-transformers", REPO,
+                                       f"refs/pr/{outcome['pr_num']}", file, json.dumps(TEXTS)))
+        cosine = torch.nn.functional.cosine_similarity(got, eager, dim=-1)
+        print(f"sentence-transformers onnx/{file}: cosine to eager {[round(float(c), 6) for c in cosine]}")
+        assert got.shape == eager.shape and float(cosine.min()) >= floor, (file, cosine)
+
+    _, llm, folder = pushed_llm
+    text = "hfexport validated this file against the original model."
+    ids = AutoTokenizer.from_pretrained(folder)(text)["input_ids"]
+    got = _run_loader(tmp_path / "optimum", "optimum-causal-lm", LLM_REPO, f"refs/pr/{llm['pr_num']}", json.dumps(ids), "8")
+    assert got == _eager_continuation(folder, text), got

@@ -56,7 +56,7 @@ def llama_with_tokenizer(folder: Path) -> Path:
     for index, word in enumerate("hfexport validated this file against the original model . short one".split()):
         vocab[word] = vocab.pop(f"w{index + 4}")
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
                                         unk_token="<unk>", padding_side="left")
     tokenizer.save_pretrained(folder)
@@ -140,3 +140,100 @@ def remote_code_bert(folder: Path, record_dir: Path) -> Path:
     )
     (folder / "config.json").write_text(json.dumps(data, indent=2))
     return folder
+
+
+# ── Families with heads of their own (tests/test_families.py) ────────────────
+
+
+def detr(folder: Path) -> Path:
+    """DETR with a tiny ResNet backbone of transformers' own (no timm, no pretrained download)."""
+    from transformers import DetrConfig, DetrForObjectDetection, ResNetConfig
+
+    torch.manual_seed(0)
+    backbone = ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], out_features=["stage2"])
+    config = DetrConfig(
+        use_timm_backbone=False, use_pretrained_backbone=False, backbone_config=backbone, d_model=32,
+        encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+        encoder_ffn_dim=37, decoder_ffn_dim=37, num_queries=5, num_labels=3,
+    )
+    return _save(DetrForObjectDetection(config).eval(), folder)
+
+
+def segformer(folder: Path) -> Path:
+    from transformers import SegformerConfig, SegformerForSemanticSegmentation
+
+    torch.manual_seed(0)
+    config = SegformerConfig(
+        num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], num_attention_heads=[1, 2],
+        decoder_hidden_size=16, num_labels=3, image_size=32,
+    )
+    return _save(SegformerForSemanticSegmentation(config).eval(), folder)
+
+
+def glpn(folder: Path) -> Path:
+    """A depth estimator (GLPN: SegFormer's encoder, a depth head)."""
+    from transformers import GLPNConfig, GLPNForDepthEstimation
+
+    torch.manual_seed(0)
+    config = GLPNConfig(
+        num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], num_attention_heads=[1, 2],
+        decoder_hidden_size=16, image_size=32,
+    )
+    return _save(GLPNForDepthEstimation(config).eval(), folder)
+
+
+def _wav2vec2_config(**extra):
+    from transformers import Wav2Vec2Config
+
+    return Wav2Vec2Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37, conv_dim=(16, 16),
+        conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, **extra,
+    )
+
+
+def wav2vec2_ctc(folder: Path) -> Path:
+    from transformers import Wav2Vec2ForCTC
+
+    torch.manual_seed(0)
+    return _save(Wav2Vec2ForCTC(_wav2vec2_config(vocab_size=12)).eval(), folder)
+
+
+def wav2vec2_classifier(folder: Path) -> Path:
+    from transformers import Wav2Vec2ForSequenceClassification
+
+    torch.manual_seed(0)
+    return _save(Wav2Vec2ForSequenceClassification(_wav2vec2_config(num_labels=4, classifier_proj_size=16)).eval(), folder)
+
+
+def _seq2seq_sizes(**extra) -> dict:
+    return dict(vocab_size=128, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=128, **extra)
+
+
+def bart(folder: Path) -> Path:
+    """BART with the generation config its summarizers ship: forced BOS/EOS, no repeated trigrams,
+    beams and lengths (the beams and lengths are for use; validation decodes greedily)."""
+    from transformers import BartConfig, BartForConditionalGeneration, GenerationConfig
+
+    torch.manual_seed(0)
+    ids = dict(pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+    model = BartForConditionalGeneration(BartConfig(**_seq2seq_sizes(**ids), forced_bos_token_id=0, forced_eos_token_id=2))
+    model.generation_config = GenerationConfig(
+        **ids, forced_bos_token_id=0, forced_eos_token_id=2, no_repeat_ngram_size=3, num_beams=4, early_stopping=True,
+        length_penalty=2.0, max_length=142, min_length=56,
+    )
+    return _save(model.eval(), folder)
+
+
+def marian(folder: Path) -> Path:
+    """Marian with the generation config its translators ship: the pad id banned, forced EOS,
+    renormalized logits, beams."""
+    from transformers import GenerationConfig, MarianConfig, MarianMTModel
+
+    torch.manual_seed(0)
+    ids = dict(pad_token_id=127, bos_token_id=0, eos_token_id=0, decoder_start_token_id=127)
+    model = MarianMTModel(MarianConfig(**_seq2seq_sizes(**ids)))
+    model.generation_config = GenerationConfig(
+        **ids, bad_words_ids=[[127]], forced_eos_token_id=0, max_length=512, num_beams=4, renormalize_logits=True,
+    )
+    return _save(model.eval(), folder)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from ..errors import INTERNAL_ERROR_EXIT, HfExportError
@@ -146,6 +147,35 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON o
     err.print(f"CUDA visible: {'yes' if info['cuda'] else 'no'}")
     for name, reason in backends.items():
         err.print(f"  {badge('ok' if reason is None else 'skipped')} {name}" + (f" — {reason}" if reason else ""))
+
+
+@app.command()
+def tasks(
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON on stdout.")] = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print the README's Markdown table.")] = False,
+) -> None:
+    """The tasks hfexport exports and the heads it refuses: the planner's own table.
+
+    `--task auto` (the default) reads the head from config.json's `architectures` and picks its row;
+    a head in no exported row is refused (exit 2) with the reason.
+    """
+    from ..tasks import TASK_TABLE, tasks_markdown
+
+    if as_json:
+        rows = [{"task": t.name, "auto_class": t.auto_class, "mode": t.mode, "inputs": t.inputs,
+                 "families_tested": list(t.families), "supported": t.supported, "refused": t.refused} for t in TASK_TABLE]
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    if markdown:
+        sys.stdout.write("\n".join(tasks_markdown()) + "\n")
+        return
+    table = Table(title="hfexport tasks")
+    for column in ("task", "head (Auto class)", "inputs", "families tested", "status"):
+        table.add_column(column)
+    for t in TASK_TABLE:
+        status = "[green]exported[/]" if t.supported else f"[yellow]refused[/]: {t.refused}"
+        table.add_row(t.name, t.auto_class, t.inputs, ", ".join(t.families) or "-", status)
+    Console().print(table)
 
 
 @app.command()

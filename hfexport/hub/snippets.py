@@ -8,13 +8,16 @@ the shape of what came out. `tests/test_card_snippets.py` runs every block of a 
 as printed, against the pull request and after its merge.
 
 Each backend renders the runtime-alone part itself (`Backend.snippet`); this module adds the
-`ExportedModel` block every backend gets, the inputs, and the revision line.
+`ExportedModel` block every backend in the exporter's layout gets, the inputs, the revision line,
+and, where transformers.js has a pipeline for the task, its JavaScript block. A decoder LLM's ONNX
+folder is laid out for optimum and transformers.js instead (`Layout.DECODER_WITH_PAST`): its card
+says so and shows them, and a greedy step with ONNX Runtime alone.
 """
 
 from __future__ import annotations
 
 from ..backends import get_backend
-from ..report import BackendResult, Report
+from ..report import BackendResult, Layout, Report
 
 # Sentences of different lengths, so the batch is padded as real traffic is.
 _PROMPT = '"hfexport validated this file against the original model."'
@@ -26,6 +29,59 @@ JS_DTYPE = {"model_quantized.onnx": "q8", "model_fp16.onnx": "fp16"}
 
 def _header(repo_id: str) -> list[str]:
     return [f'repo, revision = "{repo_id}", "main"  # to try the pull request before it is merged: "refs/pr/<number>"']
+
+
+# transformers.js's pipeline for our task, and the call that shows its output.
+_JS_PIPELINES = {
+    "feature-extraction": ("feature-extraction", f"[{_PROMPT}, \"Short one.\"]", "console.log(output.dims);"),
+    "text-generation-with-past": (
+        "text-generation", f"{_PROMPT}, {{ max_new_tokens: 8, do_sample: false }}", "console.log(output[0].generated_text);",
+    ),
+}
+
+
+def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str] | None = None) -> list[str] | None:
+    """transformers.js (`@huggingface/transformers` on npm) running the ONNX folder's fp32 graph
+    through its pipeline for the task, or None where it has none or the repo no preprocessor."""
+    pipe = _JS_PIPELINES.get(report.plan.task)
+    if b.backend != "onnx" or pipe is None or not _has_preprocessor(report, repo_files):
+        return None
+    if report.plan.mode != "single" and b.layout != Layout.DECODER_WITH_PAST:
+        return None
+    task, call, show = pipe
+    return [
+        "```js",
+        'import { pipeline } from "@huggingface/transformers";',
+        "",
+        f'const [repo, revision] = ["{repo_id}", "main"]; // to try the pull request before it is merged: "refs/pr/<number>"',
+        f'const pipe = await pipeline("{task}", repo, {{ revision, dtype: "fp32" }});',
+        f"const output = await pipe({call});",
+        show,
+        "```",
+    ]
+
+
+def decoder_with_past_block(repo_id: str, b: BackendResult, file: str) -> list[str]:
+    """One step of a decoder with past (`Layout.DECODER_WITH_PAST`) with ONNX Runtime alone: the
+    prompt on an empty cache, as optimum and transformers.js run it before each next token."""
+    return _program([
+        "import numpy as np",
+        "import onnxruntime as ort",
+        "from huggingface_hub import hf_hub_download",
+        "from transformers import AutoTokenizer",
+        *_header(repo_id),
+        "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
+        f'session = ort.InferenceSession(hf_hub_download(repo, "{b.subfolder}/{file}", revision=revision))',
+        f'inputs = tokenizer([{_PROMPT}], return_tensors="np")',
+        'length = inputs["input_ids"].shape[1]',
+        'feed = {"input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"], "position_ids": np.arange(length)[None]}',
+        "# The prompt goes in on an empty cache (no past positions); each next token then on the `present.*` it returns.",
+        "for i in session.get_inputs():",
+        '    if i.name.startswith("past_key_values."):',
+        "        feed[i.name] = np.zeros((1, i.shape[1], 0, i.shape[3]), dtype=np.float32)",
+        "logits = session.run([\"logits\"], {i.name: feed[i.name] for i in session.get_inputs()})[0]",
+        'print(logits.shape, "next token:", tokenizer.decode(logits[0, -1].argmax()))',
+    ])
 
 
 # The files each modality's preprocessor loads from (any one of them).
@@ -150,19 +206,51 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
     for b in report.succeeded:
         spec = get_backend(b.backend)
         first = (b.components or ["model"])[0]
+        js = js_block(repo_id, report, b, repo_files)
+        if b.layout == Layout.DECODER_WITH_PAST:
+            lines += _decoder_with_past_section(repo_id, b, js, b.program_file(first, spec.suffix), repo_files)
+            continue
         lines += [f"**{b.backend}** (`{b.subfolder}/`), with `transformers.exporters`:", "", *exported_model_block(repo_id, report, b, repo_files), ""]
-        alone = runtime_block(repo_id, report, b, first, f"{first}.{spec.suffix}", repo_files)
+        if js is not None:
+            lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
+        alone = runtime_block(repo_id, report, b, first, b.program_file(first, spec.suffix), repo_files)
         if alone is not None:
             lines += ["With the runtime alone:", "", *alone, ""]
         elif spec.snippet_note:
             lines += [spec.snippet_note, ""]
-        published = [v for v in b.variants if v.ok and v.file]
+        published = _variant_list(b)
         if published:
-            lines += [f"Variants of **{b.backend}**, each one file:", ""]
-            for v in published:
-                js = f" — transformers.js: `dtype: '{JS_DTYPE[v.file]}'`" if v.file in JS_DTYPE else ""
-                lines.append(f"- `{b.subfolder}/{v.file}` ({v.kind}){js}")
             # Variants are derived from the first component's program (`Variant.file_for`).
-            block = runtime_block(repo_id, report, b, first, published[0].file, repo_files)
-            lines += ["", *(block or []), ""]
+            block = runtime_block(repo_id, report, b, first, b.published_variants[0].file, repo_files)
+            lines += [*published, "", *(block or []), ""]
+    return lines
+
+
+def _variant_list(b: BackendResult) -> list[str]:
+    """The published variants of `b`, a line each (with the transformers.js dtype that picks it)."""
+    if not b.published_variants:
+        return []
+    return [f"Variants of **{b.backend}**, each one file:", ""] + [
+        f"- `{b.subfolder}/{v.file}` ({v.kind})" + (f" — transformers.js: `dtype: '{JS_DTYPE[v.file]}'`" if v.file in JS_DTYPE else "")
+        for v in b.published_variants
+    ]
+
+
+def _decoder_with_past_section(repo_id: str, b: BackendResult, js: list[str] | None, file: str,
+                               repo_files: set[str] | None) -> list[str]:
+    has_tokenizer = repo_files is None or any(n in repo_files for n in _PREPROCESSOR_FILES["text"])
+    lines = [
+        f"**{b.backend}** (`{b.subfolder}/`): one decoder graph with past (`{file}`), named as optimum and "
+        "transformers.js name theirs. transformers.js's `text-generation` pipeline and optimum's "
+        f"`ORTModelForCausalLM.from_pretrained(repo)` load this folder; `ExportedModel` does not.",
+        "",
+    ]
+    if js is not None:
+        lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
+    if has_tokenizer:
+        lines += ["With ONNX Runtime alone, one step:", "", *decoder_with_past_block(repo_id, b, file), ""]
+    published = _variant_list(b)
+    if published:
+        block = decoder_with_past_block(repo_id, b, b.published_variants[0].file) if has_tokenizer else []
+        lines += [*published, "", *block, ""]
     return lines

@@ -52,7 +52,8 @@ def run_backends(
 ) -> list[BackendResult]:
     """Export and validate every backend of the plan into `staging/<subfolder>`, one process each.
 
-    Backends that cannot run here (a missing package, no CUDA) are `skipped` with the reason.
+    Backends that cannot run here (a missing package, no CUDA), or whose exporter cannot export this
+    model (`Backend.limits`), are `skipped` with the reason.
     `workers` are the processes the caller started ahead, while it planned (see `Workers`); their
     `jobs` backends run at once: much of ExecuTorch lowering and ONNX translation is
     single-threaded Python, so they overlap well; each worker then gets its share of the cores for
@@ -70,7 +71,7 @@ def run_backends(
 
     def one(name: str) -> BackendResult:
         backend = get_backend(name)
-        reason = backend.unavailable_reason()
+        reason = backend.unavailable_reason() or backend.cannot_export(plan)
         if reason:
             workers.skip()
             progress(name, f"skipped: {reason}")

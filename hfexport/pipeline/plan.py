@@ -19,40 +19,14 @@ Decisions taken here, and why:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..backends import parse_backends
 from ..errors import ConfigError, RemoteCodeError, UnsupportedArchitectureError
-from ..report import ExportPlan, Modality, Mode, Shape
+from ..report import ExportPlan, Modality, Shape
+from ..tasks import TASKS, Task, auto_classes_of, supported_tasks, task_of_head
 
 __all__ = ["TASKS", "Task", "ExportPlan", "Shape", "check_request", "make_plan"]
-
-
-@dataclass(frozen=True)
-class Task:
-    name: str
-    auto_class: str
-    mode: Mode
-
-
-TASKS: dict[str, Task] = {
-    t.name: t
-    for t in [
-        Task("feature-extraction", "AutoModel", "single"),
-        Task("fill-mask", "AutoModelForMaskedLM", "single"),
-        Task("text-classification", "AutoModelForSequenceClassification", "single"),
-        Task("token-classification", "AutoModelForTokenClassification", "single"),
-        Task("question-answering", "AutoModelForQuestionAnswering", "single"),
-        Task("image-classification", "AutoModelForImageClassification", "single"),
-        # Causal LM logits as one graph, no cache.
-        Task("text-generation", "AutoModelForCausalLM", "single"),
-        # Generation with a KV cache: one decoder (encoder + prefill + decode for encoder-decoders).
-        Task("text-generation-with-past", "AutoModelForCausalLM", "generation"),
-        Task("text2text-generation-with-past", "AutoModelForSeq2SeqLM", "generation"),
-        Task("automatic-speech-recognition-with-past", "AutoModelForSpeechSeq2Seq", "generation"),
-    ]
-}
 
 
 # ── Stage 3: plan ────────────────────────────────────────────────────────────
@@ -110,8 +84,10 @@ def make_plan(
             )
         else:
             model_class = _auto_class_for(config, "AutoModel")
-        mode: Mode = "generation" if _can_generate(model_class) else "single"
-        task = _task_name(model_class, mode, config)
+        spec = _task_of(model_class, auto_class)
+        task, mode = spec.name, spec.mode
+        if mode == "generation" and not _can_generate(model_class):
+            mode, task = "single", "text-generation"  # a causal LM head that cannot generate(): its logits
     else:
         spec = TASKS[task]
         auto_class = spec.auto_class if spec.auto_class in auto_map else None
@@ -203,7 +179,12 @@ def check_request(model_dir: Path, task: str = "auto", trust_remote_code: bool =
     """
     if task != "auto" and task not in TASKS:
         raise UnsupportedArchitectureError(
-            f"Unknown task {task!r}.", f"Use 'auto' or one of: {', '.join(TASKS)} (--task / task=)."
+            f"Unknown task {task!r}.", f"Use 'auto' or one of: {', '.join(supported_tasks())} (--task / task=)."
+        )
+    if task != "auto" and not TASKS[task].supported:
+        raise UnsupportedArchitectureError(
+            f"Task {task!r} is not exported by hfexport yet: {TASKS[task].refused}.",
+            f"Use 'auto' or one of: {', '.join(supported_tasks())} (--task / task=).",
         )
     path = Path(model_dir) / "config.json"
     if not path.is_file():
@@ -269,7 +250,7 @@ def _auto_class_for(config, auto_class: str, model_dir: Path | None = None):
     except KeyError:
         raise UnsupportedArchitectureError(
             f"{auto_class} has no class for model_type {config.model_type!r}.",
-            f"Pick a task this architecture supports, or 'auto' (--task / task=). Tasks: {', '.join(TASKS)}.",
+            f"Pick a task this architecture supports, or 'auto' (--task / task=). Tasks: {', '.join(supported_tasks())}.",
         ) from None
 
 
@@ -289,27 +270,30 @@ def _modality(model_class) -> Modality:
     return "text"
 
 
-def _task_name(model_class, mode: Mode, config) -> str:
-    if mode == "generation":
-        if getattr(config, "is_encoder_decoder", False):
-            return (
-                "automatic-speech-recognition-with-past"
-                if _modality(model_class) == "audio"
-                else "text2text-generation-with-past"
-            )
-        return "text-generation-with-past"
+def _task_of(model_class, auto_class: str | None) -> Task:
+    """The task the model's head decides (`hfexport.tasks`), or a refusal naming the head.
+
+    Raises:
+        UnsupportedArchitectureError: the head is one hfexport does not export.
+    """
     name = model_class.__name__
-    for suffix, task in [
-        ("ForMaskedLM", "fill-mask"),
-        ("ForSequenceClassification", "text-classification"),
-        ("ForTokenClassification", "token-classification"),
-        ("ForQuestionAnswering", "question-answering"),
-        ("ForImageClassification", "image-classification"),
-        ("ForCausalLM", "text-generation"),
-    ]:
-        if name.endswith(suffix):
-            return task
-    return "feature-extraction"
+    can_generate = _can_generate(model_class)
+    if auto_class is not None:  # remote code: the Auto class its auto_map maps the architecture to
+        rows = [t for t in TASKS.values() if t.auto_class == auto_class]
+        spec = next((t for t in rows if (t.mode == "generation") == can_generate), rows[0] if rows else None)
+    else:
+        spec = task_of_head(name, can_generate)
+    fix = (f"hfexport exports these tasks: {', '.join(supported_tasks())}. To export the model without its head, "
+           "pass --task feature-extraction (task= in Python).")
+    if spec is None:
+        holders = auto_classes_of(name) if auto_class is None else [auto_class]
+        where = f"transformers lists it under {', '.join(holders)}" if holders else "no transformers Auto class lists it"
+        raise UnsupportedArchitectureError(f"{name}'s head is not one hfexport exports ({where}).", fix)
+    if not spec.supported:
+        raise UnsupportedArchitectureError(
+            f"{name}'s head ({spec.name}, {spec.auto_class}) is not exported by hfexport yet: {spec.refused}.", fix
+        )
+    return spec
 
 
 def _max_positions(config) -> int:
@@ -326,6 +310,8 @@ def _dynamic_axes(plan: ExportPlan, config, max_batch: int) -> dict[str, dict[st
     if plan.modality == "vision":
         return {"pixel_values": {"0": batch}}
     if plan.modality == "audio":
-        return {"input_features": {"0": batch}, "input_values": {"0": batch}}
+        # Raw audio (wav2vec2's input_values) is as long as the recording: its time axis is dynamic,
+        # from a tenth of a second at 16 kHz. Spectrogram encoders (Whisper) take a fixed number of frames.
+        return {"input_features": {"0": batch}, "input_values": {"0": batch, "1": ["audio_samples", 1600, 16000 * 60]}}
     seq = ["sequence", 1, _max_positions(config)]
     return {name: {"0": batch, "1": seq} for name in ("input_ids", "attention_mask", "token_type_ids")}

@@ -121,7 +121,7 @@ def greedy_loop(
     config,
     is_encoder_decoder: bool,
     new_tokens: int,
-    suppress: list[int],
+    processors: Callable | None = None,
     force: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Greedy decoding over components: `encoder` (encoder-decoders), `prefill` (or, for one
@@ -131,7 +131,10 @@ def greedy_loop(
         run: `run(component, **kwargs)` — an exported runner or the eager model, same interface.
         traced: per component, the kwargs it was traced with (only those are passed).
         prompt: `generate()` kwargs (input_ids/attention_mask, input_features, decoder_input_ids).
-        suppress: token ids masked out, as `generate(min_new_tokens=...)` masks EOS.
+        processors: `generate()`'s own logits processors for this prompt (`eager_generate` returns
+            them), applied to each step's logits before the argmax, as generate() applies them:
+            the model's forced, suppressed and banned tokens, n-gram and repetition rules, and
+            EOS held back until `new_tokens`. The logits returned are the raw ones.
         force: `[batch, new_tokens]` ids to feed instead of the argmax (teacher forcing: the logits
             of each step are then those of a given continuation).
 
@@ -162,11 +165,13 @@ def greedy_loop(
         }
         state = {k: v for k, v in state.items() if v is not None}
         output = call("prefill", cache=fresh_cache(config, True), **state)
+        sequence = prompt["decoder_input_ids"]
         for step in range(new_tokens):
-            next_token = _pick(output, suppress, logits_per_step)
+            next_token = _pick(output, processors, sequence, logits_per_step)
             if force is not None:
                 next_token = force[:, step : step + 1]
             tokens.append(next_token)
+            sequence = torch.cat([sequence, next_token], dim=-1)
             if step + 1 < new_tokens:
                 state["decoder_input_ids"] = next_token
                 output = call("decode", cache=_cache_of(output), **state)
@@ -183,11 +188,13 @@ def greedy_loop(
             cache_position=torch.arange(ids.shape[1]),
             cache=empty_cache(config, ids.shape[0]) if merged else fresh_cache(config, False),
         )
+        sequence = ids
         for step in range(new_tokens):
-            next_token = _pick(output, suppress, logits_per_step)
+            next_token = _pick(output, processors, sequence, logits_per_step)
             if force is not None:
                 next_token = force[:, step : step + 1]
             tokens.append(next_token)
+            sequence = torch.cat([sequence, next_token], dim=-1)
             if step + 1 < new_tokens:
                 mask = torch.cat([mask, torch.ones_like(next_token)], dim=-1)
                 output = call(
@@ -201,63 +208,93 @@ def greedy_loop(
     return torch.cat(tokens, dim=-1), logits_per_step
 
 
-def _pick(output: Any, suppress: list[int], logits_per_step: list[torch.Tensor]) -> torch.Tensor:
+def decoder_with_past_run(path, config) -> Run:
+    """`run(component, **kwargs)` over a decoder graph laid out for optimum and transformers.js
+    (`Layout.DECODER_WITH_PAST`), in a plain ONNX Runtime session as those loaders open it: the
+    greedy loop feeds it as it feeds the exporter's program, so the published file is judged too."""
+    import onnxruntime as ort
+    from transformers import DynamicCache
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    inputs = [i.name for i in session.get_inputs()]
+    outputs = [o.name for o in session.get_outputs()]
+
+    def run(component: str, cache, **kwargs):
+        feed = {name: value.numpy() for name, value in kwargs.items()}
+        for index, layer in enumerate(cache.layers):
+            feed[f"past_key_values.{index}.key"] = layer.keys.numpy()
+            feed[f"past_key_values.{index}.value"] = layer.values.numpy()
+        got = dict(zip(outputs, session.run(None, {name: feed[name] for name in inputs})))
+        present = DynamicCache(config=config)
+        for index in range(len(cache.layers)):
+            present.update(torch.from_numpy(got[f"present.{index}.key"]), torch.from_numpy(got[f"present.{index}.value"]), index)
+        return {"logits": torch.from_numpy(got["logits"]), "cache": present}
+
+    return run
+
+
+def _pick(output: Any, processors: Callable | None, sequence: torch.Tensor,
+          logits_per_step: list[torch.Tensor]) -> torch.Tensor:
     logits = (output["logits"] if isinstance(output, Mapping) else output.logits)[:, -1, :].float().clone()
     logits_per_step.append(logits.clone())
-    if suppress:
-        logits[:, suppress] = -math.inf
+    if processors is not None:
+        logits = processors(sequence, logits)
     return logits.argmax(dim=-1, keepdim=True)
 
 
-def eager_generate(model, prompt: dict[str, torch.Tensor], new_tokens: int) -> torch.Tensor:
-    """The reference: eager `generate()`, greedy, exactly `new_tokens` new tokens (EOS suppressed
-    until then, the same rule the greedy loop applies)."""
-    from transformers import GenerationConfig
+def eager_generate(model, prompt: dict[str, torch.Tensor], new_tokens: int) -> tuple[torch.Tensor, Callable]:
+    """The reference: eager `generate()` with the model's own generation config, made greedy and
+    exactly `new_tokens` long (EOS held back until then). Returns the new tokens and the logits
+    processors generate() built from that config for this prompt — its forced BOS/EOS, suppressed
+    and banned tokens, no-repeat n-grams, repetition penalty — so the greedy loop over the exported
+    components applies the very same ones (none of it is re-implemented here)."""
+    import copy
 
-    source = model.generation_config
-    config = GenerationConfig(
-        do_sample=False,
-        num_beams=1,
-        max_new_tokens=new_tokens,
-        min_new_tokens=new_tokens,
-        eos_token_id=source.eos_token_id if source.eos_token_id is not None else model.config.eos_token_id,
-        pad_token_id=source.pad_token_id if source.pad_token_id is not None else model.config.pad_token_id,
-        bos_token_id=source.bos_token_id,
-        decoder_start_token_id=source.decoder_start_token_id,
-    )
-    with torch.inference_mode():
-        out = model.generate(**prompt, generation_config=config)
+    config = copy.deepcopy(model.generation_config)
+    # Greedy: a shipped config's beams and sampling are how the model is *used*; the export is
+    # judged on its logits, token for token, which greedy decoding exposes.
+    config.do_sample, config.num_beams, config.num_beam_groups = False, 1, 1
+    config.temperature = config.top_k = config.top_p = None
+    config.max_new_tokens = config.min_new_tokens = new_tokens
+    config.max_length = None
+    for name in ("eos_token_id", "pad_token_id", "bos_token_id", "decoder_start_token_id"):
+        if getattr(config, name, None) is None and getattr(model.config, name, None) is not None:
+            setattr(config, name, getattr(model.config, name))
+    built = []
+    own = model._get_logits_processor
+
+    def keep(*args, **kwargs):
+        processors = own(*args, **kwargs)
+        built.append(processors)
+        return processors
+
+    model._get_logits_processor = keep  # this instance only, for this one call
+    try:
+        with torch.inference_mode():
+            out = model.generate(**prompt, generation_config=config)
+    finally:
+        del model._get_logits_processor
     start = prompt["decoder_input_ids"].shape[1] if "decoder_input_ids" in prompt else prompt["input_ids"].shape[1]
-    return out[:, start:]
-
-
-def eos_ids(model) -> list[int]:
-    eos = model.generation_config.eos_token_id
-    if eos is None:
-        eos = model.config.eos_token_id
-    if eos is None:
-        return []
-    return [eos] if isinstance(eos, int) else list(eos)
+    return out[:, start:], built[-1]
 
 
 def compare_generation(name: str, model, exported_run: Run, traced: dict[str, set[str]], prompt: dict, plan) -> Check:
     """Token parity with eager `generate()` and logit diffs with the eager model in the same loop."""
     check = Check(name)
     config = model.config
-    suppress = eos_ids(model)
     encoder = model.get_encoder() if plan.is_encoder_decoder else None
 
     def eager_run(component: str, **kwargs):
         return encoder(**kwargs) if component == "encoder" else model(**kwargs)
 
+    reference, processors = eager_generate(model, prompt, plan.validation.new_tokens)
     with torch.inference_mode():
-        reference = eager_generate(model, prompt, plan.validation.new_tokens)
         eager_tokens, eager_logits = greedy_loop(
-            eager_run, traced, prompt, config, plan.is_encoder_decoder, plan.validation.new_tokens, suppress
+            eager_run, traced, prompt, config, plan.is_encoder_decoder, plan.validation.new_tokens, processors
         )
         try:
             tokens, logits = greedy_loop(
-                exported_run, traced, prompt, config, plan.is_encoder_decoder, plan.validation.new_tokens, suppress
+                exported_run, traced, prompt, config, plan.is_encoder_decoder, plan.validation.new_tokens, processors
             )
         except Exception as e:
             check.error = f"{type(e).__name__}: {_first_line(e)}"
@@ -318,16 +355,15 @@ def generation_quality(model, run: Run, traced: dict[str, set[str]], prompt: dic
     greedy loop picks as eager `generate()` does, position by position; `logprob_delta_mean`, the
     mean |Δ log-prob| of eager's tokens when both are fed eager's continuation."""
     config, n = model.config, plan.validation.new_tokens
-    suppress = eos_ids(model)
 
     def eager_run(component: str, **kwargs):
         return model(**kwargs)
 
+    reference, processors = eager_generate(model, prompt, n)
     with torch.inference_mode():
-        reference = eager_generate(model, prompt, n)
-        tokens, _ = greedy_loop(run, traced, prompt, config, False, n, suppress)
-        _, eager_logits = greedy_loop(eager_run, traced, prompt, config, False, n, suppress, force=reference)
-        _, logits = greedy_loop(run, traced, prompt, config, False, n, suppress, force=reference)
+        tokens, _ = greedy_loop(run, traced, prompt, config, False, n, processors)
+        _, eager_logits = greedy_loop(eager_run, traced, prompt, config, False, n, processors, force=reference)
+        _, logits = greedy_loop(run, traced, prompt, config, False, n, processors, force=reference)
     deltas = []
     for step, (a, b) in enumerate(zip(eager_logits, logits)):
         picked = reference[:, step : step + 1]

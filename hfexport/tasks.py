@@ -1,0 +1,115 @@
+"""The tasks hfexport exports, one row each: the table the planner reads and the README shows.
+
+A model's head decides its task. `config.architectures[0]` is looked up in transformers' own Auto
+mappings (`AutoModelForObjectDetection` lists `DetrForObjectDetection`, …) — never guessed from
+the class name, and never defaulted: a head in no row we export is refused, naming the head, the
+Auto class that holds it and the tasks we do export. Exporting a detector as "feature-extraction"
+would validate and publish a PR that says "ok" while its users get no boxes.
+
+Adding a task is adding a row. `supported=False` rows are heads people publish that hfexport
+refuses for now, each with the reason the refusal prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .report import Mode
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    # The Auto class that loads the head (its mapping lists the architectures of this task).
+    auto_class: str
+    mode: Mode
+    # What the head takes, as the README's table says it (the planner reads the model's own
+    # `main_input_name` for the inputs it builds).
+    inputs: str
+    # Families the tests export and validate with this head (tiny random-weight models), for the
+    # README's table: a row without any says so there.
+    families: tuple[str, ...] = ()
+    # Why hfexport refuses this head, if it does (None: exported and validated).
+    refused: str | None = None
+
+    @property
+    def supported(self) -> bool:
+        return self.refused is None
+
+
+# Specific heads first: a class listed by several Auto classes (CLIPModel: AutoModel and
+# AutoModelForZeroShotImageClassification) takes the first row that lists it.
+TASK_TABLE: tuple[Task, ...] = (
+    Task("fill-mask", "AutoModelForMaskedLM", "single", "text"),
+    Task("text-classification", "AutoModelForSequenceClassification", "single", "text", ("BERT, its own code: dynamo, onnx",)),
+    Task("token-classification", "AutoModelForTokenClassification", "single", "text"),
+    Task("question-answering", "AutoModelForQuestionAnswering", "single", "text"),
+    Task("image-classification", "AutoModelForImageClassification", "single", "vision", ("ViT: dynamo, onnx, executorch",)),
+    Task("object-detection", "AutoModelForObjectDetection", "single", "vision", ("DETR: dynamo, onnx",)),
+    Task("image-segmentation", "AutoModelForSemanticSegmentation", "single", "vision", ("SegFormer: dynamo, onnx, executorch",)),
+    Task("depth-estimation", "AutoModelForDepthEstimation", "single", "vision", ("GLPN: dynamo, onnx",)),
+    Task("audio-classification", "AutoModelForAudioClassification", "single", "audio", ("wav2vec2: dynamo, onnx",)),
+    Task("automatic-speech-recognition", "AutoModelForCTC", "single", "audio", ("wav2vec2: dynamo, onnx",)),
+    # Generation with a KV cache: one decoder (encoder + prefill + decode for encoder-decoders).
+    Task("text-generation-with-past", "AutoModelForCausalLM", "generation", "text", ("Llama: dynamo, onnx, executorch",)),
+    Task("text2text-generation-with-past", "AutoModelForSeq2SeqLM", "generation", "text", ("T5: dynamo, onnx, executorch", "BART, Marian: dynamo, onnx")),
+    Task("automatic-speech-recognition-with-past", "AutoModelForSpeechSeq2Seq", "generation", "audio"),
+    # Causal LM logits as one graph, no cache (asked for by name: `auto` picks the one with past).
+    Task("text-generation", "AutoModelForCausalLM", "single", "text", ("Llama: dynamo, onnx, executorch",)),
+    Task("zero-shot-image-classification", "AutoModelForZeroShotImageClassification", "single", "vision",
+         refused="two-tower models (CLIP, SigLIP) need text and image inputs together, which hfexport does not build yet"),
+    Task("image-text-to-text", "AutoModelForImageTextToText", "generation", "vision",
+         refused="multimodal generation (vision encoder, embeddings, decoder) is not split and validated by hfexport yet"),
+    Task("instance-segmentation", "AutoModelForInstanceSegmentation", "single", "vision",
+         refused="instance and panoptic heads return per-query masks whose post-processing hfexport does not validate yet"),
+    Task("universal-segmentation", "AutoModelForUniversalSegmentation", "single", "vision",
+         refused="instance and panoptic heads return per-query masks whose post-processing hfexport does not validate yet"),
+    # The base model, no head: what a head-less architecture (`BertModel`) exports.
+    Task("feature-extraction", "AutoModel", "single", "text, vision, audio", ("BERT, MiniLM: dynamo, onnx, executorch",)),
+)
+
+TASKS: dict[str, Task] = {task.name: task for task in TASK_TABLE}
+
+
+def supported_tasks() -> list[str]:
+    return [task.name for task in TASK_TABLE if task.supported]
+
+
+def auto_classes_of(class_name: str) -> list[str]:
+    """Every `AutoModel…` class of transformers whose mapping lists `class_name`, in name order."""
+    import transformers
+
+    found = []
+    for name in sorted(n for n in dir(transformers) if n.startswith("AutoModel")):
+        mapping = getattr(getattr(transformers, name, None), "_model_mapping", None)
+        names = getattr(mapping, "_model_mapping", None)
+        if not isinstance(names, dict):
+            continue
+        for value in names.values():
+            if class_name == value or (isinstance(value, (tuple, list)) and class_name in value):
+                found.append(name)
+                break
+    return found
+
+
+def task_of_head(class_name: str, can_generate: bool) -> Task | None:
+    """The row for the head `class_name`: the first row whose Auto class lists it, preferring the
+    generation row for a model that can `generate()`. None if no row's Auto class lists it."""
+    holders = set(auto_classes_of(class_name))
+    rows = [task for task in TASK_TABLE if task.auto_class in holders]
+    if can_generate:
+        rows = [task for task in rows if task.mode == "generation"] or rows
+    else:
+        rows = [task for task in rows if task.mode == "single"] or rows
+    return rows[0] if rows else None
+
+
+def tasks_markdown() -> list[str]:
+    """The README's table of tasks: each row, the Auto class, the families tested, or why refused."""
+    lines = ["| task | head (Auto class) | inputs | families tested: backends | status |", "|---|---|---|---|---|"]
+    for task in TASK_TABLE:
+        status = f"refused: {task.refused}" if not task.supported else (
+            "exported and validated" if task.families else "exported; no family tested here yet")
+        families = "; ".join(task.families) or "-"
+        lines.append(f"| `{task.name}` | `{task.auto_class}` | {task.inputs} | {families} | {status} |")
+    return lines

@@ -1,0 +1,34 @@
+"""Runs in tests/loaders/.venv: an ecosystem loader reading a repo on a Hub (HF_ENDPOINT), called
+the way its users call it. Prints what it computed as JSON on the last line.
+
+    python load.py sentence-transformers REPO REVISION FILE '["text", ...]'   → normalized embeddings
+    python load.py optimum-causal-lm REPO REVISION '[token ids]' NEW_TOKENS  → greedy new token ids
+"""
+
+import json
+import sys
+
+
+def sentence_transformers(repo: str, revision: str, file: str, texts: str) -> list:
+    from sentence_transformers import SentenceTransformer
+
+    # Its ONNX backend reads `onnx/model.onnx` unless told another file of that folder.
+    options = {} if file == "model.onnx" else {"model_kwargs": {"file_name": file}}
+    model = SentenceTransformer(repo, revision=revision, backend="onnx", **options)
+    return model.encode(json.loads(texts), normalize_embeddings=True).tolist()
+
+
+def optimum_causal_lm(repo: str, revision: str, ids: str, new_tokens: str) -> list:
+    import torch
+    from optimum.onnxruntime import ORTModelForCausalLM
+
+    model = ORTModelForCausalLM.from_pretrained(repo, revision=revision)
+    prompt = torch.tensor([json.loads(ids)])
+    out = model.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=int(new_tokens),
+                         do_sample=False)
+    return out[0, prompt.shape[1]:].tolist()
+
+
+if __name__ == "__main__":
+    loader, *args = sys.argv[1:]
+    print(json.dumps({"sentence-transformers": sentence_transformers, "optimum-causal-lm": optimum_causal_lm}[loader](*args)))

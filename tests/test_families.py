@@ -1,0 +1,129 @@
+"""Model families with heads of their own: the head decides the task (`hfexport.tasks`).
+
+Each tiny random-weight model is planned with its head's task, exported, reloaded on each
+runtime and validated — the head's own outputs (boxes, masks, depth, CTC logits) — on an input
+of another shape than the traced one: another batch, and for raw audio another length (its time
+axis is dynamic; a speech model that takes one length is not a speech model). A head hfexport
+cannot export is refused before anything is written: exit 2, the head's name, the tasks it does.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import tiny_models
+from conftest import _exported, run_cli
+from hfexport.report import Status
+
+# name, builder, the task its head decides, the backends, and an output only the head produces.
+FAMILIES = [
+    ("detr", tiny_models.detr, "object-detection", "dynamo,onnx", "pred_boxes"),
+    ("segformer", tiny_models.segformer, "image-segmentation", "dynamo,onnx,executorch", "logits"),
+    ("glpn", tiny_models.glpn, "depth-estimation", "dynamo,onnx", "predicted_depth"),
+    ("wav2vec2-ctc", tiny_models.wav2vec2_ctc, "automatic-speech-recognition", "dynamo,onnx,executorch", "logits"),
+    ("wav2vec2-classifier", tiny_models.wav2vec2_classifier, "audio-classification", "dynamo,onnx", "logits"),
+]
+
+# Encoder-decoders with the generation configs their checkpoints ship: generate() applies forced,
+# banned and n-gram rules from them, and so must the loop that judges the export.
+GENERATIVE = [
+    ("bart", tiny_models.bart, {"forced_eos_token_id": 2, "no_repeat_ngram_size": 3}),
+    ("marian", tiny_models.marian, {"forced_eos_token_id": 0, "bad_words_ids": [[127]]}),
+]
+
+
+@pytest.mark.parametrize(("name", "build", "task", "backends", "head_output"), FAMILIES, ids=[f[0] for f in FAMILIES])
+def test_a_family_is_planned_with_its_own_head_and_validated_on_another_shape(workspace, name, build, task, backends,
+                                                                              head_output):
+    folder, report = _exported(workspace, name, build, backends=backends)
+    architecture = json.loads((folder / "config.json").read_text())["architectures"][0]
+    assert report.plan.task == task and report.plan.model_class == architecture, report.plan
+    assert [b.backend for b in report.backends] == backends.split(",")
+    for b in report.backends:
+        if name == "wav2vec2-ctc" and b.backend == "executorch":
+            # Said up front, not a failure mid-lowering: raw audio of any length doesn't lower yet.
+            assert b.status == Status.SKIPPED and "raw audio" in b.error, (b.status, b.error)
+            continue
+        assert b.status == Status.OK, (b.backend, b.error)
+        checks = {c.name: c for c in b.validation.checks}
+        assert set(checks) == {"sample", "other_shape"}, b.backend
+        # The head's own output was compared, within the backend's tolerance.
+        assert all(head_output in c.max_abs_diff for c in checks.values()), (b.backend, checks)
+        assert b.validation.passed and all(c.worst() <= b.validation.tolerance for c in checks.values())
+    if report.plan.modality == "audio":
+        # Raw audio is as long as the recording: validated on another length than the traced one.
+        assert report.plan.dynamic_axes["input_values"]["1"][0] == "audio_samples"
+        assert report.plan.sample.sequence != report.plan.validation.sequence
+
+
+@pytest.mark.parametrize(("name", "build", "rules"), GENERATIVE, ids=[g[0] for g in GENERATIVE])
+def test_an_encoder_decoder_with_its_shipped_generation_config_matches_generate_token_for_token(workspace, name, build,
+                                                                                               rules):
+    """generate()'s own logits processors, built from the model's generation config, are applied in
+    the loop over the exported encoder, prefill and decode as in eager generate(): token parity on
+    both runtimes, and the rules visibly at work (the forced EOS closes every row)."""
+    folder, report = _exported(workspace, name, build, backends="dynamo,onnx")
+    shipped = json.loads((folder / "generation_config.json").read_text())
+    assert all(shipped[key] == value for key, value in rules.items()) and shipped["num_beams"] == 4
+    assert report.plan.task == "text2text-generation-with-past" and report.plan.components == ["encoder", "prefill", "decode"]
+    for b in report.backends:
+        assert b.status == Status.OK, (b.backend, b.error)
+        for check in b.validation.checks:
+            assert check.error is None and check.tokens_equal, (b.backend, check)
+            assert all(row[-1] == rules["forced_eos_token_id"] for row in check.eager_tokens), check.eager_tokens
+            assert check.exported_tokens == check.eager_tokens
+
+
+def _clip(folder: Path) -> Path:
+    from transformers import CLIPConfig, CLIPModel
+
+    config = CLIPConfig(
+        text_config={"vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                     "intermediate_size": 37},
+        vision_config={"image_size": 32, "patch_size": 8, "hidden_size": 32, "num_hidden_layers": 1,
+                       "num_attention_heads": 2, "intermediate_size": 37},
+        projection_dim=16,
+    )
+    CLIPModel(config).save_pretrained(folder)
+    return folder
+
+
+def _bert_for_pretraining(folder: Path) -> Path:
+    from transformers import BertConfig, BertForPreTraining
+
+    config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37)
+    BertForPreTraining(config).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize(("build", "named"), [
+    # A row of the table that hfexport refuses, with its reason.
+    (_clip, ["CLIPModel", "zero-shot-image-classification", "two-tower"]),
+    # A head no row lists: named with the Auto class transformers keeps it under.
+    (_bert_for_pretraining, ["BertForPreTraining", "AutoModelForPreTraining"]),
+], ids=["two-tower", "pretraining-head"])
+def test_a_head_hfexport_cannot_export_is_refused_by_name_with_the_tasks_it_can(tmp_path, build, named):
+    """Never exported as its base model under another task's name: exit 2, the head named, the
+    tasks hfexport exports listed with the way to export the base model on purpose; nothing written."""
+    folder = build(tmp_path / "model")
+    out = tmp_path / "out"
+    result = run_cli("export", str(folder), "--backends", "onnx", "--out", str(out), timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    message = " ".join(result.stderr.split())
+    assert all(word in message for word in named), message
+    assert "object-detection" in message and "--task feature-extraction" in message, message
+    assert not out.exists()
+
+
+def test_the_readme_lists_the_planners_own_task_table():
+    """The README's table of tasks is the one `hfexport tasks --markdown` prints from the table the
+    planner reads: a task added there and not here fails this test."""
+    from hfexport.tasks import tasks_markdown
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert "\n".join(tasks_markdown()) in readme
+    printed = run_cli("tasks", "--markdown")
+    assert printed.returncode == 0 and printed.stdout.strip() == "\n".join(tasks_markdown())
