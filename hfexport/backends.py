@@ -170,6 +170,32 @@ def _executorch_snippet(path: str, inputs: list[str] | None) -> list[str]:
     ]
 
 
+def _sliding_window_limit(plan) -> str | None:
+    if plan.sliding_window is None:
+        return None
+    # Measured with transformers 5.24: a sliding layer keeps its fill level as a Python int, which
+    # the exporter writes into the program's input structure; its .pt2 and .pte runners match that
+    # structure exactly, so a program traced on one prompt length refuses every other.
+    return (f"its cache has sliding-window layers (window {plan.sliding_window}), which this backend's pinned "
+            "exporter cannot run past the traced length: export it with onnx")
+
+
+def _dynamo_limits(plan) -> str | None:
+    return _sliding_window_limit(plan)
+
+
+def _executorch_limits(plan) -> str | None:
+    if plan.sliding_window is not None:
+        return _sliding_window_limit(plan)
+    if plan.modality == "audio" and "1" in plan.dynamic_axes.get("input_values", {}):
+        # Measured with executorch 1.4.1: torch.export keeps the conv encoder's length guards as
+        # runtime asserts that use `**`, which ExecuTorch's symbolic ops lack; tracing lengths as a
+        # multiple of the strides instead lowers, but XNNPACK then fails to propagate the shapes.
+        return ("raw audio with a dynamic length (input_values) does not lower to ExecuTorch with the pinned "
+                "executorch: export it with dynamo or onnx")
+    return None
+
+
 @register_backend(
     "dynamo",
     export_format="dynamo",
@@ -182,6 +208,7 @@ def _executorch_snippet(path: str, inputs: list[str] | None) -> list[str]:
     packages=("torch",),
     tolerance=dict(_TOLERANCE_EXACT),
     loads_pickle=True,
+    limits=_dynamo_limits,
 )
 def _dynamo(dynamic_shapes):
     from transformers.exporters import DynamoConfig
@@ -203,16 +230,6 @@ def _onnx(dynamic_shapes):
     from transformers.exporters import OnnxConfig
 
     return OnnxConfig(dynamic=True, dynamic_shapes=dynamic_shapes)
-
-
-def _executorch_limits(plan) -> str | None:
-    if plan.modality == "audio" and "1" in plan.dynamic_axes.get("input_values", {}):
-        # Measured with executorch 1.4.1: torch.export keeps the conv encoder's length guards as
-        # runtime asserts that use `**`, which ExecuTorch's symbolic ops lack; tracing lengths as a
-        # multiple of the strides instead lowers, but XNNPACK then fails to propagate the shapes.
-        return ("raw audio with a dynamic length (input_values) does not lower to ExecuTorch with the pinned "
-                "executorch: export it with dynamo or onnx")
-    return None
 
 
 @register_backend(

@@ -69,7 +69,10 @@ def as_decoder_with_past(model) -> bool:
     import onnx_ir
 
     names = {v.name for v in [*model.graph.inputs, *model.graph.outputs]}
-    if "input_ids" not in names or not any(pattern.match(n) for n in names for pattern, _ in _CACHE_NAMES):
+    plain = {"input_ids", "attention_mask", "position_ids", "logits"}
+    cache = {n for n in names if any(pattern.match(n) for pattern, _ in _CACHE_NAMES)}
+    # Only keys and values: a cache with more state (a sliding layer's fill level) has no such layout.
+    if "input_ids" not in names or not cache or names - plain - cache:
         return False
     for value in [*model.graph.inputs, *model.graph.outputs]:
         for pattern, new in _CACHE_NAMES:
@@ -104,9 +107,12 @@ def as_decoder_with_past(model) -> bool:
 def onnx_layout(out_dir: Path, components: list[str]) -> tuple[Layout, dict[str, str]]:
     """Rewrite each validated `<component>.onnx` (+ `.onnx.data`) in the loaders' layout, in place.
     A decoder LLM's graph (and its variants: `decode_quantized.onnx` …) is renamed as a decoder
-    with past. Returns the layout and the files it renamed (old name → new)."""
+    with past where it is one (a cache of keys and values only). Returns the layout and the files
+    it renamed (old name → new)."""
     if components == ["decode"]:
-        return Layout.DECODER_WITH_PAST, _decoder_with_past(out_dir)
+        renamed = _decoder_with_past(out_dir)
+        if renamed:
+            return Layout.DECODER_WITH_PAST, renamed
     for component in components:
         graph = out_dir / f"{component}.onnx"
         model = load_onnx(graph)
@@ -123,6 +129,12 @@ def onnx_layout(out_dir: Path, components: list[str]) -> tuple[Layout, dict[str,
 
 
 def _decoder_with_past(out_dir: Path) -> dict[str, str]:
+    """`decode.onnx` and its variants renamed as a decoder with past; {} (nothing touched) if the
+    fp32 graph is not one."""
+    import onnx_ir
+
+    if not as_decoder_with_past(onnx_ir.load(out_dir / "decode.onnx")):  # the graph alone, not its weights
+        return {}
     renamed = {}
     for graph in sorted(out_dir.glob("decode*.onnx")):
         model = load_onnx(graph)

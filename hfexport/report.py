@@ -126,6 +126,8 @@ class ExportPlan:
     # overrides of their quality thresholds, by kind then figure.
     variants: list[str] = field(default_factory=list)
     min_quality: dict[str, dict[str, float]] = field(default_factory=dict)
+    # A generation cache with sliding-window layers (Mistral, Gemma 2): the window, in tokens.
+    sliding_window: int | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

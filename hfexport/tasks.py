@@ -51,7 +51,8 @@ TASK_TABLE: tuple[Task, ...] = (
     Task("audio-classification", "AutoModelForAudioClassification", "single", "audio", ("wav2vec2: dynamo, onnx",)),
     Task("automatic-speech-recognition", "AutoModelForCTC", "single", "audio", ("wav2vec2: dynamo, onnx",)),
     # Generation with a KV cache: one decoder (encoder + prefill + decode for encoder-decoders).
-    Task("text-generation-with-past", "AutoModelForCausalLM", "generation", "text", ("Llama: dynamo, onnx, executorch",)),
+    Task("text-generation-with-past", "AutoModelForCausalLM", "generation", "text",
+         ("Llama: dynamo, onnx, executorch", "Mistral, Gemma 2 (sliding window): onnx")),
     Task("text2text-generation-with-past", "AutoModelForSeq2SeqLM", "generation", "text", ("T5: dynamo, onnx, executorch", "BART, Marian: dynamo, onnx")),
     Task("automatic-speech-recognition-with-past", "AutoModelForSpeechSeq2Seq", "generation", "audio"),
     # Causal LM logits as one graph, no cache (asked for by name: `auto` picks the one with past).

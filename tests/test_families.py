@@ -77,6 +77,26 @@ def test_an_encoder_decoder_with_its_shipped_generation_config_matches_generate_
             assert check.exported_tokens == check.eager_tokens
 
 
+@pytest.mark.parametrize("name", ["mistral", "gemma2"])
+def test_a_sliding_window_cache_validates_on_onnx_and_the_plan_says_up_front_where_it_cannot(workspace, name):
+    """Mistral (every layer sliding) and Gemma 2 (sliding and full in turn), window 4, prompts and
+    8 new tokens well past it: ONNX reproduces generate() token for token. The pinned exporter's
+    .pt2 and .pte runners cannot run such a cache past its traced length, so those backends are
+    reported skipped with that reason before anything runs, not failed after minutes of lowering."""
+    folder, report = _exported(workspace, name, getattr(tiny_models, name))
+    assert report.plan.sliding_window == 4 and report.plan.validation.sequence > 4
+    by_name = {b.backend: b for b in report.backends}
+    onnx = by_name["onnx"]
+    assert onnx.status == Status.OK, onnx.error
+    assert all(c.tokens_equal and c.error is None for c in onnx.validation.checks)
+    # Its cache holds more than keys and values: no decoder-with-past layout exists for it.
+    assert onnx.layout == "transformers.exporters" and "export.json" in {f.path for f in onnx.files}
+    for backend in ("dynamo", "executorch"):
+        skipped = by_name[backend]
+        assert skipped.status == Status.SKIPPED and "sliding-window" in skipped.error and "onnx" in skipped.error
+    assert report.ok
+
+
 def _clip(folder: Path) -> Path:
     from transformers import CLIPConfig, CLIPModel
 

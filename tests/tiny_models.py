@@ -237,3 +237,33 @@ def marian(folder: Path) -> Path:
         **ids, bad_words_ids=[[127]], forced_eos_token_id=0, max_length=512, num_beams=4, renormalize_logits=True,
     )
     return _save(model.eval(), folder)
+
+
+def _sliding(model_class, config_class, **extra) -> object:
+    from transformers import GenerationConfig
+
+    torch.manual_seed(0)
+    config = config_class(
+        vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=37, max_position_embeddings=128, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        sliding_window=4, **extra,  # shorter than every validation prompt: the window really slides
+    )
+    model = model_class(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8)
+    model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    return model
+
+
+def mistral(folder: Path) -> Path:
+    """Mistral with a sliding window on every layer."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    return _save(_sliding(MistralForCausalLM, MistralConfig), folder)
+
+
+def gemma2(folder: Path) -> Path:
+    """Gemma 2: sliding and full attention layers in turn (a hybrid cache)."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    return _save(_sliding(Gemma2ForCausalLM, Gemma2Config, head_dim=8), folder)

@@ -118,6 +118,7 @@ def make_plan(
         backends=list(backends),
         trust_remote_code=trust_remote_code,
         auto_class=auto_class,
+        sliding_window=_sliding_window(config) if mode == "generation" else None,
     )
     plan.dynamic_axes = _dynamic_axes(plan, config, max_batch)
     return plan
@@ -294,6 +295,16 @@ def _task_of(model_class, auto_class: str | None) -> Task:
             f"{name}'s head ({spec.name}, {spec.auto_class}) is not exported by hfexport yet: {spec.refused}.", fix
         )
     return spec
+
+
+def _sliding_window(config) -> int | None:
+    """The window of the cache's sliding layers (all of Mistral's; every other of Gemma 2's), if any."""
+    text = config.get_text_config()
+    window = getattr(text, "sliding_window", None)
+    layer_types = getattr(text, "layer_types", None)
+    if not isinstance(window, int) or (layer_types is not None and "sliding_attention" not in layer_types):
+        return None
+    return window
 
 
 def _max_positions(config) -> int:
