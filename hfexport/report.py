@@ -27,7 +27,8 @@ REPORT_FILE = "hfexport-report.json"
 REPORT_SCHEMA = 2
 
 Mode = Literal["single", "generation"]
-Modality = Literal["text", "vision", "audio"]
+# "text-vision": two towers (CLIP, SigLIP), each with a batch of its own.
+Modality = Literal["text", "vision", "audio", "text-vision"]
 
 
 class Status(StrEnum):

@@ -267,3 +267,63 @@ def gemma2(folder: Path) -> Path:
     from transformers import Gemma2Config, Gemma2ForCausalLM
 
     return _save(_sliding(Gemma2ForCausalLM, Gemma2Config, head_dim=8), folder)
+
+
+_TEXT_TOWER = dict(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
+                   max_position_embeddings=64)
+_IMAGE_TOWER = dict(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                    intermediate_size=37)
+
+
+def clip(folder: Path) -> Path:
+    """Two towers: a text encoder and an image encoder, compared in one graph (zero-shot labels)."""
+    from transformers import CLIPConfig, CLIPModel
+
+    torch.manual_seed(0)
+    return _save(CLIPModel(CLIPConfig(text_config=_TEXT_TOWER, vision_config=_IMAGE_TOWER, projection_dim=16)).eval(), folder)
+
+
+def siglip(folder: Path) -> Path:
+    from transformers import SiglipConfig, SiglipModel
+
+    torch.manual_seed(0)
+    return _save(SiglipModel(SiglipConfig(text_config=_TEXT_TOWER, vision_config=_IMAGE_TOWER)).eval(), folder)
+
+
+def llava(folder: Path) -> Path:
+    """An image-text-to-text model (a CLIP vision tower feeding a Llama): a head hfexport refuses for now."""
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = LlavaConfig(
+        vision_config=CLIPVisionConfig(**_IMAGE_TOWER),
+        text_config=LlamaConfig(vocab_size=128, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=37),
+        image_token_index=100,
+    )
+    return _save(LlavaForConditionalGeneration(config).eval(), folder)
+
+
+def whisper(folder: Path) -> Path:
+    """Whisper with the generation config a multilingual checkpoint ships: languages and tasks
+    (named explicitly in the decoder prompt, never detected), suppressed tokens, tokens suppressed
+    at the start, timestamps off — and the greedy parity judged under them."""
+    from transformers import GenerationConfig, WhisperConfig, WhisperForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = WhisperConfig(
+        vocab_size=128, num_mel_bins=16, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=37, max_source_positions=30,
+        max_target_positions=64, pad_token_id=99, bos_token_id=99, eos_token_id=99, decoder_start_token_id=100,
+        tie_word_embeddings=False,
+    )
+    model = WhisperForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        model.proj_out.weight.mul_(8)
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=100, bos_token_id=99, eos_token_id=99, pad_token_id=99, is_multilingual=True,
+        lang_to_id={"<|en|>": 101, "<|fr|>": 102}, task_to_id={"transcribe": 104, "translate": 103},
+        no_timestamps_token_id=105, suppress_tokens=[1, 2, 7, 8, 9, 10, 11, 12], begin_suppress_tokens=[13, 99],
+        max_length=64,
+    )
+    return _save(model, folder)

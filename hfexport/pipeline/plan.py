@@ -99,7 +99,7 @@ def make_plan(
                 "Use task 'auto', or a single-graph task such as feature-extraction (--task / task=).",
             )
 
-    modality = _modality(model_class)
+    modality = "text-vision" if spec.name == "zero-shot-image-classification" else _modality(model_class)
     is_enc_dec = bool(getattr(config, "is_encoder_decoder", False))
     if mode == "generation":
         components = ["encoder", "prefill", "decode"] if is_enc_dec else ["decode"]
@@ -320,6 +320,11 @@ def _dynamic_axes(plan: ExportPlan, config, max_batch: int) -> dict[str, dict[st
     batch = ["batch", 1, max_batch]
     if plan.modality == "vision":
         return {"pixel_values": {"0": batch}}
+    if plan.modality == "text-vision":
+        # Two towers: any number of texts against any number of images.
+        seq = ["sequence", 1, _max_positions(config.get_text_config())]
+        text = {name: {"0": batch, "1": seq} for name in ("input_ids", "attention_mask")}
+        return {**text, "pixel_values": {"0": ["images", 1, max_batch]}}
     if plan.modality == "audio":
         # Raw audio (wav2vec2's input_values) is as long as the recording: its time axis is dynamic,
         # from a tenth of a second at 16 kHz. Spectrogram encoders (Whisper) take a fixed number of frames.

@@ -93,6 +93,7 @@ def _describe(e: BaseException) -> str:
 def run_job(job: dict, backend, result, stage) -> None:
     """Export, save, reload and validate one backend, filling in `result` (a `BackendResult`)."""
     import dataclasses
+    import types
 
     import torch
     import transformers
@@ -102,7 +103,7 @@ def run_job(job: dict, backend, result, stage) -> None:
 
     from ..report import ArtifactFile, ExportPlan, Layout, Status, Validation
     from ..versions import runtime_versions
-    from .inputs import build_inputs
+    from .inputs import build_inputs, speaks_languages
     from .validate import compare_forward, compare_generation, decoder_with_past_run
 
     torch.manual_seed(0)
@@ -122,6 +123,13 @@ def run_job(job: dict, backend, result, stage) -> None:
     ).eval()
     if plan.mode == "single" and hasattr(model.config, "use_cache"):
         model.config.use_cache = False  # one graph, no cache in or out
+    if plan.mode == "generation" and speaks_languages(model.generation_config):
+        # Whisper's own generate() first runs a forward to detect the language, which the exporter
+        # would capture as the prefill. The language and task go in the decoder prompt explicitly
+        # (`inputs.decoder_prompt`), and transformers' base generate() is traced and judged.
+        from transformers.generation.utils import GenerationMixin
+
+        model.generate = types.MethodType(GenerationMixin.generate, model)
 
     sample = build_inputs(model_dir, model.config, plan, plan.sample, seed=0)
     other = build_inputs(model_dir, model.config, plan, plan.validation, seed=1)

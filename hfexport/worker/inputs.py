@@ -32,18 +32,44 @@ def build_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: 
     """Inputs for the model's forward (single graph) or its `generate()` (generation split)."""
     inputs = INPUT_BUILDERS[plan.modality](Path(model_dir), config, plan, shape, seed)
     if plan.is_encoder_decoder and plan.mode == "generation":
-        inputs["decoder_input_ids"] = decoder_prompt(config, shape, seed)
+        inputs["decoder_input_ids"] = decoder_prompt(config, shape, seed, _generation_config(Path(model_dir)))
     return inputs
 
 
-def decoder_prompt(config, shape: Shape, seed: int) -> torch.Tensor:
-    """The decoder's start token then `decoder_prompt - 1` ordinary tokens: a prompt of one token
-    would specialise the decode step's cache length to 1."""
+def speaks_languages(generation_config) -> bool:
+    """A speech model whose decoder prompt names a language and a task (Whisper)."""
+    return bool(getattr(generation_config, "lang_to_id", None)) and bool(getattr(generation_config, "task_to_id", None))
+
+
+def _generation_config(model_dir: Path):
+    if not (model_dir / "generation_config.json").exists():
+        return None
+    from transformers import GenerationConfig
+
+    try:
+        return GenerationConfig.from_pretrained(model_dir)
+    except Exception:
+        return None
+
+
+def decoder_prompt(config, shape: Shape, seed: int, generation_config=None) -> torch.Tensor:
+    """The decoder's start token then `decoder_prompt - 1` tokens: a prompt of one token would
+    specialise the decode step's cache length to 1. Ordinary tokens, or for a model whose prompt
+    names a language and a task (Whisper), those: English if it has it, transcription, then no
+    timestamps — set explicitly, as a user does, never left to language detection."""
     generator = torch.Generator().manual_seed(seed + 1)
     start = config.decoder_start_token_id if config.decoder_start_token_id is not None else 0
     low, high = _token_range(config)
-    rest = torch.randint(low, high, (shape.batch, shape.decoder_prompt - 1), generator=generator)
-    return torch.cat([torch.full((shape.batch, 1), start, dtype=torch.long), rest], dim=1)
+    tokens = [start]
+    if generation_config is not None and speaks_languages(generation_config):
+        languages = generation_config.lang_to_id
+        tasks = generation_config.task_to_id
+        tokens += [languages.get("<|en|>", next(iter(languages.values()))), tasks.get("transcribe", next(iter(tasks.values())))]
+        if getattr(generation_config, "no_timestamps_token_id", None) is not None:
+            tokens.append(generation_config.no_timestamps_token_id)
+    head = torch.tensor(tokens[: shape.decoder_prompt], dtype=torch.long).expand(shape.batch, -1)
+    rest = torch.randint(low, high, (shape.batch, shape.decoder_prompt - head.shape[1]), generator=generator)
+    return torch.cat([head, rest], dim=1)
 
 
 # Sentences of clearly different lengths, so a padded batch really has padding.
@@ -153,6 +179,18 @@ def audio_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: 
         return {"input_features": torch.randn(shape.batch, mel_bins, frames, generator=generator)}
     samples = 1600 * shape.sequence
     return {"input_values": torch.randn(shape.batch, samples, generator=generator)}
+
+
+@register_inputs("text-vision")
+def text_vision_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
+    """Two towers (CLIP, SigLIP): texts through the text builder, and one image more than texts
+    through the vision builder — the batches are independent, and equal ones would hide it."""
+    from dataclasses import replace
+
+    text_config = config.get_text_config()
+    texts = text_inputs(model_dir, text_config, plan, shape, seed)
+    images = vision_inputs(model_dir, config, plan, replace(shape, batch=shape.batch + 1), seed)
+    return {**texts, **images}
 
 
 def _load_processor(model_dir: Path, auto_class: str):
