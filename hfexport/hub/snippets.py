@@ -49,12 +49,15 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
     if report.plan.mode != "single" and b.layout != Layout.DECODER_WITH_PAST:
         return None
     task, call, show = pipe
+    # Past 2 GB the weights sit in `model.onnx_data`, which transformers.js fetches when told to (it
+    # would read the flag from the repo's config.json, which is the owner's file, not ours).
+    external = ", use_external_data_format: true" if any(f.path.endswith(".onnx_data") for f in b.files) else ""
     return [
         "```js",
         'import { pipeline } from "@huggingface/transformers";',
         "",
         f'const [repo, revision] = ["{repo_id}", "main"]; // to try the pull request before it is merged: "refs/pr/<number>"',
-        f'const pipe = await pipeline("{task}", repo, {{ revision, dtype: "fp32" }});',
+        f'const pipe = await pipeline("{task}", repo, {{ revision, dtype: "fp32"{external} }});',
         f"const output = await pipe({call});",
         show,
         "```",
