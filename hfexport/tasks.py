@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .report import Mode
+from .report import Modality, Mode
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,9 @@ class Task:
     families: tuple[str, ...] = ()
     # Why hfexport refuses this head, if it does (None: exported and validated).
     refused: str | None = None
+    # The inputs the planner builds, where the head decides them (two towers); None: from the
+    # model's own main input (`input_ids`, `pixel_values`, `input_values`…).
+    modality: Modality | None = None
 
     @property
     def supported(self) -> bool:
@@ -59,7 +62,7 @@ TASK_TABLE: tuple[Task, ...] = (
     # Causal LM logits as one graph, no cache (asked for by name: `auto` picks the one with past).
     Task("text-generation", "AutoModelForCausalLM", "single", "text", ("Llama: dynamo, onnx, executorch",)),
     Task("zero-shot-image-classification", "AutoModelForZeroShotImageClassification", "single", "text + images",
-         ("CLIP, SigLIP: dynamo, onnx",)),
+         ("CLIP, SigLIP: dynamo, onnx",), modality="text-vision"),
     Task("image-text-to-text", "AutoModelForImageTextToText", "generation", "vision",
          refused="multimodal generation (vision encoder, embeddings, decoder) is not split and validated by hfexport yet"),
     Task("instance-segmentation", "AutoModelForInstanceSegmentation", "single", "vision",

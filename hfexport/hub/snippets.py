@@ -44,7 +44,8 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
     """transformers.js (`@huggingface/transformers` on npm) running the ONNX folder's fp32 graph
     through its pipeline for the task, or None where it has none or the repo no preprocessor."""
     pipe = _JS_PIPELINES.get(report.plan.task)
-    if b.backend != "onnx" or pipe is None or not _has_preprocessor(report, repo_files):
+    # Text models only: the calls below feed text (a vision model's feature-extraction takes images).
+    if b.backend != "onnx" or pipe is None or report.plan.modality != "text" or not _has_preprocessor(report, repo_files):
         return None
     if report.plan.mode != "single" and b.layout != Layout.DECODER_WITH_PAST:
         return None

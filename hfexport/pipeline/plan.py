@@ -4,6 +4,9 @@ The plan is a small JSON-able contract: the export stage hands it to each isolat
 the report records it, and publishing hashes it (`ExportPlan.digest`) to recognise its own PRs.
 
 Decisions taken here, and why:
+- the task: the model's head decides it (`hfexport.tasks`: transformers' own Auto mappings), and
+  a head hfexport cannot export is refused by name — never exported as its base model under
+  another task's name.
 - single graph vs generation split: a decoder-only model that can `generate()` is exported as ONE
   `decode` component that takes any number of new tokens (the exporter's multi-token decode):
   the prompt on an empty cache, then each step — so its weights are stored once, not once per
@@ -99,7 +102,7 @@ def make_plan(
                 "Use task 'auto', or a single-graph task such as feature-extraction (--task / task=).",
             )
 
-    modality = "text-vision" if spec.name == "zero-shot-image-classification" else _modality(model_class)
+    modality = spec.modality or _modality(model_class)
     is_enc_dec = bool(getattr(config, "is_encoder_decoder", False))
     if mode == "generation":
         components = ["encoder", "prefill", "decode"] if is_enc_dec else ["decode"]
