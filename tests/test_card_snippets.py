@@ -1,10 +1,12 @@
 """The card's "How to load" code runs as printed, and the ecosystem's own loaders read the files.
 
-A real push of MiniLM (dynamo, onnx, executorch, and the int8 ONNX variant) to the local Hub; then
-every Python block of the card it wrote — each one a whole program — runs in a process of its own,
-with a fresh cache and no token: against the pull request (the one line the card says to change)
-and, after the owner merges, exactly as printed. transformers.js, from npm, loads the PR's ONNX
-files as it loads any Hub repo's and must match eager embeddings.
+A real push of MiniLM (dynamo, onnx, executorch, and the int8 ONNX variant) and of a tiny decoder
+LLM with its tokenizer to the local Hub; then every block of the card it wrote — each one a whole
+program, Python or JavaScript (transformers.js from npm) — runs in a process of its own, with a
+fresh cache and no token: against the pull request (the one line the card says to change) and,
+after the owner merges, exactly as printed. transformers.js must match eager embeddings and
+generate eager's text; sentence-transformers and optimum, in a venv of their own (tests/loaders),
+read the same PRs and must match eager too.
 """
 
 from __future__ import annotations
