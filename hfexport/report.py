@@ -27,8 +27,9 @@ REPORT_FILE = "hfexport-report.json"
 REPORT_SCHEMA = 2
 
 Mode = Literal["single", "generation"]
-# "text-vision": two towers (CLIP, SigLIP), each with a batch of its own.
-Modality = Literal["text", "vision", "audio", "text-vision"]
+# "text-vision": two towers (CLIP, SigLIP), each with a batch of its own. "image-text": a prompt
+# of text and images for one decoder (LLaVA), the images in it as placeholder tokens.
+Modality = Literal["text", "vision", "audio", "text-vision", "image-text"]
 
 
 class Status(StrEnum):

@@ -31,10 +31,12 @@ FAMILIES = [
 
 # Encoder-decoders with the generation configs their checkpoints ship: generate() applies forced,
 # banned and n-gram rules from them, and so must the loop that judges the export.
+# Whisper's spectrogram has a fixed number of frames, so it lowers to ExecuTorch too (raw audio does not).
 GENERATIVE = [
-    ("bart", tiny_models.bart, {"forced_eos_token_id": 2, "no_repeat_ngram_size": 3}),
-    ("marian", tiny_models.marian, {"forced_eos_token_id": 0, "bad_words_ids": [[127]]}),
-    ("whisper", tiny_models.whisper, {"suppress_tokens": [1, 2, 7, 8, 9, 10, 11, 12], "lang_to_id": {"<|en|>": 101, "<|fr|>": 102}}),
+    ("bart", tiny_models.bart, {"forced_eos_token_id": 2, "no_repeat_ngram_size": 3}, "dynamo,onnx"),
+    ("marian", tiny_models.marian, {"forced_eos_token_id": 0, "bad_words_ids": [[127]]}, "dynamo,onnx"),
+    ("whisper", tiny_models.whisper, {"suppress_tokens": [1, 2, 7, 8, 9, 10, 11, 12], "lang_to_id": {"<|en|>": 101, "<|fr|>": 102}},
+     "dynamo,onnx,executorch"),
 ]
 
 
@@ -66,15 +68,16 @@ def test_a_family_is_planned_with_its_own_head_and_validated_on_another_shape(wo
         assert report.plan.sample.sequence != report.plan.validation.sequence
 
 
-@pytest.mark.parametrize(("name", "build", "rules"), GENERATIVE, ids=[g[0] for g in GENERATIVE])
+@pytest.mark.parametrize(("name", "build", "rules", "backends"), GENERATIVE, ids=[g[0] for g in GENERATIVE])
 def test_an_encoder_decoder_with_its_shipped_generation_config_matches_generate_token_for_token(workspace, name, build,
-                                                                                               rules):
+                                                                                               rules, backends):
     """generate()'s own logits processors, built from the model's generation config, are applied in
     the loop over the exported encoder, prefill and decode as in eager generate(): token parity on
     both runtimes, and the rules visibly at work (the forced EOS closes every row; no suppressed
     token appears). Whisper's decoder prompt names its language and task explicitly: transformers'
     base generate() is traced and judged, not Whisper's language detection."""
-    folder, report = _exported(workspace, name, build, backends="dynamo,onnx")
+    folder, report = _exported(workspace, name, build, backends=backends)
+    assert [b.backend for b in report.backends] == backends.split(",")
     shipped = json.loads((folder / "generation_config.json").read_text())
     assert all(shipped[key] == value for key, value in rules.items())
     task = "automatic-speech-recognition-with-past" if name == "whisper" else "text2text-generation-with-past"
@@ -110,6 +113,37 @@ def test_a_sliding_window_cache_validates_on_onnx_and_the_plan_says_up_front_whe
     assert report.ok
 
 
+def test_an_image_text_model_matches_generate_over_its_vision_encoder_embeddings_and_decoder(workspace):
+    """LLaVA (a CLIP tower, a projector, a Llama) with its repo's processor: prompts of an image and
+    a sentence each, padded, turned into placeholder tokens by the processor. Exported as the
+    vision encoder (one image's projected features), the token embeddings and one decoder over
+    embeddings; the loop puts each image's features in its placeholders and must reproduce eager
+    generate() token for token, on another batch and length than traced, on every CPU runtime."""
+    folder, report = _exported(workspace, "llava", tiny_models.llava, backends="dynamo,onnx,executorch")
+    assert report.plan.task == "image-text-to-text" and report.plan.modality == "image-text"
+    assert report.plan.components == ["vision_encoder", "embed_tokens", "decode"]
+    for b in report.backends:
+        assert b.status == Status.OK, (b.backend, b.error)
+        assert b.inputs["vision_encoder"] == ["pixel_values"] and "inputs_embeds" in b.inputs["decode"], b.inputs
+        assert "input_ids" not in b.inputs["decode"], b.inputs
+        for check in b.validation.checks:
+            assert check.error is None and check.tokens_equal and check.exported_tokens == check.eager_tokens, check
+        # Padded prompts of another batch: the image's features land in their placeholders row by row.
+        assert len(b.validation.checks[-1].eager_tokens) == report.plan.validation.batch
+
+
+def test_an_image_text_repo_without_its_processor_is_refused_up_front(tmp_path):
+    """Only the processor knows how many placeholder tokens an image takes: without it, exit 2
+    naming what is missing, before any export starts."""
+    folder = tiny_models.llava(tmp_path / "model")
+    (folder / "processor_config.json").unlink()
+    result = run_cli("export", str(folder), "--backends", "onnx", "--out", str(tmp_path / "out"), timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    message = " ".join(result.stderr.split())
+    assert "no processor" in message and "processor.save_pretrained" in message, message
+    assert not (tmp_path / "out").exists()
+
+
 def _bert_for_pretraining(folder: Path) -> Path:
     from transformers import BertConfig, BertForPreTraining
 
@@ -120,10 +154,10 @@ def _bert_for_pretraining(folder: Path) -> Path:
 
 @pytest.mark.parametrize(("build", "named"), [
     # A row of the table that hfexport refuses, with its reason.
-    (tiny_models.llava, ["LlavaForConditionalGeneration", "image-text-to-text", "multimodal generation"]),
+    (tiny_models.detr_panoptic, ["DetrForSegmentation", "universal-segmentation", "per-query masks"]),
     # A head no row lists: named with the Auto class transformers keeps it under.
     (_bert_for_pretraining, ["BertForPreTraining", "AutoModelForPreTraining"]),
-], ids=["image-text-to-text", "pretraining-head"])
+], ids=["panoptic-head", "pretraining-head"])
 def test_a_head_hfexport_cannot_export_is_refused_by_name_with_the_tasks_it_can(tmp_path, build, named):
     """Never exported as its base model under another task's name: exit 2, the head named, the
     tasks hfexport exports listed with the way to export the base model on purpose; nothing written."""

@@ -44,14 +44,15 @@ def llama(folder: Path) -> Path:
     return _save(model, folder)
 
 
-def llama_with_tokenizer(folder: Path) -> Path:
-    """The tiny Llama with a tokenizer of its own (a word-level one over its 128 ids), so text goes
-    in as a user's would: what the card's generation snippets need."""
+def _word_tokenizer(special: dict[int, str] | None = None):
+    """A word-level tokenizer over 128 ids: a few real words, `w<i>` for the rest, and `special`
+    tokens (`{id: text}`) at the ids the model's config gives them."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    llama(folder)
     words = ["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(4, 128)]
+    for index, text in (special or {}).items():
+        words[index] = text
     vocab = {word: index for index, word in enumerate(words)}
     for index, word in enumerate("hfexport validated this file against the original model . short one".split()):
         vocab[word] = vocab.pop(f"w{index + 4}")
@@ -59,7 +60,16 @@ def llama_with_tokenizer(folder: Path) -> Path:
     core.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
                                         unk_token="<unk>", padding_side="left")
-    tokenizer.save_pretrained(folder)
+    if special:
+        tokenizer.add_special_tokens({"additional_special_tokens": list(special.values())})
+    return tokenizer
+
+
+def llama_with_tokenizer(folder: Path) -> Path:
+    """The tiny Llama with a tokenizer of its own (a word-level one over its 128 ids), so text goes
+    in as a user's would: what the card's generation snippets need."""
+    llama(folder)
+    _word_tokenizer().save_pretrained(folder)
     return folder
 
 
@@ -145,18 +155,33 @@ def remote_code_bert(folder: Path, record_dir: Path) -> Path:
 # ── Families with heads of their own (tests/test_families.py) ────────────────
 
 
-def detr(folder: Path) -> Path:
-    """DETR with a tiny ResNet backbone of transformers' own (no timm, no pretrained download)."""
-    from transformers import DetrConfig, DetrForObjectDetection, ResNetConfig
+def _detr_config(stages: int = 2, heads: int = 2, out_features: tuple[str, ...] = ("stage2",)):
+    from transformers import DetrConfig, ResNetConfig
 
-    torch.manual_seed(0)
-    backbone = ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], out_features=["stage2"])
-    config = DetrConfig(
+    backbone = ResNetConfig(embedding_size=8, hidden_sizes=[8, 16, 16, 16][:stages], depths=[1] * stages,
+                            out_features=list(out_features))
+    return DetrConfig(
         use_timm_backbone=False, use_pretrained_backbone=False, backbone_config=backbone, d_model=32,
-        encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+        encoder_layers=1, decoder_layers=1, encoder_attention_heads=heads, decoder_attention_heads=heads,
         encoder_ffn_dim=37, decoder_ffn_dim=37, num_queries=5, num_labels=3,
     )
-    return _save(DetrForObjectDetection(config).eval(), folder)
+
+
+def detr(folder: Path) -> Path:
+    """DETR with a tiny ResNet backbone of transformers' own (no timm, no pretrained download)."""
+    from transformers import DetrForObjectDetection
+
+    torch.manual_seed(0)
+    return _save(DetrForObjectDetection(_detr_config()).eval(), folder)
+
+
+def detr_panoptic(folder: Path) -> Path:
+    """DETR with its panoptic mask head (per-query masks): a head hfexport refuses for now. Its
+    mask head reads every stage of the backbone, and its width plus the heads must divide by 8."""
+    from transformers import DetrForSegmentation
+
+    torch.manual_seed(0)
+    return _save(DetrForSegmentation(_detr_config(4, 8, ("stage1", "stage2", "stage3", "stage4"))).eval(), folder)
 
 
 def segformer(folder: Path) -> Path:
@@ -291,17 +316,30 @@ def siglip(folder: Path) -> Path:
 
 
 def llava(folder: Path) -> Path:
-    """An image-text-to-text model (a CLIP vision tower feeding a Llama): a head hfexport refuses for now."""
-    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
+    """An image-text-to-text model (a CLIP vision tower feeding a Llama through a projector), with
+    the processor its repo ships: `<image>` in a prompt becomes one token per image feature (16)."""
+    from transformers import (
+        CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor,
+    )
 
     torch.manual_seed(0)
     config = LlavaConfig(
         vision_config=CLIPVisionConfig(**_IMAGE_TOWER),
         text_config=LlamaConfig(vocab_size=128, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                intermediate_size=37),
+                                intermediate_size=37, pad_token_id=0, bos_token_id=1, eos_token_id=2),
         image_token_index=100,
     )
-    return _save(LlavaForConditionalGeneration(config).eval(), folder)
+    model = LlavaForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8)  # varied greedy tokens, as for the tiny Llama
+    size = _IMAGE_TOWER["image_size"]
+    processor = LlavaProcessor(
+        image_processor=CLIPImageProcessor(size={"shortest_edge": size}, crop_size={"height": size, "width": size}),
+        tokenizer=_word_tokenizer({100: "<image>"}), patch_size=_IMAGE_TOWER["patch_size"],
+        vision_feature_select_strategy="default", num_additional_image_tokens=1,
+    )
+    processor.save_pretrained(folder)
+    return _save(model, folder)
 
 
 def whisper(folder: Path) -> Path:

@@ -12,7 +12,11 @@ Decisions taken here, and why:
   the prompt on an empty cache, then each step — so its weights are stored once, not once per
   component. Encoder-decoders are split into `encoder`, `prefill` and `decode` (the encoder is
   what `export_for_generation` leaves out; their decode step reads the cross-attention cache that
-  prefill fills, so it cannot start from an empty one). The rest export as one graph.
+  prefill fills, so it cannot start from an empty one). An image-text-to-text model (LLaVA) is
+  split into `vision_encoder` (one image's features, projected), `embed_tokens` and the one
+  `decode` over embeddings: the images' features take their placeholder tokens' places between
+  the last two, outside any graph, as the exporters leave it to the caller. The rest export as
+  one graph.
 - sample shapes: batch >= 2 and sequence >= 2, padded, and a 3-token decoder prompt, because
   torch.export specialises any axis traced at size 1 (see docs/design.md, "batch-1 trap").
 - validation shapes: a different batch, sequence and prompt length from the sample, so a graph
@@ -103,8 +107,17 @@ def make_plan(
             )
 
     modality = spec.modality or _modality(model_class)
+    if modality == "image-text" and not _has_processor(model_dir):
+        raise ConfigError(
+            f"{model_class.__name__} takes images inside a text prompt, and {model_dir} has no processor "
+            "(processor_config.json or preprocessor_config.json with a tokenizer): only the processor knows how "
+            "many placeholder tokens an image takes.",
+            "Add the model's processor to the repo (processor.save_pretrained(folder)), as its users need it too.",
+        )
     is_enc_dec = bool(getattr(config, "is_encoder_decoder", False))
-    if mode == "generation":
+    if mode == "generation" and modality == "image-text":
+        components = ["vision_encoder", "embed_tokens", "decode"]
+    elif mode == "generation":
         components = ["encoder", "prefill", "decode"] if is_enc_dec else ["decode"]
     else:
         components = ["model"]
@@ -123,7 +136,7 @@ def make_plan(
         auto_class=auto_class,
         sliding_window=_sliding_window(config) if mode == "generation" else None,
     )
-    plan.dynamic_axes = _dynamic_axes(plan, config, max_batch)
+    plan.dynamic_axes = _dynamic_axes(plan, config, max_batch, getattr(model_class, "main_input_name", "input_ids"))
     return plan
 
 
@@ -300,6 +313,12 @@ def _task_of(model_class, auto_class: str | None) -> Task:
     return spec
 
 
+def _has_processor(model_dir: Path) -> bool:
+    files = {p.name for p in Path(model_dir).iterdir()}
+    return bool(files & {"processor_config.json", "preprocessor_config.json"}) and bool(
+        files & {"tokenizer.json", "tokenizer_config.json", "tokenizer.model"})
+
+
 def _sliding_window(config) -> int | None:
     """The window of the cache's sliding layers (all of Mistral's; every other of Gemma 2's), if any."""
     text = config.get_text_config()
@@ -318,7 +337,7 @@ def _max_positions(config) -> int:
     return 512
 
 
-def _dynamic_axes(plan: ExportPlan, config, max_batch: int) -> dict[str, dict[str, list]]:
+def _dynamic_axes(plan: ExportPlan, config, max_batch: int, main_input: str) -> dict[str, dict[str, list]]:
     """The axes a user varies, with bounds from the config. Only those; every other axis stays static."""
     batch = ["batch", 1, max_batch]
     if plan.modality == "vision":
@@ -328,9 +347,16 @@ def _dynamic_axes(plan: ExportPlan, config, max_batch: int) -> dict[str, dict[st
         seq = ["sequence", 1, _max_positions(config.get_text_config())]
         text = {name: {"0": batch, "1": seq} for name in ("input_ids", "attention_mask")}
         return {**text, "pixel_values": {"0": ["images", 1, max_batch]}}
+    if plan.modality == "image-text":
+        # The vision encoder takes one image at a time (its features come out as one tensor per
+        # image, which torch.export cannot keep dynamic in their number); the prompt is text.
+        seq = ["sequence", 1, _max_positions(config.get_text_config())]
+        return {name: {"0": batch, "1": seq} for name in ("input_ids", "attention_mask")}
     if plan.modality == "audio":
         # Raw audio (wav2vec2's input_values) is as long as the recording: its time axis is dynamic,
         # from a tenth of a second at 16 kHz. Spectrogram encoders (Whisper) take a fixed number of frames.
-        return {"input_features": {"0": batch}, "input_values": {"0": batch, "1": ["audio_samples", 1600, 16000 * 60]}}
+        if main_input == "input_values":
+            return {"input_values": {"0": batch, "1": ["audio_samples", 1600, 16000 * 60]}}
+        return {main_input: {"0": batch}}
     seq = ["sequence", 1, _max_positions(config)]
     return {name: {"0": batch, "1": seq} for name in ("input_ids", "attention_mask", "token_type_ids")}

@@ -103,6 +103,7 @@ def run_job(job: dict, backend, result, stage) -> None:
 
     from ..report import ArtifactFile, ExportPlan, Layout, Status, Validation
     from ..versions import runtime_versions
+    from .components import ImageFeatures, TokenEmbeddings, on_embeddings
     from .inputs import build_inputs, speaks_languages
     from .validate import compare_forward, compare_generation, decoder_with_past_run
 
@@ -173,6 +174,8 @@ def run_job(job: dict, backend, result, stage) -> None:
             of_model, dict(inputs), generation_config=of_model.generation_config, multi_token_decode=True
         )
         decoder, decoder_inputs = stages["decode"]
+        if plan.modality == "image-text":
+            decoder_inputs = on_embeddings(of_model, decoder_inputs)
         program = exporter.export(decoder, decoder_inputs, config)
         program.components = {"decode": program.components["model"]}
         program.generation_config = of_model.generation_config
@@ -181,6 +184,21 @@ def run_job(job: dict, backend, result, stage) -> None:
     with torch.no_grad():
         if plan.mode == "single" or plan.components == ["decode"]:
             exported = export_program(model, sample, make_config())
+        elif plan.modality == "image-text":
+            # The exporters leave the images' features and the tokens' embeddings to the caller:
+            # each a graph of its own here, feeding the one decoder over embeddings.
+            token_inputs = {"input_ids": sample["input_ids"]}
+            graphs = {
+                "vision_encoder": exporter.export(ImageFeatures(model), {"pixel_values": sample["pixel_values"][:1]},
+                                                  backend.make_config(None)),
+                "embed_tokens": exporter.export(TokenEmbeddings(model), token_inputs,
+                                                backend.make_config(dynamic_shapes_for(token_inputs))),
+                "decode": export_program(model, sample, make_config()),
+            }
+            exported = ExportedModel(
+                {name: next(iter(graph.components.values())) for name, graph in graphs.items()},
+                exporter.export_format, config=model.config, generation_config=model.generation_config,
+            )
         else:
             generate_inputs = dict(sample)
             exported = exporter.export_for_generation(
@@ -281,7 +299,8 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
     wanted = variants_of(backend.name, plan.variants)
     single = plan.mode == "single"
     if not single and plan.components != ["decode"]:
-        return [VariantResult(str(v.kind), Status.SKIPPED, error="variants of encoder-decoder exports are not built yet")
+        kind = "image-text" if plan.modality == "image-text" else "encoder-decoder"
+        return [VariantResult(str(v.kind), Status.SKIPPED, error=f"variants of {kind} exports are not built yet")
                 for v in wanted]
     component = plan.components[0]
     base_bytes = sum(p.stat().st_size for p in out_dir.iterdir() if p.is_file() and p.suffix != ".json")

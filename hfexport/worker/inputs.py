@@ -193,6 +193,26 @@ def text_vision_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, 
     return {**texts, **images}
 
 
+@register_inputs("image-text")
+def image_text_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
+    """A prompt of one image and a sentence per row, through the repo's own processor: it alone
+    knows how many placeholder tokens an image takes (the plan refuses a repo without one).
+    Sentences of different lengths, padded on the left as generation pads."""
+    from transformers import AutoProcessor
+
+    generator = torch.Generator().manual_seed(seed)
+    processor = AutoProcessor.from_pretrained(model_dir)
+    processor.tokenizer.padding_side = "left"
+    if processor.tokenizer.pad_token is None:
+        processor.tokenizer.pad_token = processor.tokenizer.eos_token
+    size = getattr(config.vision_config, "image_size", 224)
+    height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
+    images = torch.randint(0, 256, (shape.batch, height, width, 3), generator=generator, dtype=torch.uint8).numpy()
+    texts = [f"{processor.image_token} {_SENTENCES[(seed + i) % len(_SENTENCES)]}" for i in range(shape.batch)]
+    encoded = processor(images=list(images), text=texts, padding=True, return_tensors="pt")
+    return {k: encoded[k] for k in ("input_ids", "attention_mask", "pixel_values")}
+
+
 def _load_processor(model_dir: Path, auto_class: str):
     """The repo's image processor or feature extractor, or None when it has none (or it won't load)."""
     if not (model_dir / "preprocessor_config.json").exists():

@@ -6,8 +6,9 @@ it: `ExportedModel.from_pretrained(folder)` on the backend's own runtime. Three 
 - sample: the inputs the graph was traced with;
 - other shape: a different batch, sequence and (encoder-decoders) decoder prompt length, which is
   what catches an axis torch.export specialised;
-- generation: the exported components (encoder, prefill, decode) driven in a greedy loop must
-  produce exactly the token ids of eager `generate()`, for `Shape.new_tokens` tokens.
+- generation: the exported components (encoder, prefill, decode; or vision encoder, embeddings and
+  decode) driven in a greedy loop must produce exactly the token ids of eager `generate()`, for
+  `Shape.new_tokens` tokens.
 """
 
 from __future__ import annotations
@@ -125,7 +126,9 @@ def greedy_loop(
     force: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Greedy decoding over components: `encoder` (encoder-decoders), `prefill` (or, for one
-    decoder, `decode` on an empty cache), then `decode`.
+    decoder, `decode` on an empty cache), then `decode`. A decoder over embeddings (image-text)
+    gets its tokens through `embed_tokens`, and the prompt's images through `vision_encoder`, in
+    the places of their placeholder tokens.
 
     Args:
         run: `run(component, **kwargs)` — an exported runner or the eager model, same interface.
@@ -182,7 +185,7 @@ def greedy_loop(
         merged = "prefill" not in traced
         output = call(
             "decode" if merged else "prefill",
-            input_ids=ids,
+            **_token_inputs(call, traced, ids, prompt, config),
             attention_mask=mask,
             position_ids=_positions(mask),
             cache_position=torch.arange(ids.shape[1]),
@@ -199,13 +202,37 @@ def greedy_loop(
                 mask = torch.cat([mask, torch.ones_like(next_token)], dim=-1)
                 output = call(
                     "decode",
-                    input_ids=next_token,
+                    **_token_inputs(call, traced, next_token),
                     attention_mask=mask,
                     position_ids=_positions(mask)[:, -1:],
                     cache_position=torch.tensor([mask.shape[1] - 1]),
                     cache=_cache_of(output),
                 )
     return torch.cat(tokens, dim=-1), logits_per_step
+
+
+def _token_inputs(call: Run, traced: dict[str, set[str]], ids: torch.Tensor, prompt: dict | None = None,
+                  config=None) -> dict[str, torch.Tensor]:
+    """What the decoder takes for these tokens: their ids, or — a decoder over embeddings
+    (image-text) — their embeddings, with each of the prompt's images, one `vision_encoder` call
+    each, in its placeholder tokens' places (the merge `decompose_multimodal` leaves to the caller)."""
+    if "embed_tokens" not in traced:
+        return {"input_ids": ids}
+    embeds = _tensor(call("embed_tokens", input_ids=ids))
+    if prompt is not None and "pixel_values" in prompt:
+        images = prompt["pixel_values"]
+        features = torch.cat([_tensor(call("vision_encoder", pixel_values=images[i : i + 1]))
+                              for i in range(images.shape[0])])
+        placeholders = (ids == config.image_token_id).unsqueeze(-1)
+        embeds = embeds.masked_scatter(placeholders, features.to(embeds.dtype))
+    return {"inputs_embeds": embeds}
+
+
+def _tensor(output: Any) -> torch.Tensor:
+    """A one-output component's tensor, whichever way its runtime returns it."""
+    if isinstance(output, torch.Tensor):
+        return output
+    return next(iter(_named_tensors(output).values()))
 
 
 def decoder_with_past_run(path, config) -> Run:
@@ -280,12 +307,14 @@ def eager_generate(model, prompt: dict[str, torch.Tensor], new_tokens: int) -> t
 
 def compare_generation(name: str, model, exported_run: Run, traced: dict[str, set[str]], prompt: dict, plan) -> Check:
     """Token parity with eager `generate()` and logit diffs with the eager model in the same loop."""
+    from .components import eager_components
+
     check = Check(name)
     config = model.config
-    encoder = model.get_encoder() if plan.is_encoder_decoder else None
+    eager = eager_components(model, plan)
 
     def eager_run(component: str, **kwargs):
-        return encoder(**kwargs) if component == "encoder" else model(**kwargs)
+        return eager[component](**kwargs)
 
     reference, processors = eager_generate(model, prompt, plan.validation.new_tokens)
     with torch.inference_mode():
@@ -354,10 +383,13 @@ def generation_quality(model, run: Run, traced: dict[str, set[str]], prompt: dic
     """A generation variant against eager fp32: `token_agreement`, the share of the new tokens its
     greedy loop picks as eager `generate()` does, position by position; `logprob_delta_mean`, the
     mean |Δ log-prob| of eager's tokens when both are fed eager's continuation."""
+    from .components import eager_components
+
     config, n = model.config, plan.validation.new_tokens
+    eager = eager_components(model, plan)
 
     def eager_run(component: str, **kwargs):
-        return model(**kwargs)
+        return eager[component](**kwargs)
 
     reference, processors = eager_generate(model, prompt, n)
     with torch.inference_mode():
