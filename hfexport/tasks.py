@@ -66,9 +66,13 @@ TASK_TABLE: tuple[Task, ...] = (
     Task("image-text-to-text", "AutoModelForImageTextToText", "generation", "images + text",
          ("LLaVA: dynamo, onnx, executorch",), modality="image-text"),
     Task("instance-segmentation", "AutoModelForInstanceSegmentation", "single", "vision",
-         refused="instance and panoptic heads return per-query masks whose post-processing hfexport does not validate yet"),
+         ("MaskFormer: dynamo, onnx, executorch",)),
     Task("universal-segmentation", "AutoModelForUniversalSegmentation", "single", "vision",
-         refused="instance and panoptic heads return per-query masks whose post-processing hfexport does not validate yet"),
+         ("DETR (panoptic): dynamo, onnx",)),
+    # Before feature-extraction: SAM is also listed by AutoModel, and its base model *is* the head.
+    Task("mask-generation", "AutoModelForMaskGeneration", "single", "images + points or boxes",
+         refused="a promptable mask generator (SAM) takes points or boxes with each image, and hfexport builds no "
+                 "such prompts to validate it on yet"),
     # The base model, no head: what a head-less architecture (`BertModel`) exports.
     Task("feature-extraction", "AutoModel", "single", "text, vision, audio", ("BERT, MiniLM: dynamo, onnx, executorch",)),
 )

@@ -22,6 +22,8 @@ from hfexport.report import Status
 FAMILIES = [
     ("detr", tiny_models.detr, "object-detection", "dynamo,onnx", "pred_boxes"),
     ("segformer", tiny_models.segformer, "image-segmentation", "dynamo,onnx,executorch", "logits"),
+    ("maskformer", tiny_models.maskformer, "instance-segmentation", "dynamo,onnx,executorch", "masks_queries_logits"),
+    ("detr-panoptic", tiny_models.detr_panoptic, "universal-segmentation", "dynamo,onnx", "pred_masks"),
     ("glpn", tiny_models.glpn, "depth-estimation", "dynamo,onnx", "predicted_depth"),
     ("wav2vec2-ctc", tiny_models.wav2vec2_ctc, "automatic-speech-recognition", "dynamo,onnx,executorch", "logits"),
     ("wav2vec2-classifier", tiny_models.wav2vec2_classifier, "audio-classification", "dynamo,onnx", "logits"),
@@ -154,10 +156,10 @@ def _bert_for_pretraining(folder: Path) -> Path:
 
 @pytest.mark.parametrize(("build", "named"), [
     # A row of the table that hfexport refuses, with its reason.
-    (tiny_models.detr_panoptic, ["DetrForSegmentation", "universal-segmentation", "per-query masks"]),
+    (tiny_models.sam, ["SamModel", "mask-generation", "points or boxes"]),
     # A head no row lists: named with the Auto class transformers keeps it under.
     (_bert_for_pretraining, ["BertForPreTraining", "AutoModelForPreTraining"]),
-], ids=["panoptic-head", "pretraining-head"])
+], ids=["mask-generation-head", "pretraining-head"])
 def test_a_head_hfexport_cannot_export_is_refused_by_name_with_the_tasks_it_can(tmp_path, build, named):
     """Never exported as its base model under another task's name: exit 2, the head named, the
     tasks hfexport exports listed with the way to export the base model on purpose; nothing written."""

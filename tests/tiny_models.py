@@ -176,12 +176,43 @@ def detr(folder: Path) -> Path:
 
 
 def detr_panoptic(folder: Path) -> Path:
-    """DETR with its panoptic mask head (per-query masks): a head hfexport refuses for now. Its
-    mask head reads every stage of the backbone, and its width plus the heads must divide by 8."""
+    """DETR with its panoptic mask head (per-query masks). The mask head reads every stage of the
+    backbone, and its width plus the heads must divide by 8."""
     from transformers import DetrForSegmentation
 
     torch.manual_seed(0)
     return _save(DetrForSegmentation(_detr_config(4, 8, ("stage1", "stage2", "stage3", "stage4"))).eval(), folder)
+
+
+def maskformer(folder: Path) -> Path:
+    """MaskFormer (instance segmentation: per-query classes and masks) on a tiny Swin backbone."""
+    from transformers import DetrConfig, MaskFormerConfig, MaskFormerForInstanceSegmentation, SwinConfig
+
+    torch.manual_seed(0)
+    backbone = SwinConfig(image_size=64, patch_size=4, embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 2, 2],
+                          window_size=2, out_features=["stage1", "stage2", "stage3", "stage4"])
+    decoder = DetrConfig(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                         decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=37, num_queries=5)
+    config = MaskFormerConfig(backbone_config=backbone, decoder_config=decoder, fpn_feature_size=32,
+                              mask_feature_size=32, num_labels=3)
+    return _save(MaskFormerForInstanceSegmentation(config).eval(), folder)
+
+
+def sam(folder: Path) -> Path:
+    """SAM, a promptable mask generator (points or boxes with each image): a head hfexport refuses
+    for now — and one AutoModel also lists, so only the table's order keeps it from being planned
+    as feature-extraction."""
+    from transformers import SamConfig, SamMaskDecoderConfig, SamModel, SamPromptEncoderConfig, SamVisionConfig
+
+    torch.manual_seed(0)
+    config = SamConfig(
+        vision_config=SamVisionConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=64,
+                                      patch_size=16, output_channels=16, mlp_dim=37, global_attn_indexes=[0]),
+        prompt_encoder_config=SamPromptEncoderConfig(hidden_size=16, image_size=64, patch_size=16),
+        mask_decoder_config=SamMaskDecoderConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                                 mlp_dim=37, iou_head_hidden_dim=16),
+    )
+    return _save(SamModel(config).eval(), folder)
 
 
 def segformer(folder: Path) -> Path:
