@@ -72,6 +72,10 @@ class Backend:
     # `limits(plan) -> reason | None`: a model this backend's pinned exporter cannot export, said
     # up front (the backend is reported skipped with the reason) instead of failing mid-lowering.
     limits: Callable[[Any], str | None] | None = None
+    # Images at the traced size only, where the plan lets their size vary: ExecuTorch plans memory
+    # for the largest shape a program accepts, and a program that takes up to 2048² images fails to
+    # load (measured: SegFormer, error 0x21). Its validation then varies the batch alone.
+    fixed_image_size: bool = False
 
     @property
     def suffix(self) -> str:
@@ -240,6 +244,7 @@ def _onnx(dynamic_shapes):
     snippet=_executorch_snippet,
     packages=("executorch", "torchao"),
     limits=_executorch_limits,
+    fixed_image_size=True,
 )
 def _executorch_xnnpack(dynamic_shapes):
     from transformers.exporters import ExecutorchConfig
@@ -255,6 +260,7 @@ def _executorch_xnnpack(dynamic_shapes):
     snippet=_executorch_snippet,
     packages=("executorch",),
     limits=_executorch_limits,
+    fixed_image_size=True,
     needs_cuda=True,
     # The CUDA partitioner casts to bfloat16 (AOTInductor kernels), whatever the source dtype.
     tolerance={"float32": 5e-2, "float16": 5e-2, "bfloat16": 1e-1},

@@ -92,13 +92,15 @@ class Source:
 @dataclass
 class Shape:
     """Input shape for one set of inputs. `sequence` is text tokens; vision and audio take their
-    spatial/time size from the config."""
+    spatial/time size from the config, except where the plan makes an image's size dynamic."""
 
     batch: int
     sequence: int
     padded: bool = True
     decoder_prompt: int = 3  # encoder-decoders only: tokens already in the decoder
     new_tokens: int = 8  # generation only: greedy steps compared with eager generate()
+    # [height, width] of the images, for a model that takes any size (None: the config's size).
+    image: list[int] | None = None
 
 
 @dataclass
@@ -140,6 +142,15 @@ class ExportPlan:
         data["sample"] = Shape(**data["sample"])
         data["validation"] = Shape(**data["validation"])
         return cls(**data)
+
+    def with_fixed_image_size(self) -> ExportPlan:
+        """This plan with images of one size (the config's) for a backend that takes no other
+        (`Backend.fixed_image_size`): only the batch of `pixel_values` varies."""
+        plan = ExportPlan.from_dict(self.to_dict())
+        if "pixel_values" in plan.dynamic_axes:
+            plan.dynamic_axes["pixel_values"] = {"0": plan.dynamic_axes["pixel_values"]["0"]}
+        plan.sample.image = plan.validation.image = None
+        return plan
 
     def digest(self) -> str:
         """A short hash of everything that decides the exported files (backends sorted)."""

@@ -2,8 +2,9 @@
 
 Each tiny random-weight model is planned with its head's task, exported, reloaded on each
 runtime and validated — the head's own outputs (boxes, masks, depth, CTC logits) — on an input
-of another shape than the traced one: another batch, and for raw audio another length (its time
-axis is dynamic; a speech model that takes one length is not a speech model). A head hfexport
+of another shape than the traced one: another batch, for raw audio another length (its time
+axis is dynamic; a speech model that takes one length is not a speech model), for convolutional
+vision models another image size. A head hfexport
 cannot export is refused before anything is written: exit 2, the head's name, the tasks it does.
 """
 
@@ -64,6 +65,11 @@ def test_a_family_is_planned_with_its_own_head_and_validated_on_another_shape(wo
         # Both towers, each with a batch of its own: any number of texts against any number of images.
         assert report.plan.dynamic_axes["pixel_values"]["0"][0] == "images"
         assert report.plan.dynamic_axes["input_ids"]["0"][0] == "batch"
+    if report.plan.modality == "vision" and name != "maskformer":
+        # Convolutional heads take images of any size (their processors keep the aspect ratio):
+        # validated on another height and width than traced. MaskFormer's Swin has windows of one size.
+        assert set(report.plan.dynamic_axes["pixel_values"]) == {"0", "2", "3"}
+        assert report.plan.sample.image != report.plan.validation.image
     if report.plan.modality == "audio":
         # Raw audio is as long as the recording: validated on another length than the traced one.
         assert report.plan.dynamic_axes["input_values"]["1"][0] == "audio_samples"

@@ -137,6 +137,9 @@ def make_plan(
         sliding_window=_sliding_window(config) if mode == "generation" else None,
     )
     plan.dynamic_axes = _dynamic_axes(plan, config, max_batch, getattr(model_class, "main_input_name", "input_ids"))
+    if "2" in plan.dynamic_axes.get("pixel_values", {}):
+        # Multiples of 32 (what the processors of such models produce) and of other aspect ratios.
+        plan.sample.image, plan.validation.image = [224, 288], [256, 192]
     return plan
 
 
@@ -329,6 +332,15 @@ def _sliding_window(config) -> int | None:
     return window
 
 
+def _fixed_image_size(config) -> bool:
+    """Whether the model takes images of one size: a patch-embedding transformer (an int
+    `patch_size` on its config, its vision config or its backbone's: ViT, CLIP, Swin) has position
+    embeddings or windows sized for its `image_size`. Convolutional models take any size. A false
+    "fixed" costs flexibility only (the export still validates); a false "any" would fail."""
+    return any(isinstance(getattr(c, "patch_size", None), int)
+               for c in (config, getattr(config, "vision_config", None), getattr(config, "backbone_config", None)) if c)
+
+
 def _max_positions(config) -> int:
     for key in ("max_position_embeddings", "n_positions", "max_target_positions", "max_source_positions"):
         value = getattr(config, key, None)
@@ -341,7 +353,12 @@ def _dynamic_axes(plan: ExportPlan, config, max_batch: int, main_input: str) -> 
     """The axes a user varies, with bounds from the config. Only those; every other axis stays static."""
     batch = ["batch", 1, max_batch]
     if plan.modality == "vision":
-        return {"pixel_values": {"0": batch}}
+        if _fixed_image_size(config):
+            return {"pixel_values": {"0": batch}}
+        # A convolutional model (DETR, SegFormer, GLPN) takes images of any size: its processor
+        # resizes to a shortest edge and keeps the aspect ratio, so a fixed size would not do.
+        # From 64: a 32-stride backbone's last feature map would specialise at one pixel.
+        return {"pixel_values": {"0": batch, "2": ["height", 64, 2048], "3": ["width", 64, 2048]}}
     if plan.modality == "text-vision":
         # Two towers: any number of texts against any number of images.
         seq = ["sequence", 1, _max_positions(config.get_text_config())]

@@ -109,6 +109,8 @@ def run_job(job: dict, backend, result, stage) -> None:
 
     torch.manual_seed(0)
     plan = ExportPlan.from_dict(job["plan"])
+    if backend.fixed_image_size:
+        plan = plan.with_fixed_image_size()
     model_dir = Path(job["model_dir"])
     out_dir = Path(job["out_dir"])
 
@@ -156,10 +158,11 @@ def run_job(job: dict, backend, result, stage) -> None:
 
     def make_config():
         config = backend.make_config(dynamic_shapes_for(sample) if plan.mode == "single" else None)
-        if plan.modality == "audio" and hasattr(config, "prefer_deferred_runtime_asserts_over_guards"):
-            # A conv feature encoder's output length is a floor division of the samples: torch.export
+        sized = plan.modality == "audio" or "2" in plan.dynamic_axes.get("pixel_values", {})
+        if sized and hasattr(config, "prefer_deferred_runtime_asserts_over_guards"):
+            # A conv encoder's output length is a floor division of the samples (or pixels): torch.export
             # cannot prove its guards for every length and would only take multiples of the strides.
-            # They hold for any real recording, so they become checks at run time instead.
+            # They hold for any real recording or processed image, so they become checks at run time.
             config = dataclasses.replace(config, prefer_deferred_runtime_asserts_over_guards=True)
         return config
 

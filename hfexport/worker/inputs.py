@@ -145,7 +145,7 @@ def vision_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed:
     processor = _load_processor(model_dir, "AutoImageProcessor")
     vision = getattr(config, "vision_config", config)
     size = getattr(vision, "image_size", 224)
-    height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
+    height, width = shape.image or ((size, size) if isinstance(size, int) else tuple(size)[:2])
     if processor is not None:
         # Random images through the repo's own processor: its resize, crop and normalisation.
         images = torch.randint(0, 256, (shape.batch, height, width, 3), generator=generator, dtype=torch.uint8).numpy()
