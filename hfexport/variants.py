@@ -235,7 +235,7 @@ def _loadable(model, descriptors: Path, job: VariantJob) -> Path:
     return folder
 
 
-@register_variant("onnx", VariantKind.OPTIMIZED, file="model_optimized.onnx", package=package_onnx)
+@register_variant("onnx", VariantKind.OPTIMIZED, file="model_optimized.onnx", package=package_onnx, generation=True)
 def _onnx_optimized(job: VariantJob) -> Path:
     """The exporter's own fusion into ONNX Runtime's CPU ops (`OnnxConfig(ort_fusions="cpu")`),
     on the program as it is converted: fusing a graph read back from disk trips onnx_ir's passes."""
@@ -246,7 +246,7 @@ def _onnx_optimized(job: VariantJob) -> Path:
     return _loadable(_load_onnx(job.work_dir / "exported" / f"{job.component}.onnx"), job.work_dir / "exported", job)
 
 
-@register_variant("onnx", VariantKind.FP16, file="model_fp16.onnx", package=package_onnx)
+@register_variant("onnx", VariantKind.FP16, file="model_fp16.onnx", package=package_onnx, generation=True)
 def _onnx_fp16(job: VariantJob) -> Path:
     import copy
 

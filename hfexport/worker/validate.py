@@ -124,6 +124,7 @@ def greedy_loop(
     new_tokens: int,
     processors: Callable | None = None,
     force: torch.Tensor | None = None,
+    cache_dtype: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Greedy decoding over components: `encoder` (encoder-decoders), `prefill` (or, for one
     decoder, `decode` on an empty cache), then `decode`. A decoder over embeddings (image-text)
@@ -140,6 +141,7 @@ def greedy_loop(
             EOS held back until `new_tokens`. The logits returned are the raw ones.
         force: `[batch, new_tokens]` ids to feed instead of the argmax (teacher forcing: the logits
             of each step are then those of a given continuation).
+        cache_dtype: the dtype of the empty cache one decoder starts from (a float16 program's is float16).
 
     Returns:
         The new token ids `[batch, new_tokens]`, and the logits of each step.
@@ -189,7 +191,7 @@ def greedy_loop(
             attention_mask=mask,
             position_ids=_positions(mask),
             cache_position=torch.arange(ids.shape[1]),
-            cache=empty_cache(config, ids.shape[0]) if merged else fresh_cache(config, False),
+            cache=empty_cache(config, ids.shape[0], cache_dtype) if merged else fresh_cache(config, False),
         )
         sequence = ids
         for step in range(new_tokens):
@@ -245,12 +247,15 @@ def decoder_with_past_run(path, config) -> Run:
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     inputs = [i.name for i in session.get_inputs()]
     outputs = [o.name for o in session.get_outputs()]
+    # A float16 graph (`model_fp16.onnx`) takes its cache in float16, as transformers.js feeds it.
+    cache_dtype = torch.float16 if "float16" in session.get_inputs()[inputs.index("past_key_values.0.key")].type else None
 
     def run(component: str, cache, **kwargs):
         feed = {name: value.numpy() for name, value in kwargs.items()}
         for index, layer in enumerate(cache.layers):
-            feed[f"past_key_values.{index}.key"] = layer.keys.numpy()
-            feed[f"past_key_values.{index}.value"] = layer.values.numpy()
+            keys, values = (t.to(cache_dtype) if cache_dtype else t for t in (layer.keys, layer.values))
+            feed[f"past_key_values.{index}.key"] = keys.numpy()
+            feed[f"past_key_values.{index}.value"] = values.numpy()
         got = dict(zip(outputs, session.run(None, {name: feed[name] for name in inputs})))
         present = DynamicCache(config=config)
         for index in range(len(cache.layers)):
@@ -379,10 +384,12 @@ def quality_figures(task: str, reference: Any, candidate: Any, inputs: dict) -> 
     return figures
 
 
-def generation_quality(model, run: Run, traced: dict[str, set[str]], prompt: dict, plan) -> dict[str, float]:
+def generation_quality(model, run: Run, traced: dict[str, set[str]], prompt: dict, plan,
+                       cache_dtype: torch.dtype = torch.float32) -> dict[str, float]:
     """A generation variant against eager fp32: `token_agreement`, the share of the new tokens its
     greedy loop picks as eager `generate()` does, position by position; `logprob_delta_mean`, the
-    mean |Δ log-prob| of eager's tokens when both are fed eager's continuation."""
+    mean |Δ log-prob| of eager's tokens when both are fed eager's continuation. `cache_dtype`: the
+    variant's (float16 for a float16 program)."""
     from .components import eager_components
 
     config, n = model.config, plan.validation.new_tokens
@@ -393,9 +400,10 @@ def generation_quality(model, run: Run, traced: dict[str, set[str]], prompt: dic
 
     reference, processors = eager_generate(model, prompt, n)
     with torch.inference_mode():
-        tokens, _ = greedy_loop(run, traced, prompt, config, False, n, processors)
+        tokens, _ = greedy_loop(run, traced, prompt, config, False, n, processors, cache_dtype=cache_dtype)
         _, eager_logits = greedy_loop(eager_run, traced, prompt, config, False, n, processors, force=reference)
-        _, logits = greedy_loop(run, traced, prompt, config, False, n, processors, force=reference)
+        _, logits = greedy_loop(run, traced, prompt, config, False, n, processors, force=reference,
+                                cache_dtype=cache_dtype)
     deltas = []
     for step, (a, b) in enumerate(zip(eager_logits, logits)):
         picked = reference[:, step : step + 1]
