@@ -164,8 +164,8 @@ LLM_REPO = "snippets-owner/tiny-llm"
 
 @pytest.fixture(scope="module")
 def pushed_llm(hub, tmp_path_factory):
-    """A decoder LLM with its tokenizer, pushed with every CPU backend. Returns the API, the outcome
-    and the model's folder."""
+    """A decoder LLM with its tokenizer, pushed with every CPU backend and the fp16 ONNX variant.
+    Returns the API, the outcome and the model's folder."""
     from huggingface_hub import HfApi
 
     owner, bot = hub.add_user("snippets-owner"), hub.add_user("snippets-bot")
@@ -173,7 +173,7 @@ def pushed_llm(hub, tmp_path_factory):
     api.create_repo(LLM_REPO)
     folder = tiny_models.llama_with_tokenizer(tmp_path_factory.mktemp("model-llama-tokenizer"))
     api.upload_folder(repo_id=LLM_REPO, folder_path=folder)
-    result = run_cli("push", LLM_REPO, "--backends", "dynamo,onnx,executorch", "--variants", "none", "--json",
+    result = run_cli("push", LLM_REPO, "--backends", "dynamo,onnx,executorch", "--variants", "onnx:fp16", "--json",
                      env={"HF_TOKEN": bot}, timeout=1800)
     assert result.returncode == 0, result.stderr[-3000:]
     return api, json.loads(result.stdout), folder
@@ -190,8 +190,9 @@ def _eager_continuation(folder: Path, text: str, new_tokens: int = 8) -> list[in
 def test_a_generative_models_card_snippets_run_a_real_prompt(pushed_llm, tmp_path):
     """A decoder LLM's card: the ExportedModel blocks (`.pt2`, `.pte`) run the one decode program on
     a tokenized prompt and print the logits' shape and the next token; its ONNX folder, laid out as
-    a decoder with past, runs one step in ONNX Runtime alone and generates in transformers.js's
-    pipeline the text eager `generate()` writes. PR first, then merged."""
+    a decoder with past, runs one step in ONNX Runtime alone (the fp32 graph and the fp16 variant)
+    and generates in transformers.js's pipeline the text eager `generate()` writes, with the fp32
+    graph and with `dtype: 'fp16'`. PR first, then merged."""
     from transformers import AutoTokenizer
 
     api, outcome, folder = pushed_llm
@@ -209,6 +210,13 @@ def test_a_generative_models_card_snippets_run_a_real_prompt(pushed_llm, tmp_pat
     continuation = AutoTokenizer.from_pretrained(folder).decode(_eager_continuation(folder, text), skip_special_tokens=True)
     eager = f"{text} {continuation}"  # the pipeline keeps the prompt as given
     assert set(js_output.values()) == {eager}, (js_output, eager)
+    # The card lists the fp16 variant with the dtype that picks it; so picked, transformers.js
+    # loads `model_fp16.onnx` (a float16 cache) and writes the same text.
+    card = Path(api.hf_hub_download(repo, "README.md")).read_text()
+    (js,) = _blocks(card, "js")
+    assert "`onnx/model_fp16.onnx` (fp16) — transformers.js: `dtype: 'fp16'`" in card
+    ran = _run_js(js.replace('dtype: "fp32"', 'dtype: "fp16"'), tmp_path / "js-fp16")
+    assert ran.returncode == 0 and ran.stdout.strip() == eager, (ran.stdout, ran.stderr[-2000:])
 
 
 def _run_loader(home: Path, *args: str):

@@ -82,7 +82,8 @@ def decoder_with_past_block(repo_id: str, b: BackendResult, file: str) -> list[s
         "# The prompt goes in on an empty cache (no past positions); each next token then on the `present.*` it returns.",
         "for i in session.get_inputs():",
         '    if i.name.startswith("past_key_values."):',
-        "        feed[i.name] = np.zeros((1, i.shape[1], 0, i.shape[3]), dtype=np.float32)",
+        "        dtype = np.float16 if i.type == \"tensor(float16)\" else np.float32  # model_fp16.onnx: a float16 cache",
+        "        feed[i.name] = np.zeros((1, i.shape[1], 0, i.shape[3]), dtype=dtype)",
         "logits = session.run([\"logits\"], {i.name: feed[i.name] for i in session.get_inputs()})[0]",
         'print(logits.shape, "next token:", tokenizer.decode(logits[0, -1].argmax()))',
     ])
