@@ -1,0 +1,132 @@
+"""A decoder LLM's ONNX files side by side with optimum-cli's, in one run: bytes, quality, speed.
+
+    .venv/bin/python bench/generation.py [--rounds 5]     # → docs/benchmarks-generation.md (+ .json)
+
+The 134 M Llama of bench/run.py, exported by hfexport with its ONNX variants (`model.onnx` as a
+decoder with past, `model_quantized.onnx`, `model_fp16.onnx`, `model_optimized.onnx`) and by
+`optimum-cli export onnx --task text-generation-with-past` (its own venv, bench/.venv-optimum).
+Both publish the same layout, so one judge runs them all, each in a plain ONNX Runtime session as
+optimum and transformers.js run it (`hfexport.worker.validate.decoder_with_past_run`): greedy
+tokens against eager fp32 `generate()` and the mean |Δ log-prob| of eager's tokens (a
+random-weight model: nearly flat logits, so any change of precision flips tokens), and the
+greedy loop's time (batch 1, a 16-token prompt, 32 new tokens) against hfexport's fp32 graph in
+interleaved rounds, as paired ratios (>1 = faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+WORK = BENCH / ".work" / "generation"
+PY = sys.executable
+sys.path.insert(0, str(BENCH))  # bench/run.py's Llama and optimum venv
+
+FILES = {"hfexport fp32": "model.onnx", "hfexport int8": "model_quantized.onnx", "hfexport fp16": "model_fp16.onnx",
+         "hfexport optimized": "model_optimized.onnx"}
+
+
+def export_all(folder: Path) -> tuple[dict[str, Path], dict]:
+    """Every decoder graph to compare, by label, and hfexport's report."""
+    from run import ensure_optimum
+
+    ours = WORK / "hfexport"
+    if not (ours / "hfexport-report.json").exists():
+        started = time.perf_counter()
+        # Floors lifted so every file is kept and measured: the report keeps each one's figures.
+        floors = [arg for kind in ("int8", "fp16", "optimized") for figure in ("token_agreement=0", "logprob_delta_mean=1e9")
+                  for arg in ("--min-quality", f"{kind}.{figure}")]
+        subprocess.run([PY, "-m", "hfexport", "export", str(folder), "--backends", "onnx", "--out", str(ours),
+                        "--variants", "int8,fp16,optimized", *floors], check=False, env={**os.environ, "HFEXPORT_JOBS": "1"})
+        print(f"hfexport export + variants: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    graphs = {label: ours / "onnx" / name for label, name in FILES.items() if (ours / "onnx" / name).exists()}
+    optimum = ensure_optimum()
+    theirs = WORK / "optimum"
+    if optimum is not None and not (theirs / "model.onnx").exists():
+        started = time.perf_counter()
+        subprocess.run([str(optimum), "export", "onnx", "--model", str(folder), "--task", "text-generation-with-past",
+                        str(theirs)], check=False)
+        print(f"optimum-cli with past: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    if (theirs / "model.onnx").exists():
+        graphs["optimum-cli with past fp32"] = theirs / "model.onnx"
+    return graphs, json.loads((ours / "hfexport-report.json").read_text())
+
+
+def graph_bytes(path: Path) -> int:
+    """The graph and its weights (`model.onnx_data` past 2 GB, optimum's `model.onnx_data` too)."""
+    return sum(p.stat().st_size for p in (path, path.with_name(f"{path.name}_data")) if p.exists())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-generation.md"))
+    args = parser.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+
+    import torch
+    from run import llama_134m
+    from transformers import AutoModelForCausalLM
+
+    from hfexport.report import ExportPlan
+    from hfexport.worker.validate import decoder_with_past_run, generation_quality, greedy_loop, paired_speedup
+
+    folder = llama_134m()
+    graphs, report = export_all(folder)
+    plan = ExportPlan.from_dict(report["plan"])
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    runs = {label: decoder_with_past_run(path, model.config) for label, path in graphs.items()}
+    traced = {"decode": {"input_ids", "attention_mask", "position_ids", "cache"}}
+    generator = torch.Generator().manual_seed(7)  # prompts no export was traced or calibrated on
+    judged = {"input_ids": torch.randint(3, 32000, (3, 13), generator=generator), "attention_mask": torch.ones(3, 13, dtype=torch.long)}
+    judged["attention_mask"][-1, :4] = 0
+    timed = {"input_ids": torch.randint(3, 32000, (1, 16), generator=generator), "attention_mask": torch.ones(1, 16, dtype=torch.long)}
+    safetensors = (folder / "model.safetensors").stat().st_size
+
+    def loop(label: str):
+        return lambda: greedy_loop(runs[label], traced, timed, model.config, False, 32)
+
+    rows = []
+    for label, path in graphs.items():
+        figures = generation_quality(model, runs[label], traced, judged, plan)
+        rows.append({
+            "graph": label, "file": path.name, "bytes": graph_bytes(path), "vs_safetensors": graph_bytes(path) / safetensors,
+            **figures,
+            "vs_hfexport_fp32": paired_speedup(loop("hfexport fp32"), loop(label), {}, rounds=args.rounds),
+        })
+        print(f"  {label}: {rows[-1]}", file=sys.stderr)
+
+    out = Path(args.out)
+    out.with_suffix(".json").write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
+                                                   "rounds": args.rounds, "rows": rows}, indent=2))
+    lines = [
+        "# Benchmarks: a decoder LLM's ONNX files (134 M Llama, ONNX Runtime)",
+        "",
+        f"One run of `bench/generation.py` on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}. Every graph is a decoder "
+        "with past run in a plain ONNX Runtime session as optimum and transformers.js run it. Quality: greedy tokens "
+        "against eager fp32 `generate()` (3 prompts, one padded, 8 new tokens) and the mean |Δ log-prob| of eager's "
+        "tokens; a random-weight model's logits are nearly flat, so token agreement is a floor for a trained model's "
+        "(hfexport's quality floors are lifted here so every file is kept and measured). Speed: the greedy loop at "
+        f"batch 1 (16-token prompt, 32 new tokens), {args.rounds} interleaved rounds, paired ratios against hfexport's "
+        "fp32 graph (>1 = faster); that graph's own row is it against itself, the noise of the measure.",
+        "",
+        "| graph | file | size | vs model.safetensors | greedy tokens as eager | mean abs delta log-prob | speed vs hfexport fp32 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['graph']} | `{r['file']}` | {r['bytes'] / 1e6:.1f} MB | {r['vs_safetensors']:.2f}x "
+                     f"| {r['token_agreement']:.1%} | {r['logprob_delta_mean']:.4f} | {r['vs_hfexport_fp32']:.2f}x |")
+    out.write_text("\n".join(lines) + "\n")
+    print(out.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
