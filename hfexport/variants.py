@@ -238,10 +238,16 @@ def _loadable(model, descriptors: Path, job: VariantJob) -> Path:
 @register_variant("onnx", VariantKind.OPTIMIZED, file="model_optimized.onnx", package=package_onnx, generation=True)
 def _onnx_optimized(job: VariantJob) -> Path:
     """The exporter's own fusion into ONNX Runtime's CPU ops (`OnnxConfig(ort_fusions="cpu")`),
-    on the program as it is converted: fusing a graph read back from disk trips onnx_ir's passes."""
+    on the program as it is converted: fusing a graph read back from disk trips onnx_ir's passes.
+    The model is exported with its eager attention: the fusions recognise attention written out
+    (into ORT's `Attention`), not the SDPA lowering, which they leave as a dozen ops per layer
+    (measured on MiniLM, paired rounds against optimum's graph: 1.01× with SDPA, 1.12× eager)."""
+    import copy
     import dataclasses
 
-    exported = job.export(job.model, job.sample, dataclasses.replace(job.make_config(), ort_fusions="cpu"))
+    model = copy.deepcopy(job.model)
+    model.set_attn_implementation("eager")
+    exported = job.export(model, job.sample, dataclasses.replace(job.make_config(), ort_fusions="cpu"))
     exported.save_pretrained(job.work_dir / "exported")
     return _loadable(_load_onnx(job.work_dir / "exported" / f"{job.component}.onnx"), job.work_dir / "exported", job)
 
