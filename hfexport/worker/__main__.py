@@ -281,11 +281,16 @@ def run_job(job: dict, backend, result, stage) -> None:
     result.versions = runtime_versions(backend.packages)
 
 
+def _reported(figures: dict[str, float]) -> dict:
+    """Quality figures as the report keeps them: 6 decimals, a non-finite one as its text (JSON has no NaN)."""
+    import math
+
+    return {k: round(v, 6) if math.isfinite(v) else str(v) for k, v in figures.items()}
+
+
 def rejudge_published(variant, run, model, traced: dict, prompt: dict, plan, out_dir: Path) -> None:
     """A generation variant judged again on its published file (renamed for the loaders): its
     figures are replaced by that file's, and a file that now misses its thresholds is removed."""
-    import math
-
     from ..report import Status
     from ..variants import misses
     from .validate import generation_quality
@@ -296,7 +301,7 @@ def rejudge_published(variant, run, model, traced: dict, prompt: dict, plan, out
     except Exception as e:
         missed = [f"{type(e).__name__}: {_describe(e)}"]
         figures = {}
-    variant.quality = {k: round(v, 6) if math.isfinite(v) else str(v) for k, v in figures.items()} or variant.quality
+    variant.quality = _reported(figures) or variant.quality
     if missed:
         (out_dir / variant.file).unlink(missing_ok=True)
         variant.status, variant.file = Status.FAILED, None
@@ -314,7 +319,6 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
     """Derive each variant the plan asks for and this backend offers (`hfexport.variants`), judge it
     against eager fp32 on the validation inputs (another shape than trace and calibration), time
     it against the fp32 artifact on the same runtime, and keep its file only if it passed."""
-    import math
     import shutil
     import tempfile
 
@@ -374,7 +378,7 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
                             "is_encoder_decoder": False, "new_tokens": plan.validation.new_tokens}
                     speedup = paired_speedup(lambda: greedy_loop(**{**loop, "run": runner(loaded)}),
                                              lambda: greedy_loop(**{**loop, "run": runner(candidate), "cache_dtype": dtype}), {})
-                outcome.quality = {k: round(v, 6) if math.isfinite(v) else str(v) for k, v in figures.items()}
+                outcome.quality = _reported(figures)
                 outcome.speedup = round(speedup, 3)
                 file = variant.file_for(component)
                 packed = variant.package(folder, Path(work), component, file)
