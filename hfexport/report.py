@@ -268,6 +268,9 @@ class VariantResult:
     speedup: float | None = None
     # Nodes kept in float by the sensitivity pass (int8).
     kept_in_float: list[str] = field(default_factory=list)
+    # Operators of ONNX Runtime's own domain (com.microsoft) the file runs: it loads in ONNX Runtime
+    # (Python, node, web) and not in other ONNX runtimes.
+    runtime_ops: list[str] = field(default_factory=list)
     error: str | None = None
 
     def __post_init__(self) -> None:

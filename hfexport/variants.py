@@ -95,7 +95,8 @@ class VariantJob:
     export: Callable[[Any, dict, Any], Any]
     # The program's component: "model" for one graph, "decode" for a decoder LLM (its file: decode.onnx).
     component: str = "model"
-    # Out: `kept_in_float` (node names), `float_inputs` (the dtype its float inputs take, e.g. "float16").
+    # Out: `kept_in_float` (node names), `float_inputs` (the dtype its float inputs take, e.g. "float16"),
+    # `runtime_ops` (the com.microsoft operators an ONNX graph runs).
     options: dict = field(default_factory=dict)
 
 
@@ -211,10 +212,15 @@ def thresholds_for(kind: str, overrides: dict[str, dict[str, float]]) -> dict[st
 
 # ── The built-in variants ────────────────────────────────────────────────────
 
+# ONNX Runtime's own operator domain (the fusions' and the quantizer's ops: Attention, QAttention…).
+_MS_DOMAIN = "com.microsoft"
+
 # An int8 graph may keep its most outlier-prone projections in float while it stays within this
-# share of the fp32 bytes (what sentence-transformers' own qint8 files weigh: ~25 %).
+# share of the fp32 bytes (what sentence-transformers' own qint8 files weigh: ~25 %). Each one kept
+# costs speed too (MiniLM: ~4 % per FFN output projection): one lifts the mean cosine from 0.9906
+# to 0.992 and keeps the file faster than sentence-transformers' qint8 graph; two would not.
 INT8_BYTE_BUDGET = 0.30
-INT8_MAX_KEPT_IN_FLOAT = 2
+INT8_MAX_KEPT_IN_FLOAT = 1
 
 
 def _loadable(model, descriptors: Path, job: VariantJob) -> Path:
@@ -232,16 +238,27 @@ def _loadable(model, descriptors: Path, job: VariantJob) -> Path:
             shutil.copy(descriptors / name, folder / name)
     name = f"{job.component}.onnx"
     onnx_ir.save(model, folder / name, external_data=f"{name}.data")
+    job.options["runtime_ops"] = sorted({n.op_type for n in model.graph.all_nodes() if n.domain == _MS_DOMAIN})
     return folder
 
 
 @register_variant("onnx", VariantKind.OPTIMIZED, file="model_optimized.onnx", package=package_onnx, generation=True)
 def _onnx_optimized(job: VariantJob) -> Path:
-    """The exporter's own fusion into ONNX Runtime's CPU ops (`OnnxConfig(ort_fusions="cpu")`),
-    on the program as it is converted: fusing a graph read back from disk trips onnx_ir's passes.
-    The model is exported with its eager attention: the fusions recognise attention written out
-    (into ORT's `Attention`), not the SDPA lowering, which they leave as a dozen ops per layer
-    (measured on MiniLM, paired rounds against optimum's graph: 1.01× with SDPA, 1.12× eager)."""
+    """The exporter's own fusion into ONNX Runtime's CPU ops: `_fused_for_ort`."""
+    graph, _ = _fused_for_ort(job)
+    return _loadable(graph, job.work_dir / "exported", job)
+
+
+def _fused_for_ort(job: VariantJob):
+    """The model exported with its eager attention and fused by the exporter into ONNX Runtime's
+    CPU ops (`OnnxConfig(ort_fusions="cpu")`), on the program as it is converted: fusing a graph read
+    back from disk trips onnx_ir's passes. Eager attention, because the fusions recognise attention
+    written out (into ORT's `Attention`), not the SDPA lowering, which they leave as a dozen ops per
+    layer (MiniLM, paired rounds against optimum's graph: 1.01x with SDPA, 1.12x eager).
+
+    An encoder's `Attention` nodes are then fed its padding mask as ORT's `mask_index`, where that is
+    proven to be the same graph (`_padding_as_mask_index`, `_same_outputs`). Returns the graph, and
+    whether it was so rewired (its `Attention` nodes are then ones ORT's quantizer makes `QAttention`)."""
     import copy
     import dataclasses
 
@@ -249,7 +266,85 @@ def _onnx_optimized(job: VariantJob) -> Path:
     model.set_attn_implementation("eager")
     exported = job.export(model, job.sample, dataclasses.replace(job.make_config(), ort_fusions="cpu"))
     exported.save_pretrained(job.work_dir / "exported")
-    return _loadable(_load_onnx(job.work_dir / "exported" / f"{job.component}.onnx"), job.work_dir / "exported", job)
+    path = job.work_dir / "exported" / f"{job.component}.onnx"
+    if job.component == "model":  # one graph (an encoder, a head), never a decoder's cache loop
+        rewired = _load_onnx(path)
+        if _padding_as_mask_index(rewired) and _same_outputs(path, rewired, job):
+            return rewired, True
+    return _load_onnx(path), False
+
+
+def _padding_as_mask_index(model) -> bool:
+    """Feed each fused `Attention` the graph's 2-D `attention_mask` as its `mask_index` instead of
+    the additive `attention_bias` the exporter's fusion builds from it, in place; False (and the
+    graph unchanged) unless every `Attention` takes such a bias.
+
+    Why: ORT's dynamic quantizer turns `Attention` into its int8 `QAttention` (one kernel for the QKV
+    projection and the attention: MiniLM's int8 graph runs 1.07x sentence-transformers' qint8 one
+    with it, 0.89x without), but `QAttention` has no `attention_bias` input, and the quantizer skips
+    any node with `qkv_hidden_sizes` (equal sizes say nothing the weight's shape does not). Only a
+    bias computed from `attention_mask` alone (shapes aside) in a bidirectional attention is replaced."""
+    import onnx_ir as ir
+    import onnxscript.optimizer
+
+    mask = next((v for v in model.graph.inputs if v.name == "attention_mask"), None)
+    attentions = [n for n in model.graph if n.op_type == "Attention" and n.domain == _MS_DOMAIN]
+    if mask is None or mask.shape is None or len(mask.shape) != 2 or not attentions:
+        return False
+    for node in attentions:
+        inputs = [*node.inputs, *[None] * 6]
+        bias = inputs[5]
+        if (inputs[3] is not None or inputs[4] is not None or bias is None or len(node.inputs) > 6
+                or node.attributes.get_int("unidirectional", 0) or _data_sources(bias) != {mask.name}):
+            return False
+    # The QKV weight is a Concat of the three projections until folded: the quantizer takes initializers.
+    onnxscript.optimizer.fold_constants(model, input_size_limit=1 << 62, output_size_limit=1 << 62)
+    cast = ir.node("Cast", [mask], attributes={"to": ir.DataType.INT32}, name="hfexport_mask_index")
+    cast.outputs[0].name = "hfexport_mask_index"
+    model.graph.insert_before(next(iter(model.graph)), cast)
+    for node in attentions:
+        node.replace_input_with(3, cast.outputs[0])
+        node.replace_input_with(5, None)
+        sizes = node.attributes.get_ints("qkv_hidden_sizes")
+        if sizes is not None and len(set(sizes)) == 1:
+            del node.attributes["qkv_hidden_sizes"]
+    ir.passes.common.RemoveUnusedNodesPass()(model)
+    return True
+
+
+def _data_sources(value) -> set[str]:
+    """The graph inputs `value` is computed from, reads of a shape (Shape, Size) left out."""
+    sources, seen, stack = set(), set(), [value]
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        node = v.producer()
+        if node is None:
+            if v.is_graph_input():
+                sources.add(v.name)
+        elif node.op_type not in ("Shape", "Size"):
+            stack.extend(i for i in node.inputs if i is not None)
+    return sources
+
+
+def _same_outputs(original: Path, rewired, job: VariantJob) -> bool:
+    """Whether `rewired` computes what the graph at `original` does, on the (padded) calibration inputs."""
+    import numpy as np
+    import onnx_ir
+    import onnxruntime as ort
+
+    path = job.work_dir / "rewired" / original.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx_ir.save(rewired, path, external_data=f"{path.name}.data")
+    sessions = [ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]) for p in (original, path)]
+    for sample in job.calibration:
+        feed = {i.name: np.asarray(sample[i.name]) for i in sessions[0].get_inputs()}
+        want, got = (s.run(None, feed) for s in sessions)
+        if not all(np.allclose(a, b, rtol=1e-3, atol=1e-4) for a, b in zip(want, got)):
+            return False
+    return True
 
 
 @register_variant("onnx", VariantKind.FP16, file="model_fp16.onnx", package=package_onnx, generation=True)
@@ -271,22 +366,40 @@ def _onnx_fp16(job: VariantJob) -> Path:
 def _onnx_int8(job: VariantJob) -> Path:
     """ONNX Runtime dynamic quantization: per-channel symmetric int8 weights (the kernels' fast path;
     on MiniLM uint8 weights scored 0.001 more cosine and ran 7 % slower), activations quantized at
-    run time. Dynamic per-tensor activation ranges are what hurts: a projection whose input has a few
-    huge values (the FFN output projections of BERT-like models) loses its bulk to rounding. A
+    run time. Of the encoder's graph fused into ORT's ops where its attention quantizes whole
+    (`QAttention`, see `_fused_for_ort`), else of the fp32 export's graph.
+
+    Dynamic per-tensor activation ranges are what hurts: a projection whose input has a few huge
+    values (the FFN output projections of BERT-like models) loses its bulk to rounding. A
     sensitivity pass on the calibration inputs ranks projections by that outlier ratio and keeps
-    the worst in float, within `INT8_BYTE_BUDGET`."""
+    the worst in float, within `INT8_BYTE_BUDGET` and `INT8_MAX_KEPT_IN_FLOAT`."""
+    import sys
+
+    import onnx_ir
     from onnxruntime.quantization import QuantType
     from transformers.exporters import OnnxRuntimeDynamicConfig, OnnxRuntimeQuantizer
     from transformers.exporters.configs import ExportFormat
 
+    graph = job.base_dir / f"{job.component}.onnx"
+    if job.component == "model":
+        try:
+            fused, whole = _fused_for_ort(job)
+        except Exception as e:  # a graph the fusions cannot take (ViT's): the fp32 export's is quantized
+            fused, whole = None, False
+            print(f"int8: the fused graph failed ({type(e).__name__}: {e}); quantizing the fp32 export's", file=sys.stderr)
+        if whole:
+            graph = job.work_dir / "fused" / graph.name
+            graph.parent.mkdir()
+            onnx_ir.save(fused, graph, external_data=f"{graph.name}.data")
+            job.options["fused"] = True
+
     def quantized(keep: list[str]):
         config = OnnxRuntimeDynamicConfig(per_channel=True, weight_type=QuantType.QInt8, nodes_to_exclude=keep or None)
-        base = _load_onnx(job.base_dir / f"{job.component}.onnx")
-        return OnnxRuntimeQuantizer(config).quantize(base, job.sample, ExportFormat.ONNX)
+        return OnnxRuntimeQuantizer(config).quantize(_load_onnx(graph), job.sample, ExportFormat.ONNX)
 
     everything = _loadable(quantized([]), job.base_dir, job)
     budget = INT8_BYTE_BUDGET * _onnx_bytes(job.base_dir, job.component) - _onnx_bytes(everything, job.component)
-    keep = _outlier_projections(job, budget)
+    keep = _outlier_projections(graph, job, budget)
     job.options["kept_in_float"] = keep
     return _loadable(quantized(keep), job.base_dir, job) if keep else everything
 
@@ -295,7 +408,7 @@ def _onnx_bytes(folder: Path, component: str) -> int:
     return sum(p.stat().st_size for p in (folder / f"{component}.onnx", folder / f"{component}.onnx.data") if p.exists())
 
 
-def _outlier_projections(job: VariantJob, budget: float) -> list[str]:
+def _outlier_projections(graph: Path, job: VariantJob, budget: float) -> list[str]:
     """The MatMul/Gemm nodes with a weight whose input's max/mean |x| on the calibration inputs is
     largest, while keeping their weights in float costs at most `budget` bytes more (and at most
     `INT8_MAX_KEPT_IN_FLOAT` of them)."""
@@ -303,7 +416,7 @@ def _outlier_projections(job: VariantJob, budget: float) -> list[str]:
     import onnx
     import onnxruntime as ort
 
-    proto = onnx.load(str(job.base_dir / f"{job.component}.onnx"))
+    proto = onnx.load(str(graph))
     weights = {i.name: int(np.prod(i.dims)) * 4 for i in proto.graph.initializer}
     projections = [(n.name, n.input[0], weights[n.input[1]]) for n in proto.graph.node
                    if n.op_type in ("MatMul", "Gemm") and len(n.input) > 1 and n.input[1] in weights]
@@ -360,14 +473,18 @@ INT4_GROUP_SIZE = 32
 @register_variant("executorch", VariantKind.DA8W4, file="model_8da4w.pte", package=package_pte,
                   generation=True, single=False)
 def _executorch_8da4w(job: VariantJob) -> Path:
-    """torchao's `Int8DynamicActivationIntxWeightConfig` on the decoder's linears (the LM head
-    included): int4 weights in groups of `INT4_GROUP_SIZE`, activations quantized per token at run
-    time, which XNNPACK's partitioner lowers to its own kernels. The embedding table stays in
-    float: the pinned exporter has no hook for ExecuTorch's embedding-quantization pass, and
-    torchao's weight-only embedding leaves an op the runtime cannot run."""
+    """optimum-executorch's `--qlinear 8da4w --qembedding 8w`. torchao's
+    `Int8DynamicActivationIntxWeightConfig` on the decoder's linears (the LM head included): int4
+    weights in groups of `INT4_GROUP_SIZE`, activations quantized per token at run time, which
+    XNNPACK's partitioner lowers to its own kernels. The embedding table: int8 weights with a scale
+    per row, through ExecuTorch's own `EmbeddingQuantHandler`, whose `quantized_decomposed`
+    embedding op the runtime's quantized kernels run (torchao's weight-only embedding would leave
+    an op with no ExecuTorch kernel, and the pinned exporter takes no pass that would fuse it)."""
     import copy
 
+    import executorch.kernels.quantized  # noqa: F401  (registers the quantized ops' out variants for to_executorch)
     import torch
+    from executorch.examples.models.llama.source_transformation.quantize import EmbeddingQuantHandler
     from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
     from torchao.quantization.granularity import PerGroup
 
@@ -375,5 +492,7 @@ def _executorch_8da4w(job: VariantJob) -> Path:
     config = Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(INT4_GROUP_SIZE))
     quantize_(model, config, filter_fn=lambda module, _: isinstance(module, torch.nn.Linear)
               and module.in_features % INT4_GROUP_SIZE == 0)
+    # Embeddings last: the LM head of a model with tied embeddings is quantized from the float table.
+    model = EmbeddingQuantHandler(model, bitwidth=8, group_size=None, packed=False).quantized_model()
     job.export(model, job.sample, job.make_config()).save_pretrained(job.work_dir / "variant")
     return job.work_dir / "variant"

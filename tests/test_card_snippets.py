@@ -51,6 +51,11 @@ def pushed(hub):
     assert [(b["backend"], b["status"]) for b in report["backends"]] == [("dynamo", "ok"), ("onnx", "ok"), ("executorch", "ok")]
     assert all(name in result.stderr for name in ("dynamo", "onnx", "executorch", "max abs diff"))
     assert "Failed to load" not in result.stderr and "register_constant()" not in result.stderr
+    # int8 of the encoder's fused graph: its attention quantized whole (ORT's QAttention), the one
+    # most outlier-prone projection kept in float, within 30 % of the fp32 bytes.
+    (int8,) = report["backends"][1]["variants"]
+    assert int8["status"] == "ok" and "QAttention" in int8["runtime_ops"] and len(int8["kept_in_float"]) == 1, int8
+    assert int8["size_share"] <= 0.30 and int8["quality"]["cosine_mean"] >= 0.99, int8
     return api, outcome
 
 
@@ -157,6 +162,8 @@ def test_every_card_snippet_runs_on_the_pr_and_after_the_merge(pushed, tmp_path)
     assert all(any(f'"{f}"' in b for b in blocks) for f in files), blocks
     assert sum("ExportedModel.from_pretrained" in b for b in blocks) == 3
     assert len(js_output) == 2  # transformers.js's feature-extraction pipeline, on the PR and merged
+    card = Path(api.hf_hub_download(REPO, "README.md")).read_text()
+    assert "`onnx/model_quantized.onnx` runs ONNX Runtime's own operators (BiasGelu, QAttention, " in card
 
 
 LLM_REPO = "snippets-owner/tiny-llm"

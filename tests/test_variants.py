@@ -110,6 +110,8 @@ def test_a_classifier_variant_is_judged_by_top1_agreement(workspace, tmp_path):
             assert (out / names[name, variant["kind"]]).exists() == (variant["status"] == "ok")
     onnx = {v["kind"]: v for v in backends["onnx"]["variants"]}
     assert onnx["int8"]["quality"] and onnx["fp16"]["status"] == "ok" and onnx["fp16"]["quality"]["top1_agreement"] == 1.0
+    # A ViT has no padding mask to give its attention: int8 quantizes the fp32 export's plain graph.
+    assert onnx["int8"]["runtime_ops"] == [] and onnx["fp16"]["runtime_ops"] == []
     pte = backends["executorch"]["variants"][0]
     assert pte["status"] == "ok" and pte["size_share"] < 1 and pte["file"] == "model_int8.pte"
 
@@ -141,6 +143,95 @@ def test_quality_figures_leave_padding_out_and_count_heads_per_token():
     figures = quality_figures("token-classification", TokenClassifierOutput(logits=logits), {"logits": other},
                               {"attention_mask": mask})
     assert abs(figures["top1_agreement"] - 0.8) < 1e-6 and figures["max_abs_diff"] == 5.0
+
+
+def _attention_graph(bias_reads_input_ids: bool = False, unidirectional: bool = False):
+    """A one-layer graph as the exporter's ORT fusion leaves an encoder: `Attention` with an additive
+    bias built from `attention_mask` (0 where kept, -10000 where padded), expanded to (B, 1, S, S)
+    through shape reads. Optionally a bias that also reads the tokens' values, or a causal attention."""
+    import numpy as np
+    import onnx
+    import onnx_ir
+    from onnx import TensorProto, helper, numpy_helper
+
+    hidden, heads = 8, 2
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("Cast", ["attention_mask"], ["mask_f"], to=TensorProto.FLOAT),
+        helper.make_node("Sub", ["one", "mask_f"], ["inverted"]),
+        helper.make_node("Mul", ["inverted", "big"], ["scaled"]),
+        helper.make_node("Unsqueeze", ["scaled", "axes"], ["bias4"]),
+        helper.make_node("Shape", ["x"], ["x_shape"]),
+        helper.make_node("Gather", ["x_shape", "zero"], ["b"], axis=0),
+        helper.make_node("Gather", ["x_shape", "one_i"], ["s"], axis=0),
+        helper.make_node("Concat", ["b", "one_i", "s", "s"], ["target"], axis=0),
+        helper.make_node("Expand", ["bias4", "target"], ["bias"]),
+    ]
+    bias = "bias"
+    if bias_reads_input_ids:
+        nodes += [helper.make_node("Cast", ["input_ids"], ["ids_f"], to=TensorProto.FLOAT),
+                  helper.make_node("Unsqueeze", ["ids_f", "axes"], ["ids4"]),
+                  helper.make_node("Add", ["bias", "ids4"], ["bias_ids"])]
+        bias = "bias_ids"
+    nodes.append(helper.make_node("Attention", ["x", "w", "qkv_b", "", "", bias], ["y"], domain="com.microsoft",
+                                  num_heads=heads, qkv_hidden_sizes=[hidden] * 3, unidirectional=int(unidirectional)))
+    initializers = [
+        numpy_helper.from_array(rng.standard_normal((hidden, 3 * hidden)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.standard_normal(3 * hidden).astype(np.float32), "qkv_b"),
+        numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+        numpy_helper.from_array(np.array(-10000.0, np.float32), "big"),
+        numpy_helper.from_array(np.array([1, 2], np.int64), "axes"),
+        numpy_helper.from_array(np.array([0], np.int64), "zero"),
+        numpy_helper.from_array(np.array([1], np.int64), "one_i"),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "sequence", hidden]),
+              helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
+              helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"])]
+    graph = helper.make_graph(nodes, "encoder", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    return onnx_ir.from_proto(model)
+
+
+def test_an_encoders_attention_takes_its_padding_as_mask_index_only_where_the_mask_alone_builds_its_bias(tmp_path):
+    """ORT's quantizer makes `QAttention` (whose only mask is a `mask_index`) of an `Attention` fed
+    the padding mask that way: the int8 variant rewires the exporter's fused attention so, and the
+    rewired graph computes what the fused one does on padded inputs. A bias that reads anything but
+    the mask (here the tokens' values), or a causal attention, is left as it is."""
+    import numpy as np
+    import onnx_ir
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from hfexport.variants import _padding_as_mask_index
+
+    rng = np.random.default_rng(1)
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], np.int64)
+    feed = {"x": rng.standard_normal((2, 5, 8)).astype(np.float32), "attention_mask": mask,
+            "input_ids": rng.integers(0, 9, (2, 5))}
+
+    def run(model, name):
+        path = tmp_path / f"{name}.onnx"
+        onnx_ir.save(model, path)
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        return path, session.run(None, {i.name: feed[i.name] for i in session.get_inputs()})[0]
+
+    _, want = run(_attention_graph(), "fused")
+    rewired = _attention_graph()
+    assert _padding_as_mask_index(rewired)
+    attention = next(n for n in rewired.graph if n.op_type == "Attention")
+    assert attention.inputs[3].name == "hfexport_mask_index" and attention.inputs[5:] in ((), (None,))
+    assert "qkv_hidden_sizes" not in attention.attributes
+    path, got = run(rewired, "rewired")
+    assert np.abs(got - want).max() < 1e-4  # the padded keys are masked the same way
+
+    quantize_dynamic(str(path), str(tmp_path / "int8.onnx"), per_channel=True, weight_type=QuantType.QInt8)
+    assert "QAttention" in {n.op_type for n in onnx_ir.load(tmp_path / "int8.onnx").graph}
+
+    for other in (_attention_graph(bias_reads_input_ids=True), _attention_graph(unidirectional=True)):
+        before = [(n.op_type, [v.name if v else None for v in n.inputs]) for n in other.graph]
+        assert not _padding_as_mask_index(other)
+        assert [(n.op_type, [v.name if v else None for v in n.inputs]) for n in other.graph] == before
 
 
 def test_variant_names_choose_kinds_for_every_backend_or_one_backend():
@@ -246,9 +337,10 @@ def test_a_repo_whose_hfexport_yaml_names_bad_variants_is_refused_as_bad_input(h
 @pytest.mark.slow
 def test_a_decoder_llm_gets_an_8da4w_executorch_program_that_loads_in_the_runtime(workspace, tmp_path):
     """`--variants 8da4w` on a decoder LLM: the decode program re-exported with int4 grouped weights
-    and int8 dynamic activations on its linears (torchao, lowered by XNNPACK), judged on the tokens
-    it generates, smaller than the fp32 `.pte`, and loadable by ExecuTorch's own runtime. ExecuTorch's
-    int8 (PT2E) has no generation support: reported skipped."""
+    and int8 dynamic activations on its linears (torchao, lowered by XNNPACK) and an int8 embedding
+    table (ExecuTorch's quantized embedding op), judged on the tokens it generates, smaller than the
+    fp32 `.pte`, and loadable by ExecuTorch's own runtime. ExecuTorch's int8 (PT2E) has no generation
+    support: reported skipped."""
     out = tmp_path / "out"
     backend = _decoder_llm_export(workspace, out, "executorch", "8da4w,int8", timeout=1200)
     variant, int8 = backend["variants"]
@@ -259,6 +351,9 @@ def test_a_decoder_llm_gets_an_8da4w_executorch_program_that_loads_in_the_runtim
     program = out / "executorch" / "xnnpack" / "decode_8da4w.pte"
     fp32 = out / "executorch" / "xnnpack" / "decode.pte"
     assert variant["file"] == program.name and program.stat().st_size == variant["size"] < fp32.stat().st_size
+    # The table is looked up by the runtime's int8 embedding kernel, not kept in float.
+    assert b"quantized_decomposed::embedding_byte" in program.read_bytes()
+    assert b"embedding_byte" not in fp32.read_bytes()
     from executorch.runtime import Runtime
 
     assert "forward" in Runtime.get().load_program(program).method_names

@@ -358,6 +358,7 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
             try:
                 folder = variant.make(job)
                 outcome.kept_in_float = list(job.options.get("kept_in_float", []))
+                outcome.runtime_ops = list(job.options.get("runtime_ops", []))
                 candidate = ExportedModel.from_pretrained(folder, device=backend.runner_device)
                 if single:
                     dtype = job.options.get("float_inputs")  # a float16 program takes float16 pixels/audio
