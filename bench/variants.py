@@ -189,6 +189,7 @@ def decode_step_speedup(folder: Path, steps: int = 32, rounds: int = 5) -> float
     import shutil
     import tempfile
 
+    import executorch.kernels.quantized  # noqa: F401  (the 8da4w program's int8 embedding kernel)
     import torch
     from transformers import AutoConfig
     from transformers.exporters import ExportedModel
@@ -206,7 +207,7 @@ def decode_step_speedup(folder: Path, steps: int = 32, rounds: int = 5) -> float
         def loop(model, new_tokens):
             traced = {name: set(r.metadata.kwargs) for name, r in model.runners.items()}
             started = time.perf_counter()
-            greedy_loop(lambda c, **kw: model.runners[c](**kw), traced, prompt, config, False, new_tokens, [])
+            greedy_loop(lambda c, **kw: model.runners[c](**kw), traced, prompt, config, False, new_tokens)
             return time.perf_counter() - started
 
         per_step = {label: [] for label in models}

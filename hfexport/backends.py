@@ -58,6 +58,10 @@ class Backend:
     snippet_tensors: str = "pt"
     # Said on the card instead, when there is no runtime-alone snippet.
     snippet_note: str | None = None
+    # A variant's file may run operators beyond the runtime's defaults (`VariantResult.runtime_ops`):
+    # what the card says of it (`{file}`, `{ops}`), and the line a Python program loading it starts with.
+    runtime_ops_note: str | None = None
+    runtime_ops_import: str | None = None
     packages: tuple[str, ...] = ()
     needs_cuda: bool = False
     tolerance: dict[str, float] = field(default_factory=lambda: dict(_TOLERANCE_FUSED))
@@ -174,6 +178,16 @@ def _executorch_snippet(path: str, inputs: list[str] | None) -> list[str]:
     ]
 
 
+# ExecuTorch's Python runtime registers its quantized kernels (the int8 embedding lookup of an
+# 8da4w program) only once `executorch.kernels.quantized` is imported; without it the method fails
+# to load ("Missing operator: quantized_decomposed::embedding_byte.dtype_out").
+_EXECUTORCH_QUANTIZED_KERNELS = {
+    "runtime_ops_note": "`{file}` runs ExecuTorch's quantized kernels ({ops}): in Python, import "
+    "`executorch.kernels.quantized` before loading it; an app links them (`quantized_ops_lib`).",
+    "runtime_ops_import": "import executorch.kernels.quantized  # noqa: F401  (the quantized kernels this program runs)",
+}
+
+
 def _sliding_window_limit(plan) -> str | None:
     if plan.sliding_window is None:
         return None
@@ -229,6 +243,8 @@ def _dynamo(dynamic_shapes):
     snippet_tensors="np",
     packages=("onnx", "onnxscript", "onnxruntime"),
     layout=onnx_layout,
+    runtime_ops_note="`{file}` runs ONNX Runtime's own operators ({ops}): it loads in ONNX Runtime (Python, node, "
+    "web), not in other ONNX runtimes.",
 )
 def _onnx(dynamic_shapes):
     from transformers.exporters import OnnxConfig
@@ -245,6 +261,7 @@ def _onnx(dynamic_shapes):
     packages=("executorch", "torchao"),
     limits=_executorch_limits,
     fixed_image_size=True,
+    **_EXECUTORCH_QUANTIZED_KERNELS,
 )
 def _executorch_xnnpack(dynamic_shapes):
     from transformers.exporters import ExecutorchConfig

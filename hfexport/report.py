@@ -255,7 +255,8 @@ class VariantResult:
 
     kind: str
     status: Status
-    # The file in the backend's folder (absent when the variant failed: it is not published).
+    # The file in the backend's folder (absent when the variant failed: it is not published); for a
+    # variant of every component, the first component's program in the variant's folder.
     file: str | None = None
     size: int | None = None
     # Its bytes over the fp32 export's program bytes.
@@ -279,6 +280,12 @@ class VariantResult:
     @property
     def ok(self) -> bool:
         return self.status == Status.OK
+
+    @property
+    def published(self) -> str | None:
+        """What a user fetches: the file, or a variant of every component's folder (`quantized/`)."""
+        folder, _, _ = (self.file or "").rpartition("/")
+        return f"{folder}/" if folder else self.file
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -585,7 +592,7 @@ def variant_rows(report: Report) -> list[VariantRow]:
             backend=b.backend,
             variant=v.kind,
             status=v.status,
-            file=f"`{b.subfolder}/{v.file}`" if v.file else "-",
+            file=f"`{b.subfolder}/{v.published}`" if v.published else "-",
             size=format_size(v.size),
             share=f"{v.size_share:.0%}" if v.size_share is not None else "-",
             quality=format_quality(v.quality),

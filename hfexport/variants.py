@@ -115,10 +115,19 @@ class Variant:
     generation: bool = False
     # Derived from single-graph exports (encoders, classifiers) too; False: generation alone.
     single: bool = True
+    # Also derived for each component of an encoder-decoder's export (encoder, prefill, decode): it
+    # transforms each saved program, no re-export. Those are published together in `folder`.
+    per_component: bool = False
 
     def file_for(self, component: str) -> str:
         """The published name for `component`'s program: `model_quantized.onnx`, `decode_quantized.onnx`."""
         return self.file.replace("model", component, 1)
+
+    @property
+    def folder(self) -> str:
+        """Where a per-component variant's programs, manifest and configs go in the backend's folder,
+        loadable by `ExportedModel` like the fp32 export: `quantized` (of `model_quantized.onnx`)."""
+        return Path(self.file).stem.removeprefix("model_")
 
 
 VARIANTS: dict[tuple[str, VariantKind], Variant] = {}
@@ -126,13 +135,13 @@ VARIANTS: dict[tuple[str, VariantKind], Variant] = {}
 
 def register_variant(
     backend: str, kind: VariantKind, *, file: str, package: Callable[[Path, Path, str, str], list[Path]],
-    generation: bool = False, single: bool = True,
+    generation: bool = False, single: bool = True, per_component: bool = False,
 ) -> Callable:
     """Decorator: register `fn(job) -> folder` as the `kind` variant of `backend`."""
 
     def decorate(fn: Callable[[VariantJob], Path]) -> Callable:
         VARIANTS[(backend, VariantKind(kind))] = Variant(
-            backend, VariantKind(kind), file, fn, package, fn.__module__, generation, single
+            backend, VariantKind(kind), file, fn, package, fn.__module__, generation, single, per_component
         )
         return fn
 
@@ -362,7 +371,8 @@ def _onnx_fp16(job: VariantJob) -> Path:
     return _loadable(model, job.work_dir / "exported", job)
 
 
-@register_variant("onnx", VariantKind.INT8, file="model_quantized.onnx", package=package_onnx, generation=True)
+@register_variant("onnx", VariantKind.INT8, file="model_quantized.onnx", package=package_onnx, generation=True,
+                  per_component=True)
 def _onnx_int8(job: VariantJob) -> Path:
     """ONNX Runtime dynamic quantization: per-channel symmetric int8 weights (the kernels' fast path;
     on MiniLM uint8 weights scored 0.001 more cosine and ran 7 % slower), activations quantized at
@@ -381,17 +391,16 @@ def _onnx_int8(job: VariantJob) -> Path:
     from transformers.exporters.configs import ExportFormat
 
     graph = job.base_dir / f"{job.component}.onnx"
-    if job.component == "model":
+    if job.component == "model" and "attention_mask" in job.sample:  # an encoder whose attention may quantize whole
         try:
             fused, whole = _fused_for_ort(job)
-        except Exception as e:  # a graph the fusions cannot take (ViT's): the fp32 export's is quantized
+        except Exception as e:  # a model without eager attention, a graph the fusions refuse: the plain one is quantized
             fused, whole = None, False
             print(f"int8: the fused graph failed ({type(e).__name__}: {e}); quantizing the fp32 export's", file=sys.stderr)
         if whole:
             graph = job.work_dir / "fused" / graph.name
             graph.parent.mkdir()
             onnx_ir.save(fused, graph, external_data=f"{graph.name}.data")
-            job.options["fused"] = True
 
     def quantized(keep: list[str]):
         config = OnnxRuntimeDynamicConfig(per_channel=True, weight_type=QuantType.QInt8, nodes_to_exclude=keep or None)
@@ -465,6 +474,14 @@ def _executorch_int8(job: VariantJob) -> Path:
     return job.work_dir / "variant"
 
 
+def _quantized_kernels(program: Path) -> list[str]:
+    """The operators of ExecuTorch's quantized kernel library a `.pte` calls (its operator table
+    names them), which a Python runtime registers only when told (`Backend.runtime_ops_import`)."""
+    import re
+
+    return sorted({m.decode() for m in re.findall(rb"quantized_decomposed::[A-Za-z0-9_]+", program.read_bytes())})
+
+
 # Linears whose input width is a multiple of this are int4 in groups of it (XNNPACK's blockwise
 # kernels); others (an odd FFN width) stay in float.
 INT4_GROUP_SIZE = 32
@@ -495,4 +512,5 @@ def _executorch_8da4w(job: VariantJob) -> Path:
     # Embeddings last: the LM head of a model with tied embeddings is quantized from the float table.
     model = EmbeddingQuantHandler(model, bitwidth=8, group_size=None, packed=False).quantized_model()
     job.export(model, job.sample, job.make_config()).save_pretrained(job.work_dir / "variant")
+    job.options["runtime_ops"] = _quantized_kernels(job.work_dir / "variant" / f"{job.component}.pte")
     return job.work_dir / "variant"

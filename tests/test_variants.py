@@ -351,9 +351,52 @@ def test_a_decoder_llm_gets_an_8da4w_executorch_program_that_loads_in_the_runtim
     program = out / "executorch" / "xnnpack" / "decode_8da4w.pte"
     fp32 = out / "executorch" / "xnnpack" / "decode.pte"
     assert variant["file"] == program.name and program.stat().st_size == variant["size"] < fp32.stat().st_size
-    # The table is looked up by the runtime's int8 embedding kernel, not kept in float.
-    assert b"quantized_decomposed::embedding_byte" in program.read_bytes()
+    # The table is looked up by the runtime's int8 embedding kernel, not kept in float; a Python
+    # program registers that kernel by importing it (the report and the card say so), or cannot load it.
+    assert variant["runtime_ops"] == ["quantized_decomposed::embedding_byte"], variant
     assert b"embedding_byte" not in fp32.read_bytes()
+    load = f"from executorch.runtime import Runtime; Runtime.get().load_program({str(program)!r}).load_method('forward')"
+    for registers, loads in (("", False), ("import executorch.kernels.quantized; ", True)):
+        ran = subprocess.run([sys.executable, "-c", registers + load], capture_output=True, text=True, timeout=300)
+        assert (ran.returncode == 0) == loads, ran.stderr[-2000:]
     from executorch.runtime import Runtime
 
     assert "forward" in Runtime.get().load_program(program).method_names
+
+
+def test_an_encoder_decoders_int8_variant_quantizes_every_component_into_a_folder_exportedmodel_loads(workspace, tmp_path):
+    """A T5 exported for generation (encoder, prefill, decode) with `--variants int8,fp16`: each
+    component's graph quantized, the three judged together on the tokens their greedy loop generates
+    against eager `generate()` and published as `onnx/quantized/` with the export's manifest and
+    configs, which `ExportedModel` loads as it loads the fp32 folder. fp16, a re-export of one
+    program, is reported skipped with the reason."""
+    import numpy as np
+    import onnx_ir
+    from transformers.exporters import ExportedModel
+
+    folder = tiny_models.t5(workspace / "model-t5-variants")
+    out = tmp_path / "out"
+    result = run_cli("export", str(folder), "--backends", "onnx", "--variants", "int8,fp16", "--out", str(out),
+                     "--json", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (entry,) = json.loads(result.stdout)["backends"]
+    assert entry["status"] == "ok" and entry["components"] == ["encoder", "prefill", "decode"], entry
+    int8, fp16 = entry["variants"]
+    assert fp16["status"] == "skipped" and "encoder-decoder" in fp16["error"], fp16
+    assert set(int8["quality"]) == {"token_agreement", "logprob_delta_mean"} and int8["speedup"] > 0, int8
+    quantized = out / "onnx" / "quantized"
+    assert (int8["status"] == "ok") == (quantized / "export.json").exists(), int8
+    assert int8["status"] == "ok", int8  # a tiny T5 with peaky logits keeps its greedy tokens in int8
+    assert int8["file"] == "quantized/encoder.onnx" and 0 < int8["size_share"] < 1, int8  # a tiny graph is mostly structure
+    published = {p["path"] for p in entry["files"]}
+    assert {f"quantized/{name}" for name in ("export.json", "config.json", "encoder.onnx", "prefill.onnx",
+                                             "decode.onnx")} <= published, published
+    for component in ("encoder", "prefill", "decode"):  # self-contained int8 graphs, as the fp32 ones are laid out
+        graph = onnx_ir.load(quantized / f"{component}.onnx")
+        assert "MatMulInteger" in {n.op_type for n in graph.graph} and (quantized / f"{component}.onnx.data").stat().st_size == 0
+    loaded = ExportedModel.from_pretrained(quantized)
+    assert set(loaded.runners) == {"encoder", "prefill", "decode"}
+    ids = torch.tensor([[5, 6, 7, 8, 1], [9, 10, 1, 0, 0]])
+    encoded = loaded.runners["encoder"](input_ids=ids, attention_mask=(ids != 0).long())
+    hidden = encoded["last_hidden_state"] if isinstance(encoded, dict) else encoded[0]
+    assert tuple(hidden.shape) == (2, 5, 32) and np.isfinite(np.asarray(hidden)).all()

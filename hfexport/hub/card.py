@@ -92,13 +92,13 @@ def render_section(repo_id: str, report: Report, notes: list[str] | tuple[str, .
             "on the same runtime. A variant below its quality thresholds is listed but not published.",
             "", *variants,
         ]
-        runtime_only = [
-            f"- `{b.subfolder}/{v.file}` runs ONNX Runtime's own operators ({', '.join(v.runtime_ops)}): it loads "
-            "in ONNX Runtime (Python, node, web), not in other ONNX runtimes."
-            for b in report.backends for v in b.published_variants if v.runtime_ops
+        beyond_defaults = [
+            "- " + note.format(file=f"{b.subfolder}/{v.published}", ops=", ".join(v.runtime_ops))
+            for b in report.backends if (note := get_backend(b.backend).runtime_ops_note)
+            for v in b.published_variants if v.runtime_ops
         ]
-        if runtime_only:
-            lines += ["", *runtime_only]
+        if beyond_defaults:
+            lines += ["", *beyond_defaults]
     if any(b.validation is not None and b.validation.tokens_equal for b in report.succeeded):
         new_tokens = report.plan.validation.new_tokens
         lines += ["", f"Generation: the exported components reproduce eager `generate()` token for token ({new_tokens} new tokens, greedy)."]

@@ -188,9 +188,10 @@ def exported_model_block(repo_id: str, report: Report, b: BackendResult, repo_fi
 
 
 def runtime_block(repo_id: str, report: Report, b: BackendResult, component: str, file: str,
-                  repo_files: set[str] | None = None) -> list[str] | None:
+                  repo_files: set[str] | None = None, runtime_ops: list[str] | None = None) -> list[str] | None:
     """Loading `file` (a program of `component`) of `b`'s folder with the backend's runtime alone,
-    or None if it has no such snippet."""
+    or None if it has no such snippet. `runtime_ops`: the operators beyond the runtime's defaults
+    the file runs (a variant's), which some runtimes must be told to register first."""
     spec = get_backend(b.backend)
     if spec.snippet is None:
         return None
@@ -198,7 +199,8 @@ def runtime_block(repo_id: str, report: Report, b: BackendResult, component: str
     inputs = _inputs(report, spec.snippet_tensors, repo_files)
     path = f'hf_hub_download(repo, "{b.subfolder}/{file}", revision=revision)'
     feed = names if inputs is not None and names else None  # a report from before inputs were recorded has none
-    lines = ["from huggingface_hub import hf_hub_download", *_header(repo_id), *(inputs if feed else [])]
+    registers = [spec.runtime_ops_import] if runtime_ops and spec.runtime_ops_import else []
+    lines = [*registers, "from huggingface_hub import hf_hub_download", *_header(repo_id), *(inputs if feed else [])]
     lines += spec.snippet(path, feed)
     return _program(lines)
 
@@ -226,7 +228,8 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
         published = _variant_list(b)
         if published:
             # Variants are derived from the first component's program (`Variant.file_for`).
-            block = runtime_block(repo_id, report, b, first, b.published_variants[0].file, repo_files)
+            variant = b.published_variants[0]
+            block = runtime_block(repo_id, report, b, first, variant.file, repo_files, variant.runtime_ops)
             lines += [*published, "", *(block or []), ""]
     return lines
 
@@ -235,10 +238,15 @@ def _variant_list(b: BackendResult) -> list[str]:
     """The published variants of `b`, a line each (with the transformers.js dtype that picks it)."""
     if not b.published_variants:
         return []
-    return [f"Variants of **{b.backend}**, each one file:", ""] + [
-        f"- `{b.subfolder}/{v.file}` ({v.kind})" + (f" — transformers.js: `dtype: '{JS_DTYPE[v.file]}'`" if v.file in JS_DTYPE else "")
-        for v in b.published_variants
-    ]
+    lines = [f"Variants of **{b.backend}**:", ""]
+    for v in b.published_variants:
+        if v.published.endswith("/"):  # every component's program with its manifest: loaded as the export above is
+            lines.append(f"- `{b.subfolder}/{v.published}` ({v.kind}): `ExportedModel.from_pretrained(repo, "
+                         f"subfolder=\"{b.subfolder}/{v.published.rstrip('/')}\", revision=revision)`")
+        else:
+            lines.append(f"- `{b.subfolder}/{v.file}` ({v.kind})"
+                         + (f" — transformers.js: `dtype: '{JS_DTYPE[v.file]}'`" if v.file in JS_DTYPE else ""))
+    return lines
 
 
 def _decoder_with_past_section(repo_id: str, b: BackendResult, js: list[str] | None, file: str,

@@ -318,7 +318,11 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
                  export, make_config, stage) -> list:
     """Derive each variant the plan asks for and this backend offers (`hfexport.variants`), judge it
     against eager fp32 on the validation inputs (another shape than trace and calibration), time
-    it against the fp32 artifact on the same runtime, and keep its file only if it passed."""
+    it against the fp32 artifact on the same runtime, and keep its file only if it passed.
+
+    A program of several components (an encoder-decoder's encoder, prefill and decode) gets the
+    variants that transform each saved program (`Variant.per_component`), gathered in a folder of
+    their own (`onnx/quantized/`) that `ExportedModel` loads as it loads the fp32 one."""
     import shutil
     import tempfile
 
@@ -326,16 +330,15 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
     from transformers.exporters import ExportedModel
 
     from ..report import Status, VariantResult
-    from ..variants import VariantJob, misses, thresholds_for, variants_of
+    from ..variants import VARIANTS, VariantJob, misses, thresholds_for, variants_of
     from .validate import generation_quality, greedy_loop, paired_speedup, quality_figures
 
     wanted = variants_of(backend.name, plan.variants)
     single = plan.mode == "single"
-    if not single and plan.components != ["decode"]:
-        kind = "image-text" if plan.modality == "image-text" else "encoder-decoder"
-        return [VariantResult(str(v.kind), Status.SKIPPED, error=f"variants of {kind} exports are not built yet")
+    if plan.modality == "image-text":
+        return [VariantResult(str(v.kind), Status.SKIPPED, error="variants of image-text exports are not built yet")
                 for v in wanted]
-    component = plan.components[0]
+    components = list(plan.components)
     base_bytes = sum(p.stat().st_size for p in out_dir.iterdir() if p.is_file() and p.suffix != ".json")
     if single:
         with torch.inference_mode():
@@ -353,15 +356,31 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
             outcome.status, outcome.error = Status.SKIPPED, f"{variant.kind} is for decoder LLMs (generation exports)"
             results.append(outcome)
             continue
+        if len(components) > 1 and not variant.per_component:
+            each = ", ".join(str(v.kind) for v in VARIANTS.values() if v.backend == backend.name and v.per_component)
+            outcome.status, outcome.error = Status.SKIPPED, (
+                f"{variant.kind} re-exports the model as one program; an encoder-decoder's components get "
+                f"the variants derived from each saved program ({each or 'none on ' + backend.name})")
+            results.append(outcome)
+            continue
         with tempfile.TemporaryDirectory(prefix=f"variant-{variant.kind}-") as work:
-            job = VariantJob(model, dict(sample), calibration, out_dir, Path(work), make_config, export, component)
+            work = Path(work)
+
+            def job_for(component: str) -> VariantJob:
+                (work / component).mkdir()
+                return VariantJob(model, dict(sample), calibration, out_dir, work / component, make_config, export, component)
+
             try:
-                folder = variant.make(job)
-                outcome.kept_in_float = list(job.options.get("kept_in_float", []))
-                outcome.runtime_ops = list(job.options.get("runtime_ops", []))
+                if len(components) == 1:
+                    job = job_for(components[0])
+                    folder, options = variant.make(job), job.options
+                else:
+                    folder, options = _derive_per_component(variant, job_for, components, out_dir, work)
+                outcome.kept_in_float = list(options.get("kept_in_float", []))
+                outcome.runtime_ops = list(options.get("runtime_ops", []))
                 candidate = ExportedModel.from_pretrained(folder, device=backend.runner_device)
                 if single:
-                    dtype = job.options.get("float_inputs")  # a float16 program takes float16 pixels/audio
+                    dtype = options.get("float_inputs")  # a float16 program takes float16 pixels/audio
                     feed = {k: v.to(getattr(torch, dtype)) if dtype and v.is_floating_point() else v
                             for k, v in other.items()}
                     with torch.inference_mode():
@@ -373,17 +392,25 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
                     def runner(of):
                         return lambda component, **kwargs: of.runners[component](**kwargs)
 
-                    dtype = getattr(torch, job.options.get("float_inputs", "float32"))
+                    dtype = getattr(torch, options.get("float_inputs", "float32"))
                     figures = generation_quality(model, runner(candidate), traced, other, plan, cache_dtype=dtype)
                     loop = {"run": None, "traced": traced, "prompt": other, "config": model.config,
-                            "is_encoder_decoder": False, "new_tokens": plan.validation.new_tokens}
+                            "is_encoder_decoder": plan.is_encoder_decoder, "new_tokens": plan.validation.new_tokens}
                     speedup = paired_speedup(lambda: greedy_loop(**{**loop, "run": runner(loaded)}),
                                              lambda: greedy_loop(**{**loop, "run": runner(candidate), "cache_dtype": dtype}), {})
+                del candidate
                 outcome.quality = _reported(figures)
                 outcome.speedup = round(speedup, 3)
-                file = variant.file_for(component)
-                packed = variant.package(folder, Path(work), component, file)
-                outcome.size = sum(p.stat().st_size for p in packed)
+                if len(components) == 1:
+                    file = variant.file_for(components[0])
+                    packed = variant.package(folder, work, components[0], file)
+                    outcome.size = sum(p.stat().st_size for p in packed)
+                else:  # the folder as a whole, its programs laid out as the fp32 ones are
+                    if backend.layout is not None:
+                        backend.layout(folder, components)
+                    file = f"{variant.folder}/{components[0]}.{backend.suffix}"
+                    packed = [folder.rename(work / variant.folder)]
+                    outcome.size = sum(p.stat().st_size for p in packed[0].iterdir() if p.suffix != ".json")
                 outcome.size_share = round(outcome.size / base_bytes, 4) if base_bytes else None
                 missed = misses(figures, thresholds)
                 if missed:
@@ -398,6 +425,30 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
                 traceback.print_exc()
         results.append(outcome)
     return results
+
+
+def _derive_per_component(variant, job_for, components: list[str], out_dir: Path, work: Path) -> tuple[Path, dict]:
+    """`variant` of each component's program, gathered in one folder beside the fp32 export's
+    manifest and configs, which `ExportedModel` loads as it loads the fp32 export. Returns the
+    folder and the options of all components (nodes kept in float, runtime operators)."""
+    import shutil
+
+    gathered = work / "gathered"
+    gathered.mkdir()
+    programs = tuple(f"{component}." for component in components)
+    for path in out_dir.iterdir():
+        if path.is_file() and not path.name.startswith(programs):  # export.json, config.json, generation_config.json
+            shutil.copy(path, gathered / path.name)
+    options: dict = {"kept_in_float": [], "runtime_ops": []}
+    for component in components:
+        job = job_for(component)
+        folder = variant.make(job)
+        for path in folder.iterdir():
+            if path.name.startswith(f"{component}."):
+                shutil.copy(path, gathered / path.name)
+        options["kept_in_float"] += job.options.get("kept_in_float", [])
+        options["runtime_ops"] = sorted({*options["runtime_ops"], *job.options.get("runtime_ops", [])})
+    return gathered, options
 
 
 if __name__ == "__main__":

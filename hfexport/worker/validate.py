@@ -400,9 +400,10 @@ def generation_quality(model, run: Run, traced: dict[str, set[str]], prompt: dic
 
     reference, processors = eager_generate(model, prompt, n)
     with torch.inference_mode():
-        tokens, _ = greedy_loop(run, traced, prompt, config, False, n, processors, cache_dtype=cache_dtype)
-        _, eager_logits = greedy_loop(eager_run, traced, prompt, config, False, n, processors, force=reference)
-        _, logits = greedy_loop(run, traced, prompt, config, False, n, processors, force=reference,
+        encoder_decoder = plan.is_encoder_decoder
+        tokens, _ = greedy_loop(run, traced, prompt, config, encoder_decoder, n, processors, cache_dtype=cache_dtype)
+        _, eager_logits = greedy_loop(eager_run, traced, prompt, config, encoder_decoder, n, processors, force=reference)
+        _, logits = greedy_loop(run, traced, prompt, config, encoder_decoder, n, processors, force=reference,
                                 cache_dtype=cache_dtype)
     deltas = []
     for step, (a, b) in enumerate(zip(eager_logits, logits)):
