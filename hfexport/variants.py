@@ -115,8 +115,9 @@ class Variant:
     generation: bool = False
     # Derived from single-graph exports (encoders, classifiers) too; False: generation alone.
     single: bool = True
-    # Also derived for each component of an encoder-decoder's export (encoder, prefill, decode): it
-    # transforms each saved program, no re-export. Those are published together in `folder`.
+    # Also derived for each component of an export of several (an encoder-decoder's encoder, prefill
+    # and decode; an image-text model's): it transforms each saved program, no re-export. Those are
+    # published together in `folder`.
     per_component: bool = False
 
     def file_for(self, component: str) -> str:
@@ -442,7 +443,9 @@ def _outlier_projections(graph: Path, job: VariantJob, budget: float) -> list[st
     names = [o.name for o in session.get_outputs()]
     ratio = {name: 0.0 for name, _, _ in projections}
     for sample in job.calibration:
-        feed = {i.name: np.asarray(sample[i.name]) for i in session.get_inputs() if i.name in sample}
+        # A program traced on one example (an image-text model's vision encoder) takes that many rows.
+        feed = {i.name: np.asarray(sample[i.name])[: i.shape[0] if i.shape and isinstance(i.shape[0], int) else None]
+                for i in session.get_inputs() if i.name in sample}
         outputs = dict(zip(names, session.run(None, feed)))
         for name, activation, _ in projections:
             x = np.abs(outputs[activation])

@@ -364,39 +364,40 @@ def test_a_decoder_llm_gets_an_8da4w_executorch_program_that_loads_in_the_runtim
     assert "forward" in Runtime.get().load_program(program).method_names
 
 
-def test_an_encoder_decoders_int8_variant_quantizes_every_component_into_a_folder_exportedmodel_loads(workspace, tmp_path):
-    """A T5 exported for generation (encoder, prefill, decode) with `--variants int8,fp16`: each
-    component's graph quantized, the three judged together on the tokens their greedy loop generates
-    against eager `generate()` and published as `onnx/quantized/` with the export's manifest and
-    configs, which `ExportedModel` loads as it loads the fp32 folder. fp16, a re-export of one
-    program, is reported skipped with the reason."""
-    import numpy as np
+
+@pytest.mark.parametrize("family, components", [
+    ("t5", ["encoder", "prefill", "decode"]),
+    ("llava", ["vision_encoder", "embed_tokens", "decode"]),
+])
+def test_an_export_of_several_components_gets_an_int8_folder_that_exportedmodel_loads(family, components, workspace, tmp_path):
+    """A T5 (encoder, prefill, decode) and a LLaVA (vision encoder, token embeddings, decoder over
+    embeddings) exported for generation with `--variants int8,fp16`: each component's graph
+    quantized, all judged together on the tokens their greedy loop generates against eager
+    `generate()`, and published as `onnx/quantized/` with the export's manifest and configs, which
+    `ExportedModel` loads as it loads the fp32 folder. fp16, a re-export of one program, is
+    reported skipped with the reason."""
     import onnx_ir
     from transformers.exporters import ExportedModel
 
-    folder = tiny_models.t5(workspace / "model-t5-variants")
+    folder = getattr(tiny_models, family)(workspace / f"model-{family}-variants")
     out = tmp_path / "out"
     result = run_cli("export", str(folder), "--backends", "onnx", "--variants", "int8,fp16", "--out", str(out),
                      "--json", timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     (entry,) = json.loads(result.stdout)["backends"]
-    assert entry["status"] == "ok" and entry["components"] == ["encoder", "prefill", "decode"], entry
+    assert entry["status"] == "ok" and entry["components"] == components, entry
     int8, fp16 = entry["variants"]
-    assert fp16["status"] == "skipped" and "encoder-decoder" in fp16["error"], fp16
+    assert fp16["status"] == "skipped" and "several components" in fp16["error"] and "(int8)" in fp16["error"], fp16
     assert set(int8["quality"]) == {"token_agreement", "logprob_delta_mean"} and int8["speedup"] > 0, int8
     quantized = out / "onnx" / "quantized"
     assert (int8["status"] == "ok") == (quantized / "export.json").exists(), int8
-    assert int8["status"] == "ok", int8  # a tiny T5 with peaky logits keeps its greedy tokens in int8
-    assert int8["file"] == "quantized/encoder.onnx" and 0 < int8["size_share"] < 1, int8  # a tiny graph is mostly structure
+    assert int8["status"] == "ok", int8  # tiny models with peaky logits keep their greedy tokens in int8
+    assert int8["file"] == f"quantized/{components[0]}.onnx" and 0 < int8["size_share"] < 1, int8  # tiny graphs: mostly structure
     published = {p["path"] for p in entry["files"]}
-    assert {f"quantized/{name}" for name in ("export.json", "config.json", "encoder.onnx", "prefill.onnx",
-                                             "decode.onnx")} <= published, published
-    for component in ("encoder", "prefill", "decode"):  # self-contained int8 graphs, as the fp32 ones are laid out
-        graph = onnx_ir.load(quantized / f"{component}.onnx")
-        assert "MatMulInteger" in {n.op_type for n in graph.graph} and (quantized / f"{component}.onnx.data").stat().st_size == 0
-    loaded = ExportedModel.from_pretrained(quantized)
-    assert set(loaded.runners) == {"encoder", "prefill", "decode"}
-    ids = torch.tensor([[5, 6, 7, 8, 1], [9, 10, 1, 0, 0]])
-    encoded = loaded.runners["encoder"](input_ids=ids, attention_mask=(ids != 0).long())
-    hidden = encoded["last_hidden_state"] if isinstance(encoded, dict) else encoded[0]
-    assert tuple(hidden.shape) == (2, 5, 32) and np.isfinite(np.asarray(hidden)).all()
+    assert {f"quantized/{name}" for name in ("export.json", "config.json", *(f"{c}.onnx" for c in components))} <= published
+    quantized_ops = set()
+    for component in components:  # self-contained graphs, laid out as the fp32 ones are
+        quantized_ops |= {n.op_type for n in onnx_ir.load(quantized / f"{component}.onnx").graph}
+        assert (quantized / f"{component}.onnx.data").stat().st_size == 0
+    assert "MatMulInteger" in quantized_ops
+    assert set(ExportedModel.from_pretrained(quantized).runners) == set(components)

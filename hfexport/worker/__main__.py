@@ -320,9 +320,10 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
     against eager fp32 on the validation inputs (another shape than trace and calibration), time
     it against the fp32 artifact on the same runtime, and keep its file only if it passed.
 
-    A program of several components (an encoder-decoder's encoder, prefill and decode) gets the
-    variants that transform each saved program (`Variant.per_component`), gathered in a folder of
-    their own (`onnx/quantized/`) that `ExportedModel` loads as it loads the fp32 one."""
+    An export of several components (an encoder-decoder's encoder, prefill and decode; an image-text
+    model's vision encoder, token embeddings and decoder) gets the variants that transform each
+    saved program (`Variant.per_component`), gathered in a folder of their own (`onnx/quantized/`)
+    that `ExportedModel` loads as it loads the fp32 one."""
     import shutil
     import tempfile
 
@@ -335,9 +336,6 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
 
     wanted = variants_of(backend.name, plan.variants)
     single = plan.mode == "single"
-    if plan.modality == "image-text":
-        return [VariantResult(str(v.kind), Status.SKIPPED, error="variants of image-text exports are not built yet")
-                for v in wanted]
     components = list(plan.components)
     base_bytes = sum(p.stat().st_size for p in out_dir.iterdir() if p.is_file() and p.suffix != ".json")
     if single:
@@ -359,8 +357,9 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
         if len(components) > 1 and not variant.per_component:
             each = ", ".join(str(v.kind) for v in VARIANTS.values() if v.backend == backend.name and v.per_component)
             outcome.status, outcome.error = Status.SKIPPED, (
-                f"{variant.kind} re-exports the model as one program; an encoder-decoder's components get "
-                f"the variants derived from each saved program ({each or 'none on ' + backend.name})")
+                f"{variant.kind} re-exports the model as one program; an export of several components "
+                f"({', '.join(components)}) gets the variants derived from each saved program "
+                f"({each or 'none on ' + backend.name})")
             results.append(outcome)
             continue
         with tempfile.TemporaryDirectory(prefix=f"variant-{variant.kind}-") as work:
