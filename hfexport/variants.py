@@ -98,6 +98,9 @@ class VariantJob:
     # Out: `kept_in_float` (node names), `float_inputs` (the dtype its float inputs take, e.g. "float16"),
     # `runtime_ops` (the com.microsoft operators an ONNX graph runs).
     options: dict = field(default_factory=dict)
+    # A folder kept while all the variants of this export are built: what one builds that another
+    # also needs (the fused graph of `optimized` and `int8`) is built once, there. None: `work_dir`.
+    shared_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -256,10 +259,10 @@ def _loadable(model, descriptors: Path, job: VariantJob) -> Path:
 def _onnx_optimized(job: VariantJob) -> Path:
     """The exporter's own fusion into ONNX Runtime's CPU ops: `_fused_for_ort`."""
     graph, _ = _fused_for_ort(job)
-    return _loadable(graph, job.work_dir / "exported", job)
+    return _loadable(_load_onnx(graph), graph.parent, job)
 
 
-def _fused_for_ort(job: VariantJob):
+def _fused_for_ort(job: VariantJob) -> tuple[Path, bool]:
     """The model exported with its eager attention and fused by the exporter into ONNX Runtime's
     CPU ops (`OnnxConfig(ort_fusions="cpu")`), on the program as it is converted: fusing a graph read
     back from disk trips onnx_ir's passes. Eager attention, because the fusions recognise attention
@@ -267,21 +270,32 @@ def _fused_for_ort(job: VariantJob):
     layer (MiniLM, paired rounds against optimum's graph: 1.01x with SDPA, 1.12x eager).
 
     An encoder's `Attention` nodes are then fed its padding mask as ORT's `mask_index`, where that is
-    proven to be the same graph (`_padding_as_mask_index`, `_same_outputs`). Returns the graph, and
+    proven to be the same graph (`_padding_as_mask_index`, `_same_outputs`). Built once per export
+    in `job.shared_dir`, beside the export's manifest and configs. Returns the graph's path, and
     whether it was so rewired (its `Attention` nodes are then ones ORT's quantizer makes `QAttention`)."""
     import copy
     import dataclasses
+    import shutil
 
-    model = copy.deepcopy(job.model)
-    model.set_attn_implementation("eager")
-    exported = job.export(model, job.sample, dataclasses.replace(job.make_config(), ort_fusions="cpu"))
-    exported.save_pretrained(job.work_dir / "exported")
-    path = job.work_dir / "exported" / f"{job.component}.onnx"
-    if job.component == "model":  # one graph (an encoder, a head), never a decoder's cache loop
-        rewired = _load_onnx(path)
-        if _padding_as_mask_index(rewired) and _same_outputs(path, rewired, job):
-            return rewired, True
-    return _load_onnx(path), False
+    import onnx_ir
+
+    folder = (job.shared_dir or job.work_dir) / f"fused-{job.component}"
+    rewired = folder / f"{job.component}_mask_index.onnx"
+    if not folder.exists():
+        staging = job.work_dir / "fused"  # moved into place whole, or not at all
+        model = copy.deepcopy(job.model)
+        model.set_attn_implementation("eager")
+        exported = job.export(model, job.sample, dataclasses.replace(job.make_config(), ort_fusions="cpu"))
+        exported.save_pretrained(staging)
+        fused = staging / f"{job.component}.onnx"
+        graph = _load_onnx(fused)
+        if job.component == "model" and _padding_as_mask_index(graph):  # one graph, never a decoder's cache loop
+            onnx_ir.save(graph, staging / rewired.name, external_data=f"{rewired.name}.data")
+            if not _same_outputs(fused, staging / rewired.name, job.calibration):
+                for path in staging.glob(f"{rewired.name}*"):
+                    path.unlink()
+        shutil.move(staging, folder)
+    return (rewired, True) if rewired.exists() else (folder / f"{job.component}.onnx", False)
 
 
 def _padding_as_mask_index(model) -> bool:
@@ -339,17 +353,14 @@ def _data_sources(value) -> set[str]:
     return sources
 
 
-def _same_outputs(original: Path, rewired, job: VariantJob) -> bool:
-    """Whether `rewired` computes what the graph at `original` does, on the (padded) calibration inputs."""
+def _same_outputs(original: Path, rewired: Path, calibration: list[dict]) -> bool:
+    """Whether the graph at `rewired` computes what the one at `original` does, on the (padded)
+    calibration inputs."""
     import numpy as np
-    import onnx_ir
     import onnxruntime as ort
 
-    path = job.work_dir / "rewired" / original.name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx_ir.save(rewired, path, external_data=f"{path.name}.data")
-    sessions = [ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]) for p in (original, path)]
-    for sample in job.calibration:
+    sessions = [ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]) for p in (original, rewired)]
+    for sample in calibration:
         feed = {i.name: np.asarray(sample[i.name]) for i in sessions[0].get_inputs()}
         want, got = (s.run(None, feed) for s in sessions)
         if not all(np.allclose(a, b, rtol=1e-3, atol=1e-4) for a, b in zip(want, got)):
@@ -386,7 +397,6 @@ def _onnx_int8(job: VariantJob) -> Path:
     the worst in float, within `INT8_BYTE_BUDGET` and `INT8_MAX_KEPT_IN_FLOAT`."""
     import sys
 
-    import onnx_ir
     from onnxruntime.quantization import QuantType
     from transformers.exporters import OnnxRuntimeDynamicConfig, OnnxRuntimeQuantizer
     from transformers.exporters.configs import ExportFormat
@@ -399,9 +409,7 @@ def _onnx_int8(job: VariantJob) -> Path:
             fused, whole = None, False
             print(f"int8: the fused graph failed ({type(e).__name__}: {e}); quantizing the fp32 export's", file=sys.stderr)
         if whole:
-            graph = job.work_dir / "fused" / graph.name
-            graph.parent.mkdir()
-            onnx_ir.save(fused, graph, external_data=f"{graph.name}.data")
+            graph = fused
 
     def quantized(keep: list[str]):
         config = OnnxRuntimeDynamicConfig(per_channel=True, weight_type=QuantType.QInt8, nodes_to_exclude=keep or None)

@@ -342,6 +342,7 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
         with torch.inference_mode():
             reference = model(**other)
     results = []
+    shared = tempfile.TemporaryDirectory(prefix="variants-shared-")  # what several variants of this export use
     for variant in wanted:
         stage(f"variant {variant.kind}")
         thresholds = thresholds_for(variant.kind, plan.min_quality)
@@ -367,7 +368,8 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
 
             def job_for(component: str) -> VariantJob:
                 (work / component).mkdir()
-                return VariantJob(model, dict(sample), calibration, out_dir, work / component, make_config, export, component)
+                return VariantJob(model, dict(sample), calibration, out_dir, work / component, make_config, export, component,
+                                  shared_dir=Path(shared.name))
 
             try:
                 if len(components) == 1:
@@ -423,6 +425,7 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
                 outcome.error = f"{type(e).__name__}: {_describe(e)}"
                 traceback.print_exc()
         results.append(outcome)
+    shared.cleanup()
     return results
 
 
