@@ -269,8 +269,9 @@ class VariantResult:
     speedup: float | None = None
     # Nodes kept in float by the sensitivity pass (int8).
     kept_in_float: list[str] = field(default_factory=list)
-    # Operators of ONNX Runtime's own domain (com.microsoft) the file runs: it loads in ONNX Runtime
-    # (Python, node, web) and not in other ONNX runtimes.
+    # Operators beyond the runtime's defaults the file runs: ONNX Runtime's own (com.microsoft: it
+    # loads in ONNX Runtime, not in other ONNX runtimes), ExecuTorch's quantized kernels (registered
+    # by importing them). `Backend.runtime_ops_note` says what each means to a user.
     runtime_ops: list[str] = field(default_factory=list)
     error: str | None = None
 

@@ -96,7 +96,7 @@ class VariantJob:
     # The program's component: "model" for one graph, "decode" for a decoder LLM (its file: decode.onnx).
     component: str = "model"
     # Out: `kept_in_float` (node names), `float_inputs` (the dtype its float inputs take, e.g. "float16"),
-    # `runtime_ops` (the com.microsoft operators an ONNX graph runs).
+    # `runtime_ops` (operators beyond the runtime's defaults: ORT's com.microsoft ones, ExecuTorch's quantized kernels).
     options: dict = field(default_factory=dict)
     # A folder kept while all the variants of this export are built: what one builds that another
     # also needs (the fused graph of `optimized` and `int8`) is built once, there. None: `work_dir`.
