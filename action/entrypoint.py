@@ -7,6 +7,12 @@
 - a job summary (the backends table and the PR link) goes to $GITHUB_STEP_SUMMARY;
 - each failed backend becomes an `::error::` annotation.
 
+Inputs are untrusted text (a workflow may fill `repo-id` from a `repository_dispatch` payload):
+every input is checked before anything is printed — no control characters anywhere (a newline
+would start a workflow command such as `::set-output` in the log), `repo-id` a Hub repo id — and a
+bad one is refused with exit 2, naming the input but never echoing it. What the entrypoint itself
+writes into workflow commands, outputs and the summary is escaped.
+
 Exit code: 0, or hfexport's own (1 a backend failed — only with `fail-on-validation-error`,
 2 bad input, 3 the Hub kept failing).
 """
@@ -15,6 +21,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -23,9 +31,39 @@ from pathlib import Path
 from hfexport.report import REPORT_FILE, PublishResult, Status, markdown_table
 
 
+INPUTS = ("repo-id", "revision", "backends", "task", "variants", "min-quality", "hf-token", "dry-run", "force",
+          "fail-on-validation-error")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class BadInput(Exception):
+    """An input the Action refuses: the message names it and never holds its value."""
+
+
 def _input(name: str, default: str = "") -> str:
     # Docker actions receive input `repo-id` as INPUT_REPO-ID (upper-cased, hyphens kept).
     return os.environ.get(f"INPUT_{name.upper()}", default).strip()
+
+
+def _check_inputs() -> None:
+    """Every input free of control characters, and `repo-id` a repo id, before anything is printed.
+
+    Raises:
+        BadInput: naming the input and the fix.
+    """
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    for name in INPUTS:
+        if _CONTROL.search(_input(name)):
+            raise BadInput(f"input '{name}' holds a line break or another control character; pass it as plain text on one line")
+    repo_id = _input("repo-id")
+    if not repo_id:
+        raise BadInput("input 'repo-id' is required (org/name)")
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        raise BadInput("input 'repo-id' is not a Hub repo id; pass one such as org/name") from None
 
 
 def _flag(name: str, default: bool) -> bool:
@@ -38,6 +76,16 @@ def _escape(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def _escape_property(text: str) -> str:
+    """Workflow-command property escaping (`title=…`): the data's, plus `:` and `,`."""
+    return _escape(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _markdown(text: str) -> str:
+    """Text from elsewhere as inert Markdown for the job summary: one line, no markup, no HTML."""
+    return re.sub(r"([\\`*_\[\]<>|~])", r"\\\1", _CONTROL.sub(" ", text))
+
+
 def _append(env_var: str, text: str) -> None:
     path = os.environ.get(env_var)
     if path:
@@ -46,18 +94,24 @@ def _append(env_var: str, text: str) -> None:
 
 
 def _set_output(name: str, value: str) -> None:
-    _append("GITHUB_OUTPUT", f"{name}<<__HFEXPORT__\n{value}\n__HFEXPORT__\n")
+    # A delimiter no value can hold: GitHub's own advice for multi-line outputs.
+    delimiter = f"__HFEXPORT_{secrets.token_hex(8)}__"
+    _append("GITHUB_OUTPUT", f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
 
 
 def main() -> int:
-    token = _input("hf-token") or os.environ.get("HF_TOKEN", "")
+    try:
+        _check_inputs()
+        token = _input("hf-token") or os.environ.get("HF_TOKEN", "")
+        if _CONTROL.search(token):
+            raise BadInput("the token (hf-token or HF_TOKEN) holds a line break or another control character")
+    except BadInput as e:
+        print(f"::error title=hfexport::{_escape(str(e))}", flush=True)
+        _set_output("status", "error")
+        return 2
     if token:
         print(f"::add-mask::{token}", flush=True)
     repo_id = _input("repo-id")
-    if not repo_id:
-        print("::error title=hfexport::input 'repo-id' is required", flush=True)
-        _set_output("status", "error")
-        return 2
     command = [
         sys.executable, "-m", "hfexport", "push",
         "--backends", _input("backends", "dynamo,onnx,executorch"),
@@ -76,7 +130,7 @@ def main() -> int:
         command.append("--force")
     command += ["--", repo_id]  # the end of options: a repo id is never read as a flag
     env = {**os.environ, "HF_TOKEN": token} if token else dict(os.environ)
-    print(f"::group::hfexport push {repo_id}", flush=True)
+    print(f"::group::hfexport push {_escape(repo_id)}", flush=True)
     process = subprocess.run(command, stdout=subprocess.PIPE, stderr=None, text=True, env=env)
     print("::endgroup::", flush=True)
 
@@ -85,7 +139,7 @@ def main() -> int:
     except (ValueError, KeyError, TypeError):
         print(f"::error title=hfexport::hfexport push failed (exit {process.returncode}); see the log above", flush=True)
         _set_output("status", "error")
-        _append("GITHUB_STEP_SUMMARY", f"### hfexport: {repo_id}\n\nFailed before publishing (exit {process.returncode}); see the log.\n")
+        _append("GITHUB_STEP_SUMMARY", f"### hfexport: {_markdown(repo_id)}\n\nFailed before publishing (exit {process.returncode}); see the log.\n")
         return process.returncode or 1
 
     report = result.report
@@ -97,7 +151,7 @@ def main() -> int:
     failed = [b for b in (report.backends if report else []) if b.status not in (Status.OK, Status.SKIPPED)]
     for b in failed:
         message = _escape(f"{b.status}: {b.error or ''}")
-        print(f"::error title=hfexport {b.backend}::{message}", flush=True)
+        print(f"::error title={_escape_property(f'hfexport {b.backend}')}::{message}", flush=True)
 
     _set_output("pr-url", result.pr_url or "")
     _set_output("status", str(result.action))
@@ -110,9 +164,10 @@ def main() -> int:
 
 
 def _summary(repo_id: str, result: PublishResult) -> str:
-    lines = [f"### hfexport: {repo_id}", ""]
-    if result.pr_url:
-        lines.append(f"**{result.action}**: [{result.pr_url}]({result.pr_url})")
+    lines = [f"### hfexport: {_markdown(repo_id)}", ""]
+    url = result.pr_url or ""
+    if url.startswith(("https://", "http://")) and not re.search(r"[\s()<>\[\]]", url):
+        lines.append(f"**{result.action}**: [{_markdown(url)}]({url})")
     else:
         lines.append(f"**{result.action}**")
     if result.report is not None:

@@ -171,10 +171,25 @@ class ExportPlan:
 
 @dataclass(frozen=True)
 class ArtifactFile:
-    """One file of a backend's export, relative to the backend's folder."""
+    """One file of a backend's export, relative to the backend's folder, with what identifies its
+    content on the Hub: the sha256 (an LFS file's id) and the git blob id (a regular file's), set
+    when the export is packaged. Publishing calls a path ours only while it holds this content."""
 
     path: str
     size: int
+    sha256: str | None = None
+    git_oid: str | None = None
+
+    @classmethod
+    def of(cls, path: str, local: Path) -> ArtifactFile:
+        """The entry for the file at `local`, its content hashed in one read."""
+        size = local.stat().st_size
+        sha256, git = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % size)
+        with open(local, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                sha256.update(block)
+                git.update(block)
+        return cls(path, size, sha256.hexdigest(), git.hexdigest())
 
 
 @dataclass

@@ -238,6 +238,7 @@ class HubApp:
         sha = self.store.resolve(data, rev)
         commit = data["commits"][sha]
         files = commit["files"]
+        blobs = request.query_params.get("blobs", "").lower() in ("1", "true")
         card = _card_data(self.store, files.get("README.md"))
         return JSONResponse(
             {
@@ -257,9 +258,11 @@ class HubApp:
                 "pipeline_tag": card.get("pipeline_tag"),
                 "createdAt": data["created_at"],
                 "lastModified": commit["date"],
+                # Sizes and content ids only when asked (`blobs=true`, the client's files_metadata), as on the Hub.
                 "siblings": [
-                    {"rfilename": path, "size": info["size"], "blobId": info["git"] or info["sha256"],
+                    {"rfilename": path, **({"size": info["size"], "blobId": info["git"] or info["sha256"],
                      **({"lfs": {"sha256": info["sha256"], "size": info["size"], "pointerSize": 134}} if info["lfs"] else {})}
+                     if blobs else {})}
                     for path, info in sorted(files.items())
                 ],
                 "usedStorage": sum(info["size"] for info in files.values()),
@@ -400,8 +403,14 @@ class HubApp:
                 base_ref = f"refs/heads/{rev}"
                 if base_ref not in data["refs"]:
                     raise StoreError(404, f"Invalid rev id: {rev}", "RevisionNotFound")
+                # With a parent commit the PR branches from it (the client's documented contract),
+                # otherwise from the base's head at this moment.
                 parent = data["refs"][base_ref]
-                pr = self._new_discussion(data, actor, header.get("summary", "PR"), header.get("description", ""), True, rev)
+                if header.get("parentCommit"):
+                    parent = self.store.resolve(data, header["parentCommit"])
+                    if not self.store.is_ancestor(data, parent, data["refs"][base_ref]):
+                        return _error(412, f"Commit {header['parentCommit']} is not on {rev}.")
+                pr = self._new_discussion(data, actor, header.get("summary", "PR"), header.get("description", ""), True, rev, head=parent)
                 ref = f"refs/pr/{pr['num']}"
             else:
                 ref = rev if rev.startswith("refs/") else f"refs/heads/{rev}"
@@ -527,7 +536,8 @@ class HubApp:
                 return d
         raise StoreError(404, f"Discussion #{num} not found")
 
-    def _new_discussion(self, data: dict, actor: Actor, title: str, description: str, is_pr: bool, base: str = "main") -> dict:
+    def _new_discussion(self, data: dict, actor: Actor, title: str, description: str, is_pr: bool, base: str = "main",
+                        head: str | None = None) -> dict:
         num = len(data["discussions"]) + 1
         discussion = {
             "num": num,
@@ -541,7 +551,7 @@ class HubApp:
         }
         data["discussions"].append(discussion)
         if is_pr:
-            head = data["refs"].get(discussion["base"]) or data["refs"]["refs/heads/main"]
+            head = head or data["refs"].get(discussion["base"]) or data["refs"]["refs/heads/main"]
             data["refs"][f"refs/pr/{num}"] = head
         return discussion
 
@@ -594,7 +604,10 @@ class HubApp:
         details["events"] = d["events"]
         if d["isPullRequest"]:
             details["changes"] = {"base": d["base"], **({"mergeCommitId": d["mergeCommitId"]} if d.get("mergeCommitId") else {})}
-            details["filesWithConflicts"] = []
+            details["filesWithConflicts"] = (
+                self.store.merge_files(data, data["refs"][d["base"]], data["refs"][f"refs/pr/{d['num']}"])[1]
+                if d["status"] in ("open", "draft") else []
+            )
             details["diff"] = ""
         return JSONResponse(details)
 
@@ -632,10 +645,13 @@ class HubApp:
             if not d["isPullRequest"] or d["status"] not in ("open", "draft"):
                 return _error(400, "Only an open pull request can be merged")
             head = data["refs"][f"refs/pr/{d['num']}"]
-            files = self.store.files_at(data, head)
             base_head = data["refs"][d["base"]]
-            merged = self.store.commit(data, base_head, f"Merge PR #{d['num']}", d["title"], data["owner"], dict(files), [], [])
-            data["commits"][merged]["files"] = dict(files)
+            files, conflicts = self.store.merge_files(data, base_head, head)
+            if conflicts:
+                return _error(409, f"Pull request #{d['num']} has conflicts with {d['base']}: {', '.join(conflicts)}")
+            merged = self.store.commit(data, base_head, f"Merge PR #{d['num']}", d["title"], data["owner"], {}, [], [])
+            data["commits"][merged]["files"] = files
+            data["commits"][merged]["parents"].append(head)
             old = data["refs"][d["base"]]
             data["refs"][d["base"]] = merged
             d["status"] = "merged"

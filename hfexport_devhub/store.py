@@ -243,6 +243,65 @@ class Store:
         return commit_id
 
 
+    def ancestors(self, repo: dict, commit_id: str) -> list[str]:
+        """`commit_id` and every commit it descends from, nearest first (first parents before merged ones)."""
+        seen, queue = [], [commit_id]
+        while queue:
+            sha = queue.pop(0)
+            if sha not in seen:
+                seen.append(sha)
+                queue += repo["commits"][sha]["parents"]
+        return seen
+
+    def is_ancestor(self, repo: dict, ancestor: str, commit_id: str) -> bool:
+        return ancestor in self.ancestors(repo, commit_id)
+
+    def merge_files(self, repo: dict, base: str, head: str) -> tuple[dict[str, dict], list[str]]:
+        """A three-way merge of `head` into `base`, as the Hub merges a pull request: a path changed
+        on one side only takes that side; a regular (text) file changed on both sides is merged line
+        by line by git itself (`git merge-file`); anything else changed on both sides to different
+        content is a conflict."""
+        on_base = set(self.ancestors(repo, base))
+        fork = next(c for c in self.ancestors(repo, head) if c in on_base)
+        old, ours, theirs = (self.files_at(repo, c) for c in (fork, base, head))
+        merged, conflicts = {}, []
+        for path in sorted(set(old) | set(ours) | set(theirs)):
+            o, a, b = (_content(f.get(path)) for f in (old, ours, theirs))
+            if a == b or b == o:
+                chosen = ours.get(path)
+            elif a == o:
+                chosen = theirs.get(path)
+            else:
+                chosen = self._merge_text(old.get(path), ours.get(path), theirs.get(path))
+                if chosen is None:
+                    conflicts.append(path)
+                    continue
+            if chosen is not None:
+                merged[path] = chosen
+        return merged, conflicts
+
+
+    def _merge_text(self, old: dict | None, ours: dict | None, theirs: dict | None) -> dict | None:
+        """git's line-by-line merge of a regular file changed on both sides, or None (a conflict)."""
+        import subprocess
+        import tempfile
+
+        if ours is None or theirs is None or any(e is not None and e["lfs"] for e in (old, ours, theirs)):
+            return None
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = []
+            for name, entry in (("ours", ours), ("base", old), ("theirs", theirs)):
+                path = Path(tmp) / name
+                path.write_bytes(self.blob_path(entry["sha256"]).read_bytes() if entry else b"")
+                paths.append(str(path))
+            merged = subprocess.run(["git", "merge-file", "-p", "--quiet", *paths], capture_output=True)
+        return self.file_entry(merged.stdout, lfs=False) if merged.returncode == 0 else None
+
+
+def _content(entry: dict | None) -> str | None:
+    return None if entry is None else entry["sha256"]
+
+
 def git_blob_sha1(content: bytes) -> str:
     """The git object id of a regular file (`blob <size>\\0<content>`), as the Hub's `oid`/`blobId`.
 

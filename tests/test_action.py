@@ -39,7 +39,8 @@ def _run_action(tmp_path: Path, inputs: dict[str, str], extra_env: dict | None =
     }
     env.pop("HF_TOKEN", None)
     process = subprocess.run([sys.executable, "-m", "hfexport", "github-action"], capture_output=True, text=True, env=env, timeout=1800)
-    outputs = dict(re.findall(r"^([\w-]+)<<__HFEXPORT__\n(.*?)\n__HFEXPORT__$", output.read_text() if output.exists() else "", re.M | re.S))
+    written = output.read_text() if output.exists() else ""
+    outputs = {name: value for name, _, value in re.findall(r"^([\w-]+)<<(__HFEXPORT_\w+__)\n(.*?)\n\2$", written, re.M | re.S)}
     return process, outputs, summary.read_text() if summary.exists() else ""
 
 
@@ -106,7 +107,31 @@ def test_action_refuses_bad_variant_inputs_before_touching_the_hub(tmp_path, inp
 def test_action_reads_a_hostile_repo_input_as_a_repo_id_and_refuses_it(tmp_path, repo_id):
     process, outputs, _ = _run_action(tmp_path, {"repo-id": repo_id, "hf-token": "hf_x"})
     assert process.returncode == 2, process.stderr[-2000:]
-    assert "is not a Hub repo id" in process.stderr and outputs["status"] == "error"
+    assert "is not a Hub repo id" in process.stdout and outputs["status"] == "error"
+    assert repo_id not in process.stdout + process.stderr  # named, never echoed
+
+
+INJECTED = "::set-output name=pr-url::https://attacker.example/x"
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        pytest.param({"repo-id": f"alice/model\n{INJECTED}"}, id="repo-id-newline"),
+        pytest.param({"repo-id": f"alice/model\r{INJECTED}"}, id="repo-id-carriage-return"),
+        pytest.param({"repo-id": f"alice/{INJECTED}"}, id="repo-id-colons"),
+        pytest.param({"repo-id": "alice/model", "backends": f"dynamo\n{INJECTED}"}, id="backends-newline"),
+        pytest.param({"repo-id": "alice/model", "revision": f"main\n{INJECTED}"}, id="revision-newline"),
+        pytest.param({"repo-id": "alice/model", "hf-token": f"hf_x\n{INJECTED}"}, id="token-newline"),
+    ],
+)
+def test_an_input_that_would_inject_a_workflow_command_is_refused_before_anything_is_printed(tmp_path, inputs):
+    process, outputs, summary = _run_action(tmp_path, {"hf-token": "hf_x", **inputs}, extra_env={"HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert process.returncode == 2, process.stdout + process.stderr[-2000:]
+    commands = [line for line in process.stdout.splitlines() if line.startswith("::")]
+    assert len(commands) == 1 and commands[0].startswith("::error title=hfexport::input '"), process.stdout
+    assert "set-output" not in process.stdout + process.stderr and "attacker" not in process.stdout + process.stderr + summary
+    assert outputs == {"status": "error"}
 
 
 def test_action_inputs_are_all_used():

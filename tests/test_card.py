@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from hfexport.hub.card import END, START, opted_out, render_card
@@ -19,9 +20,9 @@ def _report(sha: str = "a" * 40) -> Report:
 
 def test_section_replaced_not_duplicated_and_owner_text_kept():
     owner = "---\nlicense: mit\ntags:\n- mine\n---\n# Title\n\nOwner text.\n"
-    first = render_card(owner, "o/m", _report("a" * 40))
+    first = render_card(owner, "o/m", _report("a" * 40)).text
     edited = first.replace("Owner text.", "Owner text, edited after our PR.")
-    second = render_card(edited, "o/m", _report("b" * 40))
+    second = render_card(edited, "o/m", _report("b" * 40)).text
     assert second.count(START) == 1 and second.count(END) == 1
     assert "Owner text, edited after our PR." in second and "bbbbbbbbbbbb" in second and "aaaaaaaaaaaa" not in second
     meta = yaml.safe_load(second.split("---\n")[1])
@@ -31,10 +32,10 @@ def test_section_replaced_not_duplicated_and_owner_text_kept():
 
 
 def test_readme_is_created_when_missing_and_bad_yaml_is_left_alone():
-    created = render_card(None, "o/m", _report())
+    created = render_card(None, "o/m", _report()).text
     assert created.startswith("---\ntags:\n- onnx\n- hfexport\n---\n# m\n") and START in created
     broken = "---\nlicense: [unclosed\n---\nBody\n"
-    rendered = render_card(broken, "o/m", _report())
+    rendered = render_card(broken, "o/m", _report()).text
     assert rendered.startswith(broken) and START in rendered
 
 
@@ -42,3 +43,41 @@ def test_opt_out_flags():
     assert opted_out("---\nhfexport: false\n---\n")
     assert opted_out("---\nhfexport:\n  opt_out: true\n---\n")
     assert not opted_out("---\nlicense: mit\n---\n") and not opted_out(None) and not opted_out("---\n[bad\n---\n")
+
+
+OWNER_TEXT = "# Title\n\nOwner text before.\n"
+OWNER_TAIL = "\nOwner text after.\n"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(OWNER_TEXT + START + "\nmaintainer kept our start, dropped our end\n" + OWNER_TAIL, id="stray-start"),
+        pytest.param(OWNER_TEXT + "quoting our end: " + END + "\n" + OWNER_TAIL, id="stray-end"),
+        pytest.param(OWNER_TEXT + START + "\nfirst copy\n" + END + "\nbetween\n" + START + "\nsecond copy\n" + END + OWNER_TAIL,
+                     id="two-pairs"),
+        pytest.param(OWNER_TEXT + END + "\nowner words between\n" + START + OWNER_TAIL, id="end-before-start"),
+    ],
+)
+def test_markers_that_do_not_pair_keep_the_owners_text_over_three_renders(body):
+    owner = "---\nlicense: mit\n---\n" + body
+    renders = [owner]
+    for sha in ("a", "b", "c"):
+        rendered = render_card(renders[-1], "o/m", _report(sha * 40))
+        assert any("do not pair up" in w for w in rendered.warnings)
+        renders.append(rendered.text)
+    for text in renders[1:]:
+        assert text.startswith("---\nlicense: mit\ntags:\n- onnx\n- hfexport\n---\n" + body), "the owner's text, byte for byte"
+    # One section of ours was added and is the one replaced each time: the card does not grow.
+    assert len(renders[3]) == len(renders[2]) and renders[3].replace("c" * 12, "b" * 12) == renders[2]
+    assert "cccccccccccc" in renders[3] and "bbbbbbbbbbbb" not in renders[3]
+
+
+def test_a_well_formed_section_moved_by_a_maintainer_is_replaced_where_it_is():
+    first = render_card("# T\n\nIntro.\n", "o/m", _report("a" * 40)).text
+    section = first[first.index(START):first.index(END) + len(END)]
+    moved = first.replace(section, "").rstrip() + "\n"
+    moved = moved.replace("Intro.\n", "Intro.\n\n" + section + "\n\nOwner's closing words.\n")
+    second = render_card(moved, "o/m", _report("b" * 40))
+    assert second.warnings == () and second.text.count(START) == 1
+    assert second.text.index(START) < second.text.index("Owner's closing words.") and "bbbbbbbbbbbb" in second.text

@@ -23,7 +23,7 @@ from ..pipeline.fetch import FetchedModel, fetch
 from ..pipeline.package import package, staging_folder
 from ..pipeline.plan import check_request, plan_isolated
 from ..pipeline.resolve import resolve
-from ..report import REPORT_FILE, ExportPlan, PublishResult, Report
+from ..report import REPORT_FILE, ExportPlan, PublishResult, Report, Source
 from ..proc import FAULT_ENV, injected_fault
 from ..variants import parse_thresholds, parse_variants
 from ..versions import runtime_versions
@@ -126,7 +126,9 @@ def push(
     Nothing is exported when the repo opted out, when our open PR already holds that sha and plan,
     or when a maintainer closed our PR (without `force`). Exports are cached under `cache_dir()`
     by model content, plan digest and runtime versions, so a README-only commit, or a rerun after a
-    failed upload, does not export again.
+    failed upload, does not export again. A new PR branches from the commit that was read; if the
+    owner changed a path it writes meanwhile, the state is read again at main's new head and the
+    PR decided from there (`hub.publish.BaseMoved`).
 
     Returns:
         The `PublishResult`; its `report` is None when nothing had to be exported.
@@ -136,7 +138,7 @@ def push(
     """
     from huggingface_hub import HfApi
 
-    from ..hub.publish import PublishConflict, apply, decide, read_state
+    from ..hub.publish import BaseMoved, PublishConflict, apply, decide, read_state
 
     names = parse_backends(backends)
     if variants is not None or min_quality:  # the caller's own choices are checked before any Hub call
@@ -157,30 +159,40 @@ def push(
     early = decide(state, names, request, force=force)
     if early is not None:
         return apply(api, state, early, None, dry_run=dry_run, log=log)
-    fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
-    checked = check_request(fetched.model_dir, task, trust_remote_code)
-    with Workers(len(names)) as workers:  # importing while the plan is made
-        plan = dataclasses.replace(plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked), **wanted)
 
-        # Keyed by content, plan and versions: the same weights exported the same way are reused.
-        out_dir = cache_dir() / "exports" / f"{fetched.content_digest[:24]}-{plan.digest()}-{_versions_digest()}"
-        cached = Report.load(out_dir) if (out_dir / REPORT_FILE).exists() else None
-        if cached is not None and cached.ok:  # failures are retried, not cached
-            log(f"reusing the cached exports in {out_dir}")
-            # The same files, built from content this commit holds too (e.g. after a README-only commit).
-            backends = [dataclasses.replace(b, source_sha=resolved.sha) for b in cached.backends]
-            report = dataclasses.replace(cached, source=resolved, backends=backends, out_dir=str(out_dir))
-        else:
-            report = _export_into(out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress)
+    def exported(resolved: Source) -> Report:
+        fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
+        checked = check_request(fetched.model_dir, task, trust_remote_code)
+        with Workers(len(names)) as workers:  # importing while the plan is made
+            plan = dataclasses.replace(plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked), **wanted)
+            # Keyed by content, plan and versions: the same weights exported the same way are reused.
+            out_dir = cache_dir() / "exports" / f"{fetched.content_digest[:24]}-{plan.digest()}-{_versions_digest()}"
+            cached = Report.load(out_dir) if (out_dir / REPORT_FILE).exists() else None
+            if cached is not None and cached.ok:  # failures are retried, not cached
+                log(f"reusing the cached exports in {out_dir}")
+                # The same files, built from content this commit holds too (e.g. after a README-only commit).
+                backends = [dataclasses.replace(b, source_sha=resolved.sha) for b in cached.backends]
+                return dataclasses.replace(cached, source=resolved, backends=backends, out_dir=str(out_dir))
+            return _export_into(out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress)
+
+    report = exported(resolved)
     # Another runner (the GPU job, a second HF Job) may commit to the same PR meanwhile: our write
-    # names the PR head it was decided on, and on a conflict we read the PR again and merge.
+    # names the PR head it was decided on, and on a conflict we read the PR again and merge. The
+    # owner may commit to main while we export: a new PR that would touch what they changed is
+    # decided again from main's new head (and exported again only if the model itself changed).
     for _ in range(PUBLISH_ATTEMPTS):
         decision = decide(state, names, request, report, force=force)
         try:
             return apply(api, state, decision, report, dry_run=dry_run, log=log)
         except PublishConflict as e:
             log(f"{e}: reading the pull request again")
-            state = read_state(api, repo_id, resolved.sha, log=log)
+            state = read_state(api, repo_id, resolved.sha, log=log, base=state.base)
+        except BaseMoved as e:
+            log(f"{e}: deciding again from there")
+            moved = resolve(repo_id, revision=revision, token=token, hub_only=True)
+            if moved.sha != resolved.sha:  # the revision is a branch that moved: its model may have too
+                resolved, report = moved, exported(moved)
+            state = read_state(api, repo_id, resolved.sha, log=log, base=e.head)
     raise HubUnavailableError(
         f"Our pull request on {repo_id} kept changing under this run ({PUBLISH_ATTEMPTS} attempts).",
         "Run push again: it picks up what the other runs published.",

@@ -1,71 +1,87 @@
-"""The model-card section hfexport owns, and the metadata it merges.
+"""The model-card section hfexport owns, and the tags it adds to the card's metadata.
 
 The section sits between two markers, so a rerun replaces it and nothing else: the owner's text
-before and after is kept byte for byte. In the YAML metadata only `tags` is touched (format tags
-are added, none removed); every other key the owner wrote stays as it was.
+before and after is kept byte for byte. Our section is the one *well-formed pair* — a start marker
+whose next marker is an end marker. Markers that pair with nothing (a maintainer deleted our end
+line, pasted a start into their text, or put an end before a start) are the owner's text: they
+are left where they are, a fresh section is appended, and the PR says so. Where several pairs
+stand, the one that ends the card is ours (that is where a fresh section goes); otherwise a fresh
+one is appended. So every render of a card keeps the owner's text and finds its own section again.
+
+The metadata is edited as text (`frontmatter.add_tags`): only `tags` changes, every other byte of
+the owner's YAML stays as written.
 """
 
 from __future__ import annotations
 
 import re
-
-import yaml
+from dataclasses import dataclass
 
 from ..backends import get_backend
 from ..report import Report, markdown_table, markdown_variant_table
+from . import frontmatter
 from .snippets import load_section
 
 START = "<!-- hfexport:start -->"
 END = "<!-- hfexport:end -->"
-_FRONT_MATTER = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n?", re.S)
+_MARKERS = re.compile(re.escape(START) + "|" + re.escape(END))
 
 
-def split_card(text: str) -> tuple[dict | None, str, str]:
-    """`(metadata, front matter as written, body)`; metadata is None when the front matter is not
-    a YAML mapping (then nobody but its owner should rewrite it)."""
-    match = _FRONT_MATTER.match(text)
-    if not match:
-        return {}, "", text
-    try:
-        data = yaml.safe_load(match.group(1)) or {}
-    except yaml.YAMLError:
-        data = None
-    return (data if isinstance(data, dict) else None), match.group(0), text[match.end():]
+@dataclass(frozen=True)
+class RenderedCard:
+    """The README to publish, and what the PR should warn about (markers or metadata left as written)."""
+
+    text: str
+    warnings: tuple[str, ...] = ()
 
 
 def opted_out(text: str | None) -> bool:
-    """The owner's opt-out in the card metadata: `hfexport: false` or `hfexport: {opt_out: true}`."""
-    if not text:
-        return False
-    value = (split_card(text)[0] or {}).get("hfexport")
+    """The owner's opt-out in the card metadata: `hfexport: false` (or `no`, `off`) or
+    `hfexport: {opt_out: true}`."""
+    value = (frontmatter.metadata(text) or {}).get("hfexport")
+    if isinstance(value, str):  # YAML 1.2 reads `hfexport: no` as a string: its owner meant no
+        return value.strip().lower() in ("false", "no", "off")
     return value is False or (isinstance(value, dict) and bool(value.get("opt_out")))
 
 
+def our_section(body: str) -> tuple[tuple[int, int] | None, bool]:
+    """Where our section is in `body` (start of its start marker, end of its end marker), or None
+    for none; and whether the body holds markers that pair with nothing (or several pairs)."""
+    found = [(m.start(), m.end(), m.group(0) == START) for m in _MARKERS.finditer(body)]
+    pairs = [(a[0], b[1]) for a, b in zip(found, found[1:]) if a[2] and not b[2]]
+    stray = len(found) != 2 * len(pairs) or len(pairs) > 1
+    if len(pairs) == 1:
+        return pairs[0], stray
+    if pairs and not body[pairs[-1][1]:].strip():
+        return pairs[-1], stray  # several pairs: the one that ends the card is the section we appended
+    return None, stray
+
+
 def render_card(current: str | None, repo_id: str, report: Report, notes: list[str] | tuple[str, ...] = (),
-                repo_files: set[str] | None = None) -> str:
+                repo_files: set[str] | None = None) -> RenderedCard:
     """The README with our section replaced or appended and our tags merged in. `notes` are
     sentences the section adds under its table (e.g. where an export went instead of the owner's
     folder); `repo_files`, the repo's paths (its loading snippets feed inputs from its own preprocessor)."""
-    metadata, front, body = split_card(current or "")
-    if metadata is not None:  # unreadable front matter stays exactly as the owner wrote it
-        tags = list(metadata.get("tags") or [])
-        for b in report.succeeded:
-            for tag in (*get_backend(b.backend).tags, "hfexport"):
-                if tag not in tags:
-                    tags.append(tag)
-        if tags != list(metadata.get("tags") or []):
-            metadata["tags"] = tags
-            front = "---\n" + yaml.safe_dump(metadata, sort_keys=False, allow_unicode=True) + "---\n"
+    tags = [tag for b in report.succeeded for tag in (*get_backend(b.backend).tags, "hfexport")]
+    text, warnings = frontmatter.add_tags(current, list(dict.fromkeys(tags)))
+    card = frontmatter.split(text)
+    head, body = text[: len(text) - len(card.body)], card.body
     section = render_section(repo_id, report, notes, repo_files)
-    if START in body and END in body:
-        before, rest = body.split(START, 1)
-        after = rest.split(END, 1)[1]
-        body = before + section + after
+    where, stray = our_section(body)
+    if stray:
+        warnings += (
+            "The card holds hfexport markers that do not pair up (`<!-- hfexport:start -->` then `<!-- hfexport:end -->`): "
+            "they are left as they are"
+            + (", and this section was appended after them." if where is None else "; the section that ends the card was updated."),
+        )
+    if where is not None:
+        body = body[: where[0]] + section + body[where[1]:]
     else:
-        if not body:
-            body = f"# {repo_id.split('/')[-1]}\n"
-        body = body + ("" if body.endswith("\n") else "\n") + "\n" + section + "\n"
-    return front + body
+        if not body.strip() and not stray:
+            body = body + f"# {repo_id.split('/')[-1]}{card.newline}"
+        ending = "" if not body or body.endswith("\n") else card.newline
+        body = body + ending + card.newline + section + card.newline
+    return RenderedCard(head + body, warnings)
 
 
 def render_section(repo_id: str, report: Report, notes: list[str] | tuple[str, ...] = (),

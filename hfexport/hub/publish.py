@@ -13,11 +13,19 @@ runner committed: HTTP 412 on our `parent_commit`) raises `PublishConflict`; `pu
 again and decides again, so concurrent runners converge on one PR holding all their backends.
 
 What is ours. The report we publish (`hfexport-report.json`, on our PR and, once merged, on the
-base) lists every file we wrote: that manifest, never a folder prefix, is what we may modify or
-delete. A path we would write that already exists on the base and is not in our manifest belongs
-to the owner (their own `onnx/model.onnx`, say): that backend goes to `hfexport/<folder>/`
-instead, and the PR and card say so. Deletions are limited to our manifest, and never touch an
-owner's path on the base.
+base) lists every file we wrote with its content (sha256 and git blob id): a path is ours only
+while the tree we write onto holds exactly that content there — never a folder prefix, never the
+path alone. A path we would write that the tree holds with other content belongs to someone else
+(the owner's own `onnx/model.onnx`, a maintainer's tuned graph over ours after a merge): that
+backend goes to `hfexport/<folder>/` instead, and the PR and card say so. Deletions are limited to
+paths that are ours by that rule.
+
+Every write starts from the content it replaces. A new PR branches from the commit we read
+(`parent_commit`), and just before it is opened the base's head is compared with that commit on
+every path the PR writes (its files, the card, the report, `.hfexport.yaml`): if the owner touched
+one while we exported, `BaseMoved` makes `push` read the new head and decide again. An update
+commits onto the PR's head as we read it (412 → `PublishConflict`), its card rendered from the
+PR head's README, so a maintainer's edit on the PR branch stays.
 
 State. Each backend in the published report carries the commit and the plan digest it was built
 from. Our hidden marker, in our PR's description and update comments, carries per backend the
@@ -56,6 +64,7 @@ from typing import Any
 from ..errors import AuthError
 from ..report import (
     REPORT_FILE,
+    ArtifactFile,
     BackendResult,
     PublishAction,
     PublishResult,
@@ -69,6 +78,8 @@ from .card import START, opted_out, render_card
 from .retry import retry
 
 PR_TITLE = "Add verified exports (hfexport)"
+BASE_BRANCH = "main"  # where our PRs go (the client opens create_pr commits against it only)
+SETTINGS_FILE = ".hfexport.yaml"
 DISCUSSION_TITLE = "hfexport: exports of this model failed"
 MARKER_VERSION = 2
 # Where a backend's files go when the owner already has files at its usual paths.
@@ -82,6 +93,16 @@ class PublishConflict(Exception):
     """The PR moved while we wrote (another runner committed first): read the state and decide again."""
 
 
+class BaseMoved(Exception):
+    """The base branch moved since we read it, touching a path our new PR writes: read its new
+    head and decide again (our PR would otherwise undo those commits, or conflict with them)."""
+
+    def __init__(self, head: str, paths: list[str]):
+        super().__init__(f"main moved to {head[:12]} while this run exported, changing {', '.join(paths)}")
+        self.head = head
+        self.paths = paths
+
+
 # ── What we know of the Hub ──────────────────────────────────────────────────
 
 
@@ -93,6 +114,14 @@ class RemoteFile:
     size: int
     blob_id: str
     lfs_sha256: str | None = None
+
+    def holds(self, recorded: ArtifactFile) -> bool:
+        """Whether this file holds the content we recorded (a manifest from before content ids: its size)."""
+        if recorded.sha256 is None:
+            return self.size == recorded.size
+        if self.lfs_sha256 is not None:
+            return self.lfs_sha256 == recorded.sha256
+        return self.blob_id == recorded.git_oid
 
 
 @dataclass
@@ -113,12 +142,13 @@ class OurThread:
 
 @dataclass
 class OurPullRequest:
-    """Our latest PR, read whole: its head commit, its files and the report we published there."""
+    """Our latest PR, read whole: its head commit, its files, its card and the report we published there."""
 
     thread: OurThread
     head: str
-    files: set[str]
+    tree: dict[str, RemoteFile]
     report: Report | None
+    readme: str | None = None
 
 
 @dataclass
@@ -126,25 +156,38 @@ class HubState:
     """Everything publishing reads from the Hub, read once by `read_state`."""
 
     repo_id: str
-    sha: str
+    sha: str  # the commit the exports are built from
     endpoint: str
     opted_out: bool
+    base: str = ""  # the commit a new PR branches from (its card, files and report are read here)
     me: str | None = None
-    readme: str | None = None
+    readme: str | None = None  # the base's card
     settings: dict = field(default_factory=dict)  # the repo's .hfexport.yaml (opt_out, variants)
     threads: list[OurThread] = field(default_factory=list)  # newest first
     base_files: dict[str, RemoteFile] = field(default_factory=dict)
     base_report: Report | None = None  # ours, merged into the base earlier
     pr: OurPullRequest | None = None
 
+    def __post_init__(self) -> None:
+        self.base = self.base or self.sha
+
     @property
-    def base_ours(self) -> set[str]:
-        """Paths on the base that our merged report lists: ours to replace or delete."""
-        return _manifest(self.base_report) | ({REPORT_FILE} if self.base_report else set())
+    def tree(self) -> dict[str, RemoteFile]:
+        """The files our next commit lands on: our PR's head where we have one, else the base."""
+        return self.pr.tree if self.pr is not None else self.base_files
+
+    def ours(self, path: str) -> bool:
+        """Whether `path` holds, in `tree`, content one of our reports recorded writing there."""
+        remote = self.tree.get(path)
+        if remote is None:
+            return False
+        if path == REPORT_FILE:
+            return (self.pr.report if self.pr is not None else self.base_report) is not None
+        return any(remote.holds(f) for f in _recorded(self.pr.report if self.pr else None, self.base_report).get(path, ()))
 
     def owners(self, path: str) -> bool:
-        """Whether `path` exists on the base and is not ours: never written, never deleted."""
-        return path in self.base_files and path not in self.base_ours
+        """Whether `path` exists in `tree` with content we did not write: never written, never deleted."""
+        return path in self.tree and not self.ours(path)
 
     @property
     def discussions(self) -> list[OurThread]:
@@ -154,39 +197,45 @@ class HubState:
         return f"{self.endpoint}/{self.repo_id}/discussions/{num}"
 
 
-def read_state(api, repo_id: str, sha: str, log: Log = lambda message: None) -> HubState:
+def read_state(api, repo_id: str, sha: str, log: Log = lambda message: None, *, base: str | None = None) -> HubState:
     """Read what publishing needs, once: the opt-out and card, who we are, our PRs and
-    discussions, the files at `sha` (and our report there), and our latest PR whole.
+    discussions, the files at `base` (default `sha`; our report there), and our latest PR whole
+    (its files with their content ids, its card, its report).
 
     Raises:
         AuthError: the token is missing or refused (a PR needs one).
         HubUnavailableError: the Hub kept failing after retries.
     """
-    import yaml
-
-    readme = _read_file(api, repo_id, "README.md", sha)
-    settings = _read_file(api, repo_id, ".hfexport.yaml", sha)
-    try:
-        data = yaml.safe_load(settings) if settings else None
-    except yaml.YAMLError:
-        data = None
-    settings = data if isinstance(data, dict) else {}
+    base = base or sha
+    readme = _read_file(api, repo_id, "README.md", base)
+    settings = _read_settings(_read_file(api, repo_id, SETTINGS_FILE, base))
     owner_opted_out = opted_out(readme) or bool(settings.get("opt_out"))
-    state = HubState(repo_id, sha, api.endpoint, owner_opted_out, readme=readme, settings=settings)
+    state = HubState(repo_id, sha, api.endpoint, owner_opted_out, base=base, readme=readme, settings=settings)
     if owner_opted_out:
         return state
     state.me = _whoami(api)
     state.threads = _our_threads(api, repo_id, state.me, log)
-    state.base_files = _files(api, repo_id, sha)
+    state.base_files = _files(api, repo_id, base)
     if REPORT_FILE in state.base_files:
-        state.base_report = _read_report(api, repo_id, sha, log)
+        state.base_report = _read_report(api, repo_id, base, log)
     latest = next((t for t in state.threads if t.is_pull_request and not t.closed_by_us), None)
     if latest is not None and latest.status in ("open", "draft", "closed"):
-        info = retry("read the pull request", lambda: api.model_info(repo_id, revision=f"refs/pr/{latest.num}"))
-        files = {s.rfilename for s in info.siblings or []}
-        report = _read_report(api, repo_id, info.sha, log) if REPORT_FILE in files else None
-        state.pr = OurPullRequest(latest, info.sha, files, report)
+        head, tree = _tree(api, repo_id, f"refs/pr/{latest.num}")
+        report = _read_report(api, repo_id, head, log) if REPORT_FILE in tree else None
+        card = _read_file(api, repo_id, "README.md", head) if "README.md" in tree else None
+        state.pr = OurPullRequest(latest, head, tree, report, card)
     return state
+
+
+def _read_settings(text: str | None) -> dict:
+    """The repo's `.hfexport.yaml` as a mapping ({} when absent or not a mapping)."""
+    from .frontmatter import load_yaml
+
+    try:
+        data = load_yaml(text) if text else None
+    except ValueError:
+        data = None
+    return data if isinstance(data, dict) else {}
 
 
 def request_key(backend: str, request: dict) -> str:
@@ -253,8 +302,9 @@ def decide(
         for b in published.backends
     }
     kept = _manifest(published)
-    target_files = pr.files if pr is not None else set(state.base_files)
-    deletes = tuple(sorted(p for p in (_manifest(previous) - kept) & target_files if not state.owners(p)))
+    # Our old files go, except in a folder where someone replaced one of them: theirs may need the rest.
+    shared = {p for b in (previous.backends if previous else []) if any(state.owners(q) for q in b.paths) for p in b.paths}
+    deletes = tuple(sorted(p for p in (_manifest(previous) - kept - shared) & set(state.tree) if state.ours(p)))
     if pr is not None:
         if not uploads and not deletes and _same(published, previous) and pr.thread.is_open:
             return Decision(PublishAction.UNCHANGED, pr.thread)
@@ -317,7 +367,11 @@ def _placement(state: HubState, backend: BackendResult) -> str | None:
 
 
 def _same_files(a: BackendResult, b: BackendResult) -> bool:
-    return sorted((f.path, f.size) for f in a.files) == sorted((f.path, f.size) for f in b.files)
+    """The same paths with the same content (by size alone where a report predates content ids)."""
+    x, y = {f.path: f for f in a.files}, {f.path: f for f in b.files}
+    return x.keys() == y.keys() and all(
+        x[p].size == y[p].size and (None in (x[p].sha256, y[p].sha256) or x[p].sha256 == y[p].sha256) for p in x
+    )
 
 
 def _key(b: BackendResult | None) -> tuple | None:
@@ -334,20 +388,23 @@ def _manifest(report: Report | None) -> set[str]:
     return {p for b in (report.backends if report else []) for p in b.paths}
 
 
+def _recorded(*reports: Report | None) -> dict[str, list[ArtifactFile]]:
+    """Per repo path, the files our reports say we wrote there."""
+    found: dict[str, list[ArtifactFile]] = {}
+    for report in reports:
+        for b in report.backends if report else []:
+            for f in b.files:
+                found.setdefault(f"{b.subfolder}/{f.path}", []).append(f)
+    return found
+
+
 def _already_on_base(state: HubState, uploads: list[tuple[Path, str]]) -> bool:
     """Whether every file is already at the base sha byte for byte (by hash), with our card section."""
     if not state.readme or START not in state.readme:
         return False
     for local, path in uploads:
         remote = state.base_files.get(path)
-        if remote is None or remote.size != local.stat().st_size:
-            return False
-        content = local.read_bytes()
-        if remote.lfs_sha256 is not None:
-            same = hashlib.sha256(content).hexdigest() == remote.lfs_sha256
-        else:
-            same = _git_blob_sha1(content) == remote.blob_id
-        if not same:
+        if remote is None or remote.size != local.stat().st_size or not remote.holds(ArtifactFile.of(path, local)):
             return False
     return True
 
@@ -385,8 +442,13 @@ def apply(
 
     published = decision.published
     files = [path for _, path in decision.uploads] + [REPORT_FILE, "README.md"]
-    card = render_card(state.readme, repo_id, published, decision.notes, set(state.base_files))
-    description = _description(published, decision.notes, marker(nonce, decision.markers))
+    # The card we replace: the PR head's when we update our PR (a maintainer's edits there stay).
+    current = state.pr.readme if decision.action == PublishAction.UPDATED and state.pr is not None else state.readme
+    rendered = render_card(current, repo_id, published, decision.notes, set(state.tree))
+    card = rendered.text
+    for warning in rendered.warnings:
+        log(f"warning: {warning}")
+    description = _description(published, decision.notes + rendered.warnings, marker(nonce, decision.markers))
     if dry_run:
         return PublishResult(PublishAction.DRY_RUN, repo_id, num, None, None, files, description, card, report)
 
@@ -417,11 +479,21 @@ def apply(
         log(f"updated PR #{num} ({', '.join(decision.changed) or 'card'}): {state.url(num)}")
         return PublishResult(PublishAction.UPDATED, repo_id, num, state.url(num), info.oid, files, description, card, report)
 
+    # The PR branches from the commit we read; if the owner touched a path it writes since, decide again.
+    head, tree = _tree(api, repo_id, BASE_BRANCH)
+    if head != state.base:
+        touched = sorted(
+            p for p in {*files, *decision.deletes, SETTINGS_FILE}
+            if _content(tree.get(p)) != _content(state.base_files.get(p))
+        )
+        if touched:
+            raise BaseMoved(head, touched)
+
     def open_pr() -> tuple[int, str | None]:
         try:
             info = api.create_commit(
                 repo_id, operations(), commit_message=PR_TITLE, commit_description=description,
-                create_pr=True, revision="main",
+                create_pr=True, revision=BASE_BRANCH, parent_commit=state.base,
             )
         except HfHubHTTPError as e:
             _raise_auth(e, repo_id)
@@ -585,6 +657,19 @@ def _read_report(api, repo_id: str, revision: str, log: Log) -> Report | None:
         return None
 
 
+def _tree(api, repo_id: str, revision: str) -> tuple[str, dict[str, RemoteFile]]:
+    """The commit `revision` points at, and its files with their content ids (one call)."""
+    info = retry(f"read {revision}", lambda: api.model_info(repo_id, revision=revision, files_metadata=True))
+    return info.sha, {
+        s.rfilename: RemoteFile(s.rfilename, s.size or 0, s.blob_id or "", s.lfs.sha256 if s.lfs is not None else None)
+        for s in info.siblings or []
+    }
+
+
+def _content(remote: RemoteFile | None) -> tuple | None:
+    return None if remote is None else (remote.blob_id, remote.lfs_sha256)
+
+
 def _files(api, repo_id: str, revision: str) -> dict[str, RemoteFile]:
     from huggingface_hub.hf_api import RepoFile
 
@@ -638,8 +723,3 @@ def _comment_once(api, repo_id: str, num: int, nonce: str, text: str) -> None:
         return True if any(nonce in (getattr(e, "content", "") or "") and e.type == "comment" for e in details.events[1:]) else None
 
     retry("comment on the pull request", lambda: api.comment_discussion(repo_id, num, text), before_retry=commented_anyway)
-
-
-def _git_blob_sha1(content: bytes) -> str:
-    """The git object id of a regular (non-LFS) file, as the Hub reports it in `blob_id`."""
-    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()

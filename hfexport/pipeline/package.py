@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import OutputDirError
-from ..report import REPORT_FILE, BackendResult, ExportPlan, Report, Source
+from ..report import REPORT_FILE, ArtifactFile, BackendResult, ExportPlan, Report, Source
 
 
 # ── Stage 6: package ─────────────────────────────────────────────────────────
@@ -61,6 +61,9 @@ def package(
         if not result.ok:
             shutil.rmtree(staging / result.subfolder, ignore_errors=True)
             result.files = []
+        else:  # the content each file holds: publishing owns a path only while it still holds it
+            folder = staging / result.subfolder
+            result.files = [ArtifactFile.of(f.path, folder / f.path) for f in result.files]
     _prune_empty_dirs(staging)
     report = Report(source=source, plan=plan, backends=results)
     # The report as published: no local path in it (out_dir is set on the returned object only).
