@@ -206,3 +206,140 @@ def test_two_runners_started_together_end_in_one_pr(hub, accounts, workspace):
                 details = api.get_discussion_details(repo, other.num)
                 assert details.status == "closed" and "Superseded" in details.events[-1].content
     print(f"runs that lost a race and merged into the other's PR: {raced} of 20")
+
+
+# ── repos that change while we work ─────────────────────────────────────────
+
+
+OWNER_LINE = "A line the owner added while the export ran."
+OWNER_GRAPH = b"the owner's own optimum graph, committed during our export " * 50
+
+
+def _commit(api, repo_id: str, files: dict[str, bytes], revision: str | None = None) -> str:
+    from huggingface_hub import CommitOperationAdd
+
+    info = api.create_commit(repo_id, [CommitOperationAdd(p, c) for p, c in files.items()], commit_message="owner's work",
+                             revision=revision)
+    return info.oid
+
+
+def test_an_owners_commit_during_the_export_is_kept_by_the_pr_and_after_the_merge(hub, accounts, workspace):
+    repo = "real-owner/alive"
+    # Weights no other test exported, so the export really runs while the owner commits.
+    _seed(hub, accounts["owner"], repo, tiny_models.bert(workspace / "real-alive", seed=31))
+    owner = _api(hub, accounts["owner"])
+    owner.upload_file(path_or_fileobj=b"# Alive\n\nThe owner's card.\n", path_in_repo="README.md", repo_id=repo)
+    read = owner.model_info(repo).sha
+    moved: list[str] = []
+
+    def owner_commits_while_we_export(backend, message):
+        if not moved:
+            card = b"# Alive\n\nThe owner's card.\n" + OWNER_LINE.encode() + b"\n"
+            moved.append(_commit(owner, repo, {"README.md": card, "onnx/model.onnx": OWNER_GRAPH}))
+
+    logged: list[str] = []
+    result = push(repo, backends="onnx", token=accounts["bot"], progress=owner_commits_while_we_export, log=logged.append)
+    assert moved and result.action == "opened", (result, logged)
+    assert any("deciding again" in line and "onnx/model.onnx" in line for line in logged), logged
+    revision = f"refs/pr/{result.pr_num}"
+    # The PR branches from the owner's commit, keeps their line and their graph byte for byte; ours went beside.
+    assert owner.list_repo_commits(repo, revision=revision)[1].commit_id == moved[0] != read
+    card = _download(owner, repo, "README.md", revision).decode()
+    assert OWNER_LINE in card and "`hfexport/onnx/`" in card
+    assert _download(owner, repo, "onnx/model.onnx", revision) == OWNER_GRAPH
+    local = Path(result.report.out_dir) / "onnx" / "model.onnx"
+    assert _download(owner, repo, "hfexport/onnx/model.onnx", revision) == local.read_bytes()
+    assert owner.get_discussion_details(repo, result.pr_num).conflicting_files == []
+    owner.merge_pull_request(repo, result.pr_num)
+    main = owner.model_info(repo).sha
+    assert OWNER_LINE in _download(owner, repo, "README.md", main).decode()
+    assert _download(owner, repo, "onnx/model.onnx", main) == OWNER_GRAPH
+    assert _download(owner, repo, "hfexport/onnx/model.onnx", main) == local.read_bytes()
+
+
+def test_a_commit_on_other_paths_during_publishing_keeps_the_pr_on_the_commit_read(hub, accounts, tiny_bert_folder):
+    """The owner adds a file we never write just before we open the PR: nothing is decided again,
+    the PR branches from what we read, and the merge keeps their file and ours."""
+    repo = "real-owner/alive-elsewhere"
+    read = _seed(hub, accounts["owner"], repo, tiny_bert_folder)
+    owner = _api(hub, accounts["owner"])
+    moved: list[str] = []
+
+    def log(line: str) -> None:  # said between reading the Hub and writing to it
+        if "reusing the cached exports" in line and not moved:
+            moved.append(_commit(owner, repo, {"notes/owner.md": b"the owner's notes\n"}))
+
+    push(repo, backends="dynamo", token=accounts["bot"], dry_run=True)  # warms the export cache
+    result = push(repo, backends="dynamo", token=accounts["bot"], log=log)
+    assert moved and result.action == "opened"
+    revision = f"refs/pr/{result.pr_num}"
+    assert owner.list_repo_commits(repo, revision=revision)[1].commit_id == read
+    owner.merge_pull_request(repo, result.pr_num)
+    files = set(owner.list_repo_files(repo))
+    assert {"notes/owner.md", "dynamo/model.pt2", "hfexport-report.json"} <= files
+
+
+def test_a_maintainers_commit_on_our_pr_survives_the_next_update(hub, accounts, tiny_bert_folder):
+    repo = "real-owner/maintained"
+    _seed(hub, accounts["owner"], repo, tiny_bert_folder)
+    owner = _api(hub, accounts["owner"])
+    opened = push(repo, backends="dynamo", token=accounts["bot"])
+    assert opened.action == "opened"
+    revision = f"refs/pr/{opened.pr_num}"
+    card = _download(owner, repo, "README.md", revision).decode()
+    edited = card.replace("\n\n", "\n\nA maintainer's note on the PR, outside the exports section.\n\n", 1)
+    assert edited != card and edited.index("maintainer's note") < edited.index("<!-- hfexport:start -->")
+    _commit(owner, repo, {"README.md": edited.encode(), "docs/maintainer.md": b"kept\n"}, revision=revision)
+    # main moves on (a file we never write): our next push updates the PR to the new commit.
+    new_sha = _commit(owner, repo, {"LICENSE": b"MIT\n"})
+    updated = push(repo, backends="dynamo", token=accounts["bot"])
+    assert updated.action == "updated" and updated.pr_num == opened.pr_num
+    card = _download(owner, repo, "README.md", revision).decode()
+    assert "A maintainer's note on the PR, outside the exports section." in card and new_sha[:12] in card
+    assert card.count("<!-- hfexport:start -->") == 1
+    assert _download(owner, repo, "docs/maintainer.md", revision) == b"kept\n"
+
+
+def test_after_a_merge_a_maintainers_file_at_our_path_is_left_intact(hub, accounts, tiny_bert_folder):
+    repo = "real-owner/tuned"
+    _seed(hub, accounts["owner"], repo, tiny_bert_folder)
+    owner = _api(hub, accounts["owner"])
+    opened = push(repo, backends="dynamo", token=accounts["bot"])
+    owner.merge_pull_request(repo, opened.pr_num)
+    tuned = b"a maintainer's tuned program, same path as ours " * 40
+    _commit(owner, repo, {"dynamo/model.pt2": tuned})  # main moved: the next push has work to do
+    result = push(repo, backends="dynamo", token=accounts["bot"])
+    assert result.action == "opened" and result.pr_num != opened.pr_num, result
+    revision = f"refs/pr/{result.pr_num}"
+    assert _download(owner, repo, "dynamo/model.pt2", revision) == tuned
+    files = set(owner.list_repo_files(repo, revision=revision))
+    # Ours went beside theirs; our old export.json stays with their program (it may need it).
+    assert {"hfexport/dynamo/model.pt2", "hfexport/dynamo/export.json", "dynamo/export.json"} <= files
+    card = _download(owner, repo, "README.md", revision).decode()
+    assert "`hfexport/dynamo/`" in card
+    owner.merge_pull_request(repo, result.pr_num)
+    assert _download(owner, repo, "dynamo/model.pt2", owner.model_info(repo).sha) == tuned
+
+
+MARKER_CARDS = {
+    "stray-start": "# M\n\nIntro.\n<!-- hfexport:start -->\nOwner text under a start they kept.\n",
+    "stray-end": "# M\n\nQuoting it: <!-- hfexport:end -->\nMore owner text.\n",
+    "two-pairs": "# M\n<!-- hfexport:start -->\nA\n<!-- hfexport:end -->\nOwner text.\n<!-- hfexport:start -->\nB\n<!-- hfexport:end -->\nTail.\n",
+    "end-before-start": "# M\n<!-- hfexport:end -->\nOwner words between.\n<!-- hfexport:start -->\nTail.\n",
+}
+
+
+@pytest.mark.parametrize("case", list(MARKER_CARDS))
+def test_a_card_with_markers_that_do_not_pair_publishes_and_keeps_the_owners_text(hub, accounts, tiny_bert_folder, case):
+    repo = f"real-owner/markers-{case}"
+    _seed(hub, accounts["owner"], repo, tiny_bert_folder)
+    owner = _api(hub, accounts["owner"])
+    owner.upload_file(path_or_fileobj=MARKER_CARDS[case].encode(), path_in_repo="README.md", repo_id=repo)
+    result = run_cli("push", repo, "--backends", "dynamo", "--json", env={"HF_TOKEN": accounts["bot"]}, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout)
+    assert out["action"] == "opened" and "do not pair up" in result.stderr
+    revision = f"refs/pr/{out['pr_num']}"
+    card = _download(owner, repo, "README.md", revision).decode()
+    assert card.split("---\n", 2)[2].startswith(MARKER_CARDS[case])
+    assert "do not pair up" in owner.get_discussion_details(repo, out["pr_num"]).events[0].content
