@@ -132,3 +132,44 @@ def test_the_emulator_refuses_a_stale_parent_and_paths_the_hub_refuses(tmp_path)
                 urllib.request.urlopen(request, timeout=10)
             assert refused.value.code == 400, path
         assert sorted(api.list_repo_files("strict/m")) == [".gitattributes", "a.txt"]
+
+
+def _commit(api, repo, files: dict[str, bytes], **kwargs):
+    from huggingface_hub import CommitOperationAdd
+
+    return api.create_commit(repo, [CommitOperationAdd(p, c) for p, c in files.items()], commit_message="c", **kwargs)
+
+
+def test_a_pr_opened_with_a_parent_commit_branches_from_it_and_merges_three_ways(tmp_path):
+    """As on the Hub: `create_pr` with `parent_commit` branches the PR from that commit; merging
+    keeps what main gained since; text changed on both sides merges line by line; anything else
+    changed on both sides is a conflict the merge refuses."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    with DevHub(tmp_path / "hub") as hub:
+        hub.settings.lfs = False
+        api = _api(hub.url, hub.add_user("dora"))
+        api.create_repo("dora/m")
+        card = b"# M\n\nline one\nline two\nline three\n"
+        read = _commit(api, "dora/m", {"README.md": card, "w.bin": b"v1"}).oid
+        # main moves on: a new file, the card's first line, and a file the PR will touch too.
+        _commit(api, "dora/m", {"README.md": card.replace(b"# M", b"# M, retitled"), "owner.txt": b"theirs", "x.bin": b"main"})
+        pr = _commit(api, "dora/m", {"README.md": card + b"\nour section\n", "ours.txt": b"ours"}, create_pr=True,
+                     parent_commit=read)
+        assert api.list_repo_commits("dora/m", revision=f"refs/pr/{pr.pr_num}")[1].commit_id == read
+        assert api.get_discussion_details("dora/m", pr.pr_num).conflicting_files == []
+        api.merge_pull_request("dora/m", pr.pr_num)
+        merged = open(api.hf_hub_download("dora/m", "README.md"), "rb").read()
+        assert merged == b"# M, retitled\n\nline one\nline two\nline three\n\nour section\n"
+        assert {"owner.txt", "ours.txt", "x.bin", "w.bin"} <= set(api.list_repo_files("dora/m"))
+        # A second PR from an old commit writes x.bin, which main changed too: a conflict.
+        clash = _commit(api, "dora/m", {"x.bin": b"pr"}, create_pr=True, parent_commit=read)
+        assert api.get_discussion_details("dora/m", clash.pr_num).conflicting_files == ["x.bin"]
+        with pytest.raises(HfHubHTTPError) as refused:
+            api.merge_pull_request("dora/m", clash.pr_num)
+        assert refused.value.response.status_code == 409
+        # A parent commit that is not on main is refused.
+        other = _commit(api, "dora/m", {"y.bin": b"y"}, revision=f"refs/pr/{clash.pr_num}").oid
+        with pytest.raises(HfHubHTTPError) as stale:
+            _commit(api, "dora/m", {"z.bin": b"z"}, create_pr=True, parent_commit=other)
+        assert stale.value.response.status_code == 412

@@ -215,7 +215,7 @@ def read_state(api, repo_id: str, sha: str, log: Log = lambda message: None, *, 
         return state
     state.me = _whoami(api)
     state.threads = _our_threads(api, repo_id, state.me, log)
-    state.base_files = _files(api, repo_id, base)
+    state.base_files = _tree(api, repo_id, base)[1]
     if REPORT_FILE in state.base_files:
         state.base_report = _read_report(api, repo_id, base, log)
     latest = next((t for t in state.threads if t.is_pull_request and not t.closed_by_us), None)
@@ -666,19 +666,9 @@ def _tree(api, repo_id: str, revision: str) -> tuple[str, dict[str, RemoteFile]]
     }
 
 
-def _content(remote: RemoteFile | None) -> tuple | None:
-    return None if remote is None else (remote.blob_id, remote.lfs_sha256)
-
-
-def _files(api, repo_id: str, revision: str) -> dict[str, RemoteFile]:
-    from huggingface_hub.hf_api import RepoFile
-
-    entries = retry("list the repo's files", lambda: list(api.list_repo_tree(repo_id, revision=revision, recursive=True)))
-    return {
-        e.path: RemoteFile(e.path, e.size, e.blob_id, e.lfs.sha256 if e.lfs is not None else None)
-        for e in entries
-        if isinstance(e, RepoFile)
-    }
+def _content(remote: RemoteFile | None) -> str | None:
+    """What identifies a file's content: an LFS file's sha256, else its git blob id."""
+    return None if remote is None else remote.lfs_sha256 or remote.blob_id
 
 
 def _read_file(api, repo_id: str, path: str, revision: str) -> str | None:
