@@ -31,8 +31,18 @@ from pathlib import Path
 from hfexport.report import REPORT_FILE, PublishResult, Status, markdown_table
 
 
-INPUTS = ("repo-id", "revision", "backends", "task", "variants", "min-quality", "hf-token", "dry-run", "force",
-          "fail-on-validation-error")
+INPUTS = (
+    "repo-id",
+    "revision",
+    "backends",
+    "task",
+    "variants",
+    "min-quality",
+    "hf-token",
+    "dry-run",
+    "force",
+    "fail-on-validation-error",
+)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -56,7 +66,9 @@ def _check_inputs() -> None:
 
     for name in INPUTS:
         if _CONTROL.search(_input(name)):
-            raise BadInput(f"input '{name}' holds a line break or another control character; pass it as plain text on one line")
+            raise BadInput(
+                f"input '{name}' holds a line break or another control character; pass it as plain text on one line"
+            )
     repo_id = _input("repo-id")
     if not repo_id:
         raise BadInput("input 'repo-id' is required (org/name)")
@@ -113,9 +125,14 @@ def main() -> int:
         print(f"::add-mask::{token}", flush=True)
     repo_id = _input("repo-id")
     command = [
-        sys.executable, "-m", "hfexport", "push",
-        "--backends", _input("backends", "dynamo,onnx,executorch"),
-        "--task", _input("task", "auto"),
+        sys.executable,
+        "-m",
+        "hfexport",
+        "push",
+        "--backends",
+        _input("backends", "dynamo,onnx,executorch"),
+        "--task",
+        _input("task", "auto"),
         "--json",
     ]
     if _input("revision"):
@@ -137,9 +154,15 @@ def main() -> int:
     try:
         result = PublishResult.from_dict(json.loads(process.stdout))
     except (ValueError, KeyError, TypeError):
-        print(f"::error title=hfexport::hfexport push failed (exit {process.returncode}); see the log above", flush=True)
+        print(
+            f"::error title=hfexport::hfexport push failed (exit {process.returncode}); see the log above", flush=True
+        )
         _set_output("status", "error")
-        _append("GITHUB_STEP_SUMMARY", f"### hfexport: {_markdown(repo_id)}\n\nFailed before publishing (exit {process.returncode}); see the log.\n")
+        _append(
+            "GITHUB_STEP_SUMMARY",
+            f"### hfexport: {_markdown(repo_id)}\n\nFailed before publishing (exit {process.returncode}); see the "
+            "log.\n",
+        )
         return process.returncode or 1
 
     report = result.report

@@ -27,7 +27,11 @@ def main() -> int:
 
     config = transformers.AutoConfig.from_pretrained(args.model_dir)
     model_class = transformers.AutoModelForCausalLM if args.task == "text-generation" else transformers.AutoModel
-    model = model_class.from_pretrained(args.model_dir, use_cache=False).eval() if args.task == "text-generation" else model_class.from_pretrained(args.model_dir).eval()
+    model = (
+        model_class.from_pretrained(args.model_dir, use_cache=False).eval()
+        if args.task == "text-generation"
+        else model_class.from_pretrained(args.model_dir).eval()
+    )
     batch, seq = Dim("batch", min=1, max=64), Dim("sequence", min=1, max=config.max_position_embeddings)
     shapes = {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}}
     make = {"dynamo": DynamoConfig, "onnx": OnnxConfig, "executorch": ExecutorchConfig}[args.backend]

@@ -27,8 +27,12 @@ WORK = BENCH / ".work" / "generation"
 PY = sys.executable
 sys.path.insert(0, str(BENCH))  # bench/run.py's Llama and optimum venv
 
-FILES = {"hfexport fp32": "model.onnx", "hfexport int8": "model_quantized.onnx", "hfexport fp16": "model_fp16.onnx",
-         "hfexport optimized": "model_optimized.onnx"}
+FILES = {
+    "hfexport fp32": "model.onnx",
+    "hfexport int8": "model_quantized.onnx",
+    "hfexport fp16": "model_fp16.onnx",
+    "hfexport optimized": "model_optimized.onnx",
+}
 
 
 def export_all(folder: Path) -> tuple[dict[str, Path], dict]:
@@ -39,18 +43,49 @@ def export_all(folder: Path) -> tuple[dict[str, Path], dict]:
     if not (ours / "hfexport-report.json").exists():
         started = time.perf_counter()
         # Floors lifted so every file is kept and measured: the report keeps each one's figures.
-        floors = [arg for kind in ("int8", "fp16", "optimized") for figure in ("token_agreement=0", "logprob_delta_mean=1e9")
-                  for arg in ("--min-quality", f"{kind}.{figure}")]
-        subprocess.run([PY, "-m", "hfexport", "export", str(folder), "--backends", "onnx", "--out", str(ours),
-                        "--variants", "int8,fp16,optimized", *floors], check=False, env={**os.environ, "HFEXPORT_JOBS": "1"})
+        floors = [
+            arg
+            for kind in ("int8", "fp16", "optimized")
+            for figure in ("token_agreement=0", "logprob_delta_mean=1e9")
+            for arg in ("--min-quality", f"{kind}.{figure}")
+        ]
+        subprocess.run(
+            [
+                PY,
+                "-m",
+                "hfexport",
+                "export",
+                str(folder),
+                "--backends",
+                "onnx",
+                "--out",
+                str(ours),
+                "--variants",
+                "int8,fp16,optimized",
+                *floors,
+            ],
+            check=False,
+            env={**os.environ, "HFEXPORT_JOBS": "1"},
+        )
         print(f"hfexport export + variants: {time.perf_counter() - started:.0f} s", file=sys.stderr)
     graphs = {label: ours / "onnx" / name for label, name in FILES.items() if (ours / "onnx" / name).exists()}
     optimum = ensure_optimum()
     theirs = WORK / "optimum"
     if optimum is not None and not (theirs / "model.onnx").exists():
         started = time.perf_counter()
-        subprocess.run([str(optimum), "export", "onnx", "--model", str(folder), "--task", "text-generation-with-past",
-                        str(theirs)], check=False)
+        subprocess.run(
+            [
+                str(optimum),
+                "export",
+                "onnx",
+                "--model",
+                str(folder),
+                "--task",
+                "text-generation-with-past",
+                str(theirs),
+            ],
+            check=False,
+        )
         print(f"optimum-cli with past: {time.perf_counter() - started:.0f} s", file=sys.stderr)
     if (theirs / "model.onnx").exists():
         graphs["optimum-cli with past fp32"] = theirs / "model.onnx"
@@ -79,9 +114,15 @@ def measure(rounds: int) -> list[dict]:
     runs = {label: decoder_with_past_run(path, model.config) for label, path in graphs.items()}
     traced = {"decode": {"input_ids", "attention_mask", "position_ids", "cache"}}
     generator = torch.Generator().manual_seed(7)  # prompts no export was traced or calibrated on
-    judged = {"input_ids": torch.randint(3, 32000, (3, 13), generator=generator), "attention_mask": torch.ones(3, 13, dtype=torch.long)}
+    judged = {
+        "input_ids": torch.randint(3, 32000, (3, 13), generator=generator),
+        "attention_mask": torch.ones(3, 13, dtype=torch.long),
+    }
     judged["attention_mask"][-1, :4] = 0
-    timed = {"input_ids": torch.randint(3, 32000, (1, 16), generator=generator), "attention_mask": torch.ones(1, 16, dtype=torch.long)}
+    timed = {
+        "input_ids": torch.randint(3, 32000, (1, 16), generator=generator),
+        "attention_mask": torch.ones(1, 16, dtype=torch.long),
+    }
     safetensors = (folder / "model.safetensors").stat().st_size
 
     def loop(label: str):
@@ -90,11 +131,16 @@ def measure(rounds: int) -> list[dict]:
     rows = []
     for label, path in graphs.items():
         figures = generation_quality(model, runs[label], traced, judged, plan)
-        rows.append({
-            "graph": label, "file": path.name, "bytes": graph_bytes(path), "vs_safetensors": graph_bytes(path) / safetensors,
-            **figures,
-            "vs_hfexport_fp32": paired_speedup(loop("hfexport fp32"), loop(label), {}, rounds=rounds),
-        })
+        rows.append(
+            {
+                "graph": label,
+                "file": path.name,
+                "bytes": graph_bytes(path),
+                "vs_safetensors": graph_bytes(path) / safetensors,
+                **figures,
+                "vs_hfexport_fp32": paired_speedup(loop("hfexport fp32"), loop(label), {}, rounds=rounds),
+            }
+        )
         print(f"  {label}: {rows[-1]}", file=sys.stderr)
     return rows
 
@@ -106,12 +152,16 @@ def table(rows: list[dict], rounds: int) -> list[str]:
         "|Δ log-prob| of eager's tokens; a random-weight model's logits are nearly flat, so token agreement is a floor "
         "for a trained model's (hfexport's quality floors are lifted here so every file is kept and measured). Speed: "
         f"the greedy loop at batch 1 (16-token prompt, 32 new tokens), {rounds} interleaved rounds, paired ratios "
-        "against hfexport's fp32 graph (>1 = faster); that graph's own row is it against itself, the noise of the measure.",
+        "against hfexport's fp32 graph (>1 = faster); that graph's own row is it against itself, the noise of the "
+        "measure.",
         "",
-        "| graph | file | size | vs model.safetensors | greedy tokens as eager | mean abs delta log-prob | speed vs hfexport fp32 |",
+        "| graph | file | size | vs model.safetensors | greedy tokens as eager | mean abs delta log-prob | speed vs "
+        "hfexport fp32 |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['graph']} | `{r['file']}` | {r['bytes'] / 1e6:.1f} MB | {r['vs_safetensors']:.2f}x "
-                     f"| {r['token_agreement']:.1%} | {r['logprob_delta_mean']:.4f} | {r['vs_hfexport_fp32']:.2f}x |")
+        lines.append(
+            f"| {r['graph']} | `{r['file']}` | {r['bytes'] / 1e6:.1f} MB | {r['vs_safetensors']:.2f}x "
+            f"| {r['token_agreement']:.1%} | {r['logprob_delta_mean']:.4f} | {r['vs_hfexport_fp32']:.2f}x |"
+        )
     return lines

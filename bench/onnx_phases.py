@@ -61,7 +61,9 @@ def main() -> int:
     ids = torch.randint(5, config.vocab_size, (2, 8))
     start = time.perf_counter()
     with torch.no_grad():
-        AutoHfExporter.from_config(export_config).export(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, export_config)
+        AutoHfExporter.from_config(export_config).export(
+            model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, export_config
+        )
     total = time.perf_counter() - start
 
     onnx_export = SPENT.get("torch.onnx.export", 0.0)

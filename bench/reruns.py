@@ -39,7 +39,9 @@ def main() -> None:
         start = time.perf_counter()
         out = subprocess.run(
             [sys.executable, "-m", "hfexport", "push", "owner/minilm", "--backends", backends, "--json"],
-            capture_output=True, text=True, env={**os.environ, "HF_TOKEN": bot},
+            capture_output=True,
+            text=True,
+            env={**os.environ, "HF_TOKEN": bot},
         )
         wall = time.perf_counter() - start
         if out.returncode != 0:
@@ -48,7 +50,11 @@ def main() -> None:
         return {"wall_s": wall, "bytes_uploaded": hub.app.stats["bytes_uploaded"] - before, "action": action}
 
     result = {"backends": backends, "cold": push(), "unchanged": push()}
-    api.upload_file(path_or_fileobj=b"# all-MiniLM-L6-v2\n\nA README-only change.\n", path_in_repo="README.md", repo_id="owner/minilm")
+    api.upload_file(
+        path_or_fileobj=b"# all-MiniLM-L6-v2\n\nA README-only change.\n",
+        path_in_repo="README.md",
+        repo_id="owner/minilm",
+    )
     result["readme"] = push()
     hub.stop()
     print(json.dumps(result))

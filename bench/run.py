@@ -23,7 +23,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -40,12 +39,15 @@ import json, resource, subprocess, sys, time
 t = time.perf_counter()
 rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
 wall = time.perf_counter() - t
-print(json.dumps({"rc": rc, "wall_s": wall, "peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(json.dumps({"rc": rc, "wall_s": wall, "peak_rss_mb": peak}))
 """
 
 
 def measure(command: list[str], env: dict | None = None) -> dict:
-    out = subprocess.run([PY, "-c", _MEASURE, *command], capture_output=True, text=True, env={**os.environ, **(env or {})})
+    out = subprocess.run(
+        [PY, "-c", _MEASURE, *command], capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
     result = json.loads(out.stdout)
     if result["rc"] != 0:
         print(f"  ! {' '.join(command[:6])}... exited {result['rc']}", file=sys.stderr)
@@ -69,9 +71,17 @@ def llama_134m() -> Path:
 
         torch.manual_seed(0)
         config = LlamaConfig(
-            vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
-            num_attention_heads=12, num_key_value_heads=12, max_position_embeddings=512,
-            pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+            vocab_size=32000,
+            hidden_size=768,
+            intermediate_size=2048,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            num_key_value_heads=12,
+            max_position_embeddings=512,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+            tie_word_embeddings=False,
         )
         model = LlamaForCausalLM(config)
         model.save_pretrained(folder)
@@ -103,14 +113,57 @@ def export_rows(models: dict[str, tuple[Path, str, list[str]]]) -> list[dict]:
     optimum = ensure_optimum()
     for name, (folder, task, backends) in models.items():
         for backend in backends:
-            ours = measure([*HFEXPORT, "export", str(folder), "--backends", backend, "--task", task, "--out", str(WORK / f"out-{name}-{backend}")])
-            bare = measure([PY, str(BENCH / "bare_export.py"), str(folder), backend, str(WORK / f"bare-{name}-{backend}"), "--task", task])
-            row = {"model": name, "backend": backend, "hfexport": ours, "bare": bare, "profile": _profile(WORK / f"out-{name}-{backend}", ours)}
+            ours = measure(
+                [
+                    *HFEXPORT,
+                    "export",
+                    str(folder),
+                    "--backends",
+                    backend,
+                    "--task",
+                    task,
+                    "--out",
+                    str(WORK / f"out-{name}-{backend}"),
+                ]
+            )
+            bare = measure(
+                [
+                    PY,
+                    str(BENCH / "bare_export.py"),
+                    str(folder),
+                    backend,
+                    str(WORK / f"bare-{name}-{backend}"),
+                    "--task",
+                    task,
+                ]
+            )
+            row = {
+                "model": name,
+                "backend": backend,
+                "hfexport": ours,
+                "bare": bare,
+                "profile": _profile(WORK / f"out-{name}-{backend}", ours),
+            }
             if backend == "onnx" and optimum is not None:
                 opt_task = "feature-extraction" if task == "feature-extraction" else "text-generation"
-                row["optimum"] = measure([str(optimum), "export", "onnx", "--model", str(folder), "--task", opt_task, str(WORK / f"optimum-{name}")])
+                row["optimum"] = measure(
+                    [
+                        str(optimum),
+                        "export",
+                        "onnx",
+                        "--model",
+                        str(folder),
+                        "--task",
+                        opt_task,
+                        str(WORK / f"optimum-{name}"),
+                    ]
+                )
             rows.append(row)
-            print(f"  {name:10s} {backend:10s} hfexport {ours['wall_s']:.1f}s  bare {bare['wall_s']:.1f}s" + (f"  optimum {row['optimum']['wall_s']:.1f}s" if "optimum" in row else ""), file=sys.stderr)
+            print(
+                f"  {name:10s} {backend:10s} hfexport {ours['wall_s']:.1f}s  bare {bare['wall_s']:.1f}s"
+                + (f"  optimum {row['optimum']['wall_s']:.1f}s" if "optimum" in row else ""),
+                file=sys.stderr,
+            )
     return rows
 
 
@@ -170,7 +223,6 @@ def _paired_speed(samples: list[float], base: list[float]) -> float:
 
 
 def runtime_rows(runs: int) -> dict:
-    import numpy as np
     import onnxruntime as ort
     import torch
     from transformers import AutoModel
@@ -184,7 +236,11 @@ def runtime_rows(runs: int) -> dict:
 
     # 1. every runtime against eager torch, through the exporter's own runners, default threads.
     fns = {"eager torch": lambda: eager(**inputs)}
-    for label, sub, trust in (("dynamo .pt2 (torch)", "dynamo", True), ("ExecuTorch XNNPACK", "executorch/xnnpack", False), ("ONNX Runtime", "onnx", False)):
+    for label, sub, trust in (
+        ("dynamo .pt2 (torch)", "dynamo", True),
+        ("ExecuTorch XNNPACK", "executorch/xnnpack", False),
+        ("ONNX Runtime", "onnx", False),
+    ):
         out = WORK / f"out-minilm-{sub.split('/')[0]}"
         if (out / sub / "export.json").exists():
             model = ExportedModel.from_pretrained(out, subfolder=sub, trust_remote_code=trust)
@@ -197,7 +253,10 @@ def runtime_rows(runs: int) -> dict:
     ]
 
     # 2. hfexport's model.onnx against optimum's, same ONNX Runtime session options, paired rounds.
-    graphs = {"hfexport": WORK / "out-minilm-onnx" / "onnx" / "model.onnx", "optimum": WORK / "optimum-minilm" / "model.onnx"}
+    graphs = {
+        "hfexport": WORK / "out-minilm-onnx" / "onnx" / "model.onnx",
+        "optimum": WORK / "optimum-minilm" / "model.onnx",
+    }
     if not all(p.exists() for p in graphs.values()):
         return {"artifacts": artifacts, "onnx": [], "ops": []}
     feeds = {k: v.numpy() for k, v in inputs.items()}
@@ -209,7 +268,9 @@ def runtime_rows(runs: int) -> dict:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.enable_profiling = profile
         options.profile_file_prefix = str(WORK / "ort-profile")
-        sess = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"], disabled_optimizers=list(disabled))
+        sess = ort.InferenceSession(
+            str(path), options, providers=["CPUExecutionProvider"], disabled_optimizers=list(disabled)
+        )
         feed = {k: v for k, v in feeds.items() if k in {i.name for i in sess.get_inputs()}}
         return sess, feed
 
@@ -219,12 +280,20 @@ def runtime_rows(runs: int) -> dict:
             "hfexport model.onnx": session(graphs["hfexport"], threads),
             "optimum model.onnx": session(graphs["optimum"], threads),
             # The profile below points at one ORT fusion; this row checks it.
-            "hfexport model.onnx, ORT SkipLayerNormFusion off": session(graphs["hfexport"], threads, ("SkipLayerNormFusion",)),
+            "hfexport model.onnx, ORT SkipLayerNormFusion off": session(
+                graphs["hfexport"], threads, ("SkipLayerNormFusion",)
+            ),
         }
         timed = _interleaved({k: (lambda s=s, f=f: s.run(None, f)) for k, (s, f) in variants.items()}, runs)
         for name, v in timed.items():
-            onnx_rows.append({"threads": threads, "graph": name, "ms": statistics.median(v) * 1000,
-                              "vs_optimum": _paired_speed(v, timed["optimum model.onnx"])})
+            onnx_rows.append(
+                {
+                    "threads": threads,
+                    "graph": name,
+                    "ms": statistics.median(v) * 1000,
+                    "vs_optimum": _paired_speed(v, timed["optimum model.onnx"]),
+                }
+            )
 
     # 3. ONNX Runtime's own profile of both graphs: time per op type, to show where they differ.
     ops: dict[str, dict[str, float]] = {}
@@ -264,39 +333,50 @@ def write_report(data: dict, path: Path) -> None:
     lines = [
         "# Benchmarks",
         "",
-        f"One run of `make bench` on {data['machine']}, {data['date']}. Every figure below was measured in that run, on that machine;",
+        f"One run of `make bench` on {data['machine']}, {data['date']}. Every figure below was measured in that run, "
+        "on that machine;",
         "comparisons are ratios of figures measured side by side (lower is better for time and memory).",
         "",
         "## Export + validation",
         "",
-        "Wall time and peak RSS of the whole process tree, per backend. *bare*: `bench/bare_export.py`, the same export",
+        "Wall time and peak RSS of the whole process tree, per backend. *bare*: `bench/bare_export.py`, the same "
+        "export",
         "by hand with `transformers.exporters` (load, export, save, reload, one comparison). hfexport also validates a",
         "second shape and runs each backend in its own process. optimum: `optimum-cli export onnx` (validates too).",
         "",
-        "| model | backend | hfexport s | bare s | optimum s | hfexport / bare | hfexport / optimum | hfexport RSS MB | bare RSS MB | optimum RSS MB |",
+        "| model | backend | hfexport s | bare s | optimum s | hfexport / bare | hfexport / optimum | hfexport RSS MB "
+        "| bare RSS MB | optimum RSS MB |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in data["export"]:
         o = r.get("optimum")
         lines.append(
-            f"| {r['model']} | {r['backend']} | {r['hfexport']['wall_s']:.1f} | {r['bare']['wall_s']:.1f} | {o['wall_s']:.1f} |" if o else
-            f"| {r['model']} | {r['backend']} | {r['hfexport']['wall_s']:.1f} | {r['bare']['wall_s']:.1f} | - |"
+            f"| {r['model']} | {r['backend']} | {r['hfexport']['wall_s']:.1f} | {r['bare']['wall_s']:.1f} | "
+            f"{o['wall_s']:.1f} |"
+            if o
+            else f"| {r['model']} | {r['backend']} | {r['hfexport']['wall_s']:.1f} | {r['bare']['wall_s']:.1f} | - |"
         )
         lines[-1] += (
-            f" {ratio(r['hfexport']['wall_s'], r['bare']['wall_s'])} | {ratio(r['hfexport']['wall_s'], o['wall_s']) if o else '-'} |"
-            f" {r['hfexport']['peak_rss_mb']:.0f} | {r['bare']['peak_rss_mb']:.0f} | {o['peak_rss_mb']:.0f} |" if o else
-            f" {ratio(r['hfexport']['wall_s'], r['bare']['wall_s'])} | - | {r['hfexport']['peak_rss_mb']:.0f} | {r['bare']['peak_rss_mb']:.0f} | - |"
+            f" {ratio(r['hfexport']['wall_s'], r['bare']['wall_s'])} | "
+            f"{ratio(r['hfexport']['wall_s'], o['wall_s']) if o else '-'} |"
+            f" {r['hfexport']['peak_rss_mb']:.0f} | {r['bare']['peak_rss_mb']:.0f} | {o['peak_rss_mb']:.0f} |"
+            if o
+            else f" {ratio(r['hfexport']['wall_s'], r['bare']['wall_s'])} | - | {r['hfexport']['peak_rss_mb']:.0f} | "
+            f"{r['bare']['peak_rss_mb']:.0f} | - |"
         )
     m = data["multi"]
     lines += [
         "",
-        f"One hfexport run exporting all of {', '.join(m['backends'])} (MiniLM), against the sum of the bare runs of the same backends:",
+        f"One hfexport run exporting all of {', '.join(m['backends'])} (MiniLM), against the sum of the bare runs of "
+        "the same backends:",
         "",
         "| | wall s | vs bare sum | peak RSS MB |",
         "|---|---|---|---|",
         f"| bare, one script per backend (sum) | {m['bare_sum_s']:.1f} | 1.00x | - |",
-        f"| hfexport, one run, `--jobs 1` | {m['jobs1']['wall_s']:.1f} | {ratio(m['jobs1']['wall_s'], m['bare_sum_s'])} | {m['jobs1']['peak_rss_mb']:.0f} |",
-        f"| hfexport, one run, `--jobs {len(m['backends'])}` | {m['jobs3']['wall_s']:.1f} | {ratio(m['jobs3']['wall_s'], m['bare_sum_s'])} | {m['jobs3']['peak_rss_mb']:.0f} |",
+        f"| hfexport, one run, `--jobs 1` | {m['jobs1']['wall_s']:.1f} | "
+        f"{ratio(m['jobs1']['wall_s'], m['bare_sum_s'])} | {m['jobs1']['peak_rss_mb']:.0f} |",
+        f"| hfexport, one run, `--jobs {len(m['backends'])}` | {m['jobs3']['wall_s']:.1f} | "
+        f"{ratio(m['jobs3']['wall_s'], m['bare_sum_s'])} | {m['jobs3']['peak_rss_mb']:.0f} |",
     ]
     lines += ["", "![export wall time](benchmarks.png)", ""]
     lines += [
@@ -304,21 +384,39 @@ def write_report(data: dict, path: Path) -> None:
         "",
         "From each run's report (`timings`, seconds per worker stage). The worker process starts once the cheap checks",
         "pass and imports torch, transformers and the exporters (*worker imports*) while the parent plans (*until the",
-        "plan*, which imports the same libraries to read the model class); then it loads, exports, saves and validates.",
+        "plan*, which imports the same libraries to read the model class); then it loads, exports, saves and "
+        "validates.",
         "*rest of parent*: interpreter start, resolve and fetch, packaging and the report.",
         "",
-        "| model | backend | until the plan | (worker imports, overlapped) | loading model | exporting | saving | validating | rest of parent |",
+        "| model | backend | until the plan | (worker imports, overlapped) | loading model | exporting | saving | "
+        "validating | rest of parent |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in data["export"]:
         p = r.get("profile") or {}
-        cells = [p.get(k) for k in ("until the plan", "starting", "loading model", "exporting", "saving", "validating", "rest of parent")]
-        lines.append(f"| {r['model']} | {r['backend']} | " + " | ".join(f"{c:.1f}" if isinstance(c, (int, float)) else "-" for c in cells) + " |")
+        cells = [
+            p.get(k)
+            for k in (
+                "until the plan",
+                "starting",
+                "loading model",
+                "exporting",
+                "saving",
+                "validating",
+                "rest of parent",
+            )
+        ]
+        lines.append(
+            f"| {r['model']} | {r['backend']} | "
+            + " | ".join(f"{c:.1f}" if isinstance(c, (int, float)) else "-" for c in cells)
+            + " |"
+        )
     lines.append("")
     lines += [
         "## Run time of the artifacts",
         "",
-        f"all-MiniLM-L6-v2, batch 1 x sequence 128, {data['runtime_runs']} rounds after 5 warm-ups; each round calls every runtime",
+        f"all-MiniLM-L6-v2, batch 1 x sequence 128, {data['runtime_runs']} rounds after 5 warm-ups; each round calls "
+        "every runtime",
         "once in a shuffled order. *ms*: median; *speed*: median over rounds of the paired ratio.",
         "",
         "Each artifact through its `transformers.exporters` runner, default threads:",
@@ -341,7 +439,8 @@ def write_report(data: dict, path: Path) -> None:
     if rt["ops"]:
         lines += [
             "",
-            "ONNX Runtime's profile of the two graphs (1 thread, ms per run by op type, after ORT's own graph optimizations):",
+            "ONNX Runtime's profile of the two graphs (1 thread, ms per run by op type, after ORT's own graph "
+            "optimizations):",
             "",
             "| op type | hfexport | optimum |",
             "|---|---|---|",
@@ -358,15 +457,23 @@ def write_report(data: dict, path: Path) -> None:
         "| run | wall s | share of cold | bytes uploaded | action |",
         "|---|---|---|---|---|",
     ]
-    for key, label in (("cold", "cold (export + PR)"), ("unchanged", "unchanged source"), ("readme", "after a README-only commit")):
+    for key, label in (
+        ("cold", "cold (export + PR)"),
+        ("unchanged", "unchanged source"),
+        ("readme", "after a README-only commit"),
+    ):
         r = rr[key]
-        lines.append(f"| {label} | {r['wall_s']:.1f} | {100 * r['wall_s'] / rr['cold']['wall_s']:.1f}% | {r['bytes_uploaded']:,} | {r['action']} |")
+        lines.append(
+            f"| {label} | {r['wall_s']:.1f} | {100 * r['wall_s'] / rr['cold']['wall_s']:.1f}% | "
+            f"{r['bytes_uploaded']:,} | {r['action']} |"
+        )
     wh = data["webhook"]
     lines += [
         "",
         "## Webhook service",
         "",
-        f"`hfexport serve` (no workers, so only intake is measured), {wh['events']} POSTs from {wh['clients']} clients on loopback,",
+        f"`hfexport serve` (no workers, so only intake is measured), {wh['events']} POSTs from {wh['clients']} clients "
+        "on loopback,",
         f"{wh['duplicates_share']:.0%} of them replays of an earlier event (deduplicated).",
         "",
         "| events/s | p50 ms | p99 ms | jobs queued |",
@@ -406,8 +513,12 @@ def targets(data: dict) -> list[str]:
     out = []
     rr = data["reruns"]
     share = rr["unchanged"]["wall_s"] / rr["cold"]["wall_s"]
-    out.append(f"- Re-run on an unchanged source: {100 * share:.1f}% of a cold run, {rr['unchanged']['bytes_uploaded']} bytes uploaded "
-               f"(target <= 5% and 0 bytes): {'met' if share <= 0.05 and rr['unchanged']['bytes_uploaded'] == 0 else 'NOT met'}.")
+    out.append(
+        f"- Re-run on an unchanged source: {100 * share:.1f}% of a cold run, {rr['unchanged']['bytes_uploaded']} bytes "
+        "uploaded "
+        "(target <= 5% and 0 bytes): "
+        f"{'met' if share <= 0.05 and rr['unchanged']['bytes_uploaded'] == 0 else 'NOT met'}."
+    )
 
     phases = data.get("onnx_phases", {}).get("phases", {})
     for r in data["export"]:
@@ -415,20 +526,30 @@ def targets(data: dict) -> list[str]:
             x = r["hfexport"]["wall_s"] / r["optimum"]["wall_s"]
             bare = r["bare"]["wall_s"] / r["optimum"]["wall_s"]
             out.append(
-                f"- {r['model']} ONNX export + validation vs optimum-cli: {x:.2f}x (target <= 1.00x): {'met' if x <= 1 else 'NOT met'}. "
-                f"The bare transformers.exporters script alone takes {bare:.2f}x optimum-cli's time: the gap is the exporter's, "
+                f"- {r['model']} ONNX export + validation vs optimum-cli: {x:.2f}x (target <= 1.00x): "
+                f"{'met' if x <= 1 else 'NOT met'}. "
+                f"The bare transformers.exporters script alone takes {bare:.2f}x optimum-cli's time: the gap is the "
+                "exporter's, "
                 "not hfexport's (hfexport / bare is in the table above)."
             )
     if phases:
         listed = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items())
-        minilm_optimum = next((r["optimum"]["wall_s"] for r in data["export"] if r["model"] == "minilm" and "optimum" in r), None)
+        minilm_optimum = next(
+            (r["optimum"]["wall_s"] for r in data["export"] if r["model"] == "minilm" and "optimum" in r), None
+        )
+        decompositions_s = next((v for k, v in phases.items() if k.startswith("run_decompositions")), 0)
         out.append(
             f"  Why, from `bench/onnx_phases.py` (MiniLM, the exporter's one call timed phase by phase): {listed}. "
             "transformers.exporters goes through torch.export and then traces the program a second time in "
             "`run_decompositions` inside `torch.onnx.export`; those two traces alone"
-            + (f" ({phases.get('torch.export trace', 0) + next((v for k, v in phases.items() if k.startswith('run_decompositions')), 0):.1f} s)"
-               f" take longer than optimum-cli's whole run ({minilm_optimum:.1f} s, imports and validation included)," if minilm_optimum else "")
-            + " which uses the TorchScript exporter. Matching it would mean replacing the exporter, which hfexport depends on by design; "
+            + (
+                f" ({phases.get('torch.export trace', 0) + decompositions_s:.1f} s)"
+                f" take longer than optimum-cli's whole run ({minilm_optimum:.1f} s, imports and validation included),"
+                if minilm_optimum
+                else ""
+            )
+            + " which uses the TorchScript exporter. Matching it would mean replacing the exporter, which hfexport "
+            "depends on by design; "
             "the ONNX graph it writes is the one transformers' runners load."
         )
 
@@ -436,41 +557,67 @@ def targets(data: dict) -> list[str]:
     plain = [r for r in onnx_rows if r["graph"] == "hfexport model.onnx"]
     if plain:
         worst = min(r["vs_optimum"] for r in plain)
-        per_threads = ", ".join(f"{r['vs_optimum']:.3f}x at {r['threads']} thread{'s' if r['threads'] > 1 else ''}" for r in plain)
-        line = (f"- ONNX Runtime speed, hfexport's model.onnx vs optimum's, paired rounds: {per_threads} "
-                f"(target >= 1.00x, 2% noise allowed): {'met' if worst >= 0.98 else 'NOT met'}.")
+        per_threads = ", ".join(
+            f"{r['vs_optimum']:.3f}x at {r['threads']} thread{'s' if r['threads'] > 1 else ''}" for r in plain
+        )
+        line = (
+            f"- ONNX Runtime speed, hfexport's model.onnx vs optimum's, paired rounds: {per_threads} "
+            f"(target >= 1.00x, 2% noise allowed): {'met' if worst >= 0.98 else 'NOT met'}."
+        )
         ops = {r["op"]: r for r in data["runtime"].get("ops", [])}
         fusion_off = [r for r in onnx_rows if "SkipLayerNormFusion off" in r["graph"]]
         if worst < 0.98 and "SkipLayerNormalization" in ops:
             skip = ops["SkipLayerNormalization"]["hfexport"]
             norm = ops.get("LayerNormalization", {}).get("optimum", 0.0)
-            line += (f" Why, from ONNX Runtime's profile above: ORT fuses hfexport's Add + LayerNormalization pairs into "
-                     f"SkipLayerNormalization ({skip:.2f} ms per run) where it leaves optimum's apart ({norm:.2f} ms of "
-                     "LayerNormalization, plus the Adds): the fused kernel is the slower one on this CPU. With that one ORT fusion "
-                     "turned off the same graph runs at " + ", ".join(f"{r['vs_optimum']:.3f}x" for r in fusion_off) +
-                     " of optimum's.")
-            rest = [(name, r) for name, r in ops.items()
-                    if name not in ("SkipLayerNormalization", "LayerNormalization", "Add", "MatMul", "FusedMatMul") and r["hfexport"] - r["optimum"] > 0.3]
+            line += (
+                f" Why, from ONNX Runtime's profile above: ORT fuses hfexport's Add + LayerNormalization pairs into "
+                f"SkipLayerNormalization ({skip:.2f} ms per run) where it leaves optimum's apart ({norm:.2f} ms of "
+                "LayerNormalization, plus the Adds): the fused kernel is the slower one on this CPU. With that one ORT "
+                "fusion "
+                "turned off the same graph runs at "
+                + ", ".join(f"{r['vs_optimum']:.3f}x" for r in fusion_off)
+                + " of optimum's."
+            )
+            rest = [
+                (name, r)
+                for name, r in ops.items()
+                if name not in ("SkipLayerNormalization", "LayerNormalization", "Add", "MatMul", "FusedMatMul")
+                and r["hfexport"] - r["optimum"] > 0.3
+            ]
             if rest:
-                line += (" Most of the rest: " + ", ".join(f"{name} {r['hfexport']:.2f} vs {r['optimum']:.2f} ms" for name, r in rest) +
-                         " — the attention mask applied with Where in every layer and the head transposes of the exporter's "
-                         "scaled-dot-product-attention lowering.")
-            line += (" The graph is the exporter's (torch.onnx + onnxscript) and the fusion is ONNX Runtime's choice at session "
-                     "creation; hfexport neither rewrites graphs nor sets its users' session options.")
+                line += (
+                    " Most of the rest: "
+                    + ", ".join(f"{name} {r['hfexport']:.2f} vs {r['optimum']:.2f} ms" for name, r in rest)
+                    + " — the attention mask applied with Where in every layer and the head transposes of the "
+                    "exporter's "
+                    "scaled-dot-product-attention lowering."
+                )
+            line += (
+                " The graph is the exporter's (torch.onnx + onnxscript) and the fusion is ONNX Runtime's choice at "
+                "session "
+                "creation; hfexport neither rewrites graphs nor sets its users' session options."
+            )
         out.append(line)
 
     m = data["multi"]
     multi = (m["jobs1"]["wall_s"] - m["bare_sum_s"]) / m["jobs1"]["wall_s"]
-    out.append(f"- Orchestration overhead of a cold run (hfexport exporting all backends in one run, sequentially, minus the bare "
-               f"exporter runs of the same backends, as a share of hfexport's run): {100 * multi:.0f}% (target < 10%): "
-               f"{'met' if multi < 0.10 else 'NOT met'}. With `--jobs {len(m['backends'])}` the same run takes "
-               f"{ratio(m['jobs3']['wall_s'], m['bare_sum_s'])} the bare runs' time.")
+    out.append(
+        "- Orchestration overhead of a cold run (hfexport exporting all backends in one run, sequentially, minus the "
+        "bare "
+        f"exporter runs of the same backends, as a share of hfexport's run): {100 * multi:.0f}% (target < 10%): "
+        f"{'met' if multi < 0.10 else 'NOT met'}. With `--jobs {len(m['backends'])}` the same run takes "
+        f"{ratio(m['jobs3']['wall_s'], m['bare_sum_s'])} the bare runs' time."
+    )
     overheads = [(r["hfexport"]["wall_s"] - r["bare"]["wall_s"]) / r["hfexport"]["wall_s"] for r in data["export"]]
     plan_s = [r["profile"].get("until the plan", 0) for r in data["export"] if r.get("profile")]
-    out.append(f"- One backend per run is the worst case (a whole run's fixed cost for one export): overhead {100 * min(overheads):.0f}% "
-               f"to {100 * max(overheads):.0f}%. The profile above shows where: planning takes {min(plan_s):.1f}-{max(plan_s):.1f} s "
-               "(the parent imports torch and transformers to read the model class; the worker's own imports now run "
-               "alongside it), and validation runs a second input shape that the bare script does not.")
+    out.append(
+        "- One backend per run is the worst case (a whole run's fixed cost for one export): overhead "
+        f"{100 * min(overheads):.0f}% "
+        f"to {100 * max(overheads):.0f}%. The profile above shows where: planning takes "
+        f"{min(plan_s):.1f}-{max(plan_s):.1f} s "
+        "(the parent imports torch and transformers to read the model class; the worker's own imports now run "
+        "alongside it), and validation runs a second input shape that the bare script does not."
+    )
     return out
 
 
@@ -478,7 +625,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="MiniLM only, fewer runtime runs")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
-    parser.add_argument("--render", action="store_true", help="re-render the markdown and plot from benchmarks.json, measure nothing")
+    parser.add_argument(
+        "--render", action="store_true", help="re-render the markdown and plot from benchmarks.json, measure nothing"
+    )
     args = parser.parse_args()
     out = Path(args.out)
     if args.render:

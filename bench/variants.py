@@ -66,12 +66,30 @@ def export_all() -> dict[str, Path]:
     ours = WORK / "hfexport"
     if not (ours / "onnx" / "model_quantized.onnx").exists():
         started = time.perf_counter()
-        subprocess.run([PY, "-m", "hfexport", "export", str(minilm()), "--backends", "onnx",
-                        "--variants", "int8,fp16,optimized", "--out", str(ours)], check=True,
-                       env={**os.environ, "HFEXPORT_JOBS": "1"})
+        subprocess.run(
+            [
+                PY,
+                "-m",
+                "hfexport",
+                "export",
+                str(minilm()),
+                "--backends",
+                "onnx",
+                "--variants",
+                "int8,fp16,optimized",
+                "--out",
+                str(ours),
+            ],
+            check=True,
+            env={**os.environ, "HFEXPORT_JOBS": "1"},
+        )
         print(f"hfexport export + variants: {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    for label, name in (("hfexport fp32", "model.onnx"), ("hfexport int8", "model_quantized.onnx"),
-                        ("hfexport fp16", "model_fp16.onnx"), ("hfexport optimized", "model_optimized.onnx")):
+    for label, name in (
+        ("hfexport fp32", "model.onnx"),
+        ("hfexport int8", "model_quantized.onnx"),
+        ("hfexport fp16", "model_fp16.onnx"),
+        ("hfexport optimized", "model_optimized.onnx"),
+    ):
         if (ours / "onnx" / name).exists():
             graphs[label] = ours / "onnx" / name
     from run import ecosystem_python
@@ -80,8 +98,11 @@ def export_all() -> dict[str, Path]:
     theirs = WORK / "sentence-transformers"
     if python is not None and not (theirs / "onnx" / "model_qint8_avx512.onnx").exists():
         subprocess.run([str(python), "-c", _ST_EXPORT, str(minilm()), str(theirs)], check=False)
-    for label, name in (("sentence-transformers fp32", "model.onnx"), ("sentence-transformers qint8_avx512", "model_qint8_avx512.onnx"),
-                        ("sentence-transformers O3", "model_O3.onnx")):
+    for label, name in (
+        ("sentence-transformers fp32", "model.onnx"),
+        ("sentence-transformers qint8_avx512", "model_qint8_avx512.onnx"),
+        ("sentence-transformers O3", "model_O3.onnx"),
+    ):
         if (theirs / "onnx" / name).exists():
             graphs[label] = theirs / "onnx" / name
     return graphs
@@ -89,7 +110,9 @@ def export_all() -> dict[str, Path]:
 
 def program_bytes(path: Path) -> int:
     """The graph and its external data, if any."""
-    return sum(p.stat().st_size for p in path.parent.iterdir() if p.name == path.name or p.name.startswith(path.name + "."))
+    return sum(
+        p.stat().st_size for p in path.parent.iterdir() if p.name == path.name or p.name.startswith(path.name + ".")
+    )
 
 
 def session(path: Path):
@@ -97,7 +120,9 @@ def session(path: Path):
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = os.cpu_count() or 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads would steal the next run's cores
+    options.add_session_config_entry(
+        "session.intra_op.allow_spinning", "0"
+    )  # idle threads would steal the next run's cores
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
@@ -155,20 +180,35 @@ def residual_norms(graphs: dict[str, Path], runs: int) -> dict:
 
     hidden, chain = 384, 12
     inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "sequence", hidden]) for n in ("x", "skip")]
-    weights = [numpy_helper.from_array(np.ones(hidden, np.float32), "gamma"),
-               numpy_helper.from_array(np.zeros(hidden, np.float32), "beta")]
+    weights = [
+        numpy_helper.from_array(np.ones(hidden, np.float32), "gamma"),
+        numpy_helper.from_array(np.zeros(hidden, np.float32), "beta"),
+    ]
 
     def chained(fused: bool) -> bytes:
         nodes, previous = [], "x"
         for i in range(chain):
             if fused:
-                nodes.append(helper.make_node("SkipLayerNormalization", [previous, "skip", "gamma", "beta"], [f"y{i}"],
-                                              domain="com.microsoft", epsilon=1e-12))
+                nodes.append(
+                    helper.make_node(
+                        "SkipLayerNormalization",
+                        [previous, "skip", "gamma", "beta"],
+                        [f"y{i}"],
+                        domain="com.microsoft",
+                        epsilon=1e-12,
+                    )
+                )
             else:
-                nodes += [helper.make_node("Add", [previous, "skip"], [f"sum{i}"]),
-                          helper.make_node("LayerNormalization", [f"sum{i}", "gamma", "beta"], [f"y{i}"], axis=-1, epsilon=1e-12)]
+                nodes += [
+                    helper.make_node("Add", [previous, "skip"], [f"sum{i}"]),
+                    helper.make_node(
+                        "LayerNormalization", [f"sum{i}", "gamma", "beta"], [f"y{i}"], axis=-1, epsilon=1e-12
+                    ),
+                ]
             previous = f"y{i}"
-        graph = helper.make_graph(nodes, "norms", inputs, [helper.make_tensor_value_info(previous, TensorProto.FLOAT, None)], weights)
+        graph = helper.make_graph(
+            nodes, "norms", inputs, [helper.make_tensor_value_info(previous, TensorProto.FLOAT, None)], weights
+        )
         opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
         return helper.make_model(graph, opset_imports=opsets).SerializeToString()
 
@@ -180,9 +220,12 @@ def residual_norms(graphs: dict[str, Path], runs: int) -> dict:
 
     rng = np.random.default_rng(0)
     feed = {n: rng.standard_normal((1, 128, hidden)).astype(np.float32) for n in ("x", "skip")}
-    sessions = {"SkipLayerNormalization": ort.InferenceSession(chained(True), options()),
-                "Add + LayerNormalization": ort.InferenceSession(chained(False), options(),
-                                                                 disabled_optimizers=["SkipLayerNormFusion"])}
+    sessions = {
+        "SkipLayerNormalization": ort.InferenceSession(chained(True), options()),
+        "Add + LayerNormalization": ort.InferenceSession(
+            chained(False), options(), disabled_optimizers=["SkipLayerNormFusion"]
+        ),
+    }
     samples = _interleaved({label: (lambda s=s: s.run(None, feed)) for label, s in sessions.items()}, runs)
     fused_at_load = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -193,9 +236,14 @@ def residual_norms(graphs: dict[str, Path], runs: int) -> dict:
             o.log_severity_level = 3
             ort.InferenceSession(str(path), o, providers=["CPUExecutionProvider"])
             ops = [n.op_type for n in onnx.load(o.optimized_model_filepath, load_external_data=False).graph.node]
-            fused_at_load[label] = {"skip_layer_norms": ops.count("SkipLayerNormalization"), "layer_norms": ops.count("LayerNormalization")}
-    return {"ms_per_op": {label: statistics.median(t) * 1000 / chain for label, t in samples.items()},
-            "as_loaded": fused_at_load}
+            fused_at_load[label] = {
+                "skip_layer_norms": ops.count("SkipLayerNormalization"),
+                "layer_norms": ops.count("LayerNormalization"),
+            }
+    return {
+        "ms_per_op": {label: statistics.median(t) * 1000 / chain for label, t in samples.items()},
+        "as_loaded": fused_at_load,
+    }
 
 
 def weights_once() -> list[dict]:
@@ -208,13 +256,35 @@ def weights_once() -> list[dict]:
     for backend in ("onnx", "dynamo"):
         out = WORK / f"llama-134m-{backend}"
         if not (out / "hfexport-report.json").exists():
-            subprocess.run([PY, "-m", "hfexport", "export", str(folder), "--backends", backend, "--out", str(out),
-                            "--variants", "none"], check=False, env={**os.environ, "HFEXPORT_JOBS": "1"})
+            subprocess.run(
+                [
+                    PY,
+                    "-m",
+                    "hfexport",
+                    "export",
+                    str(folder),
+                    "--backends",
+                    backend,
+                    "--out",
+                    str(out),
+                    "--variants",
+                    "none",
+                ],
+                check=False,
+                env={**os.environ, "HFEXPORT_JOBS": "1"},
+            )
         report = json.loads((out / "hfexport-report.json").read_text())
         result = report["backends"][0]
         program = sum(f["size"] for f in result["files"] if not f["path"].endswith(".json"))
-        rows.append({"backend": backend, "status": result["status"], "components": result["components"],
-                     "bytes": program, "vs_safetensors": program / (folder / "model.safetensors").stat().st_size})
+        rows.append(
+            {
+                "backend": backend,
+                "status": result["status"],
+                "components": result["components"],
+                "bytes": program,
+                "vs_safetensors": program / (folder / "model.safetensors").stat().st_size,
+            }
+        )
     return rows
 
 
@@ -230,15 +300,39 @@ def llm_8da4w() -> dict:
     if not (out / "hfexport-report.json").exists():
         # The quality floor is lifted so the file is kept to be timed: a random-weight model's greedy
         # tokens flip on any change (its logits are nearly flat); the report keeps the figures.
-        subprocess.run([PY, "-m", "hfexport", "export", str(folder), "--backends", "executorch", "--out", str(out),
-                        "--variants", "executorch:8da4w", "--min-quality", "8da4w.token_agreement=0"],
-                       check=False, env={**os.environ, "HFEXPORT_JOBS": "1"})
+        subprocess.run(
+            [
+                PY,
+                "-m",
+                "hfexport",
+                "export",
+                str(folder),
+                "--backends",
+                "executorch",
+                "--out",
+                str(out),
+                "--variants",
+                "executorch:8da4w",
+                "--min-quality",
+                "8da4w.token_agreement=0",
+            ],
+            check=False,
+            env={**os.environ, "HFEXPORT_JOBS": "1"},
+        )
     result = json.loads((out / "hfexport-report.json").read_text())["backends"][0]
     (variant,) = result["variants"]
     fp32 = next(f["size"] for f in result["files"] if f["path"] == "decode.pte")
     step = decode_step_speedup(out / "executorch" / "xnnpack") if variant["status"] == "ok" else None
-    return {"status": variant["status"], "fp32_bytes": fp32, "bytes": variant["size"], "share": variant["size_share"],
-            "speedup": variant["speedup"], "decode_step_speedup": step, **variant["quality"], "error": variant.get("error")}
+    return {
+        "status": variant["status"],
+        "fp32_bytes": fp32,
+        "bytes": variant["size"],
+        "share": variant["size_share"],
+        "speedup": variant["speedup"],
+        "decode_step_speedup": step,
+        **variant["quality"],
+        "error": variant.get("error"),
+    }
 
 
 def decode_step_speedup(folder: Path, steps: int = 32, rounds: int = 5) -> float:
@@ -297,16 +391,22 @@ def main() -> int:
     rows = []
     for label, path in graphs.items():
         base = fp32["hfexport" if label.startswith("hfexport") else "sentence-transformers"]
-        rows.append({
-            "graph": label, "file": path.name, "bytes": program_bytes(path),
-            "share": program_bytes(path) / program_bytes(graphs[base]),
-            **figures[label],
-            "ms": statistics.median(samples[label]) * 1000,
-            "vs_own_fp32": _paired_speed(samples[label], samples[base]),
-            "vs_st_qint8": _paired_speed(samples[label], samples[anchor]) if anchor in samples else None,
-            # sentence-transformers' fp32 graph is optimum's export
-            "vs_optimum_fp32": _paired_speed(samples[label], samples[fp32["sentence-transformers"]]) if fp32["sentence-transformers"] in samples else None,
-        })
+        rows.append(
+            {
+                "graph": label,
+                "file": path.name,
+                "bytes": program_bytes(path),
+                "share": program_bytes(path) / program_bytes(graphs[base]),
+                **figures[label],
+                "ms": statistics.median(samples[label]) * 1000,
+                "vs_own_fp32": _paired_speed(samples[label], samples[base]),
+                "vs_st_qint8": _paired_speed(samples[label], samples[anchor]) if anchor in samples else None,
+                # sentence-transformers' fp32 graph is optimum's export
+                "vs_optimum_fp32": _paired_speed(samples[label], samples[fp32["sentence-transformers"]])
+                if fp32["sentence-transformers"] in samples
+                else None,
+            }
+        )
     norms = residual_norms(graphs, args.runs)
     import generation as llm_onnx
 
@@ -314,25 +414,41 @@ def main() -> int:
     generation = weights_once()
     device_llm = llm_8da4w()
     report = Path(args.out)
-    report.with_suffix(".json").write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
-                                                       "runs": args.runs, "rows": rows, "residual_norms": norms,
-                                                       "llm_onnx": llm_rows,
-                                                       "llm_rounds": args.rounds, "weights_once": generation,
-                                                       "executorch_8da4w": device_llm}, indent=2))
+    report.with_suffix(".json").write_text(
+        json.dumps(
+            {
+                "date": time.strftime("%Y-%m-%d"),
+                "cores": os.cpu_count(),
+                "runs": args.runs,
+                "rows": rows,
+                "residual_norms": norms,
+                "llm_onnx": llm_rows,
+                "llm_rounds": args.rounds,
+                "weights_once": generation,
+                "executorch_8da4w": device_llm,
+            },
+            indent=2,
+        )
+    )
     lines = [
         "# Benchmarks: variants (all-MiniLM-L6-v2, ONNX Runtime)",
         "",
-        f"One run of `bench/variants.py` on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}. Quality: cosine of every "
-        "real token's vector against eager fp32 on padded sentences no export saw. Speed: batch 1 x 128, one ONNX Runtime "
+        f"One run of `bench/variants.py` on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}. Quality: cosine of "
+        "every "
+        "real token's vector against eager fp32 on padded sentences no export saw. Speed: batch 1 x 128, one ONNX "
+        "Runtime "
         f"configuration for all, {args.runs} interleaved rounds, paired ratios (>1 = faster).",
         "",
-        "| graph | file | size | of its fp32 | cosine mean | cosine min | ms | vs its fp32 | vs optimum's fp32 | vs ST qint8_avx512 |",
+        "| graph | file | size | of its fp32 | cosine mean | cosine min | ms | vs its fp32 | vs optimum's fp32 | vs ST "
+        "qint8_avx512 |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         versus = [f"{r[k]:.2f}x" if r[k] is not None else "-" for k in ("vs_optimum_fp32", "vs_st_qint8")]
-        lines.append(f"| {r['graph']} | `{r['file']}` | {r['bytes'] / 1e6:.1f} MB | {r['share']:.1%} | {r['cosine_mean']:.4f} "
-                     f"| {r['cosine_min']:.4f} | {r['ms']:.1f} | {r['vs_own_fp32']:.2f}x | {versus[0]} | {versus[1]} |")
+        lines.append(
+            f"| {r['graph']} | `{r['file']}` | {r['bytes'] / 1e6:.1f} MB | {r['share']:.1%} | {r['cosine_mean']:.4f} "
+            f"| {r['cosine_min']:.4f} | {r['ms']:.1f} | {r['vs_own_fp32']:.2f}x | {versus[0]} | {versus[1]} |"
+        )
     kernels = norms["ms_per_op"]
     lines += [
         "",
@@ -340,7 +456,8 @@ def main() -> int:
         "",
         "ONNX Runtime fuses a residual `Add` + `LayerNormalization` into its `SkipLayerNormalization` when it loads "
         "a graph (wherever both inputs' shapes match), and on this CPU that kernel is the slower one: "
-        f"{kernels['SkipLayerNormalization']:.3f} ms per op against {kernels['Add + LayerNormalization']:.3f} ms for the "
+        f"{kernels['SkipLayerNormalization']:.3f} ms per op against {kernels['Add + LayerNormalization']:.3f} ms for "
+        "the "
         f"pair ({kernels['SkipLayerNormalization'] / kernels['Add + LayerNormalization']:.1f}x; 12 in a chain at "
         "1 x 128 x 384, the same session options). The residual norms of each graph as ORT runs it:",
         "",
@@ -358,8 +475,11 @@ def main() -> int:
         "",
         "| backend | status | components | program bytes | vs model.safetensors |",
         "|---|---|---|---|---|",
-        *(f"| {g['backend']} | {g['status']} | {', '.join(g['components'])} | {g['bytes'] / 1e6:.1f} MB | {g['vs_safetensors']:.2f}x |"
-          for g in generation),
+        *(
+            f"| {g['backend']} | {g['status']} | {', '.join(g['components'])} | {g['bytes'] / 1e6:.1f} MB | "
+            f"{g['vs_safetensors']:.2f}x |"
+            for g in generation
+        ),
         "",
         "## On device: ExecuTorch 8da4w (134 M Llama, XNNPACK)",
         "",
@@ -369,7 +489,8 @@ def main() -> int:
         "paired rounds; tokens against eager fp32 `generate()`). A random-weight model: its logits are nearly flat, so "
         "token agreement is a floor for a trained model's.",
         "",
-        "| status | fp32 decode.pte | decode_8da4w.pte | of fp32 | greedy loop vs fp32 | decode step vs fp32 (batch 1) | greedy tokens as eager | mean abs delta log-prob |",
+        "| status | fp32 decode.pte | decode_8da4w.pte | of fp32 | greedy loop vs fp32 | decode step vs fp32 (batch 1) "
+        "| greedy tokens as eager | mean abs delta log-prob |",
         "|---|---|---|---|---|---|---|---|",
         f"| {device_llm['status']} | {device_llm['fp32_bytes'] / 1e6:.1f} MB | {device_llm['bytes'] / 1e6:.1f} MB "
         f"| {device_llm['share']:.1%} | {device_llm['speedup']:.2f}x | "

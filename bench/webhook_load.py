@@ -28,8 +28,23 @@ def main() -> None:
         port = s.getsockname()[1]
     work = Path(tempfile.mkdtemp(prefix="hfexport-bench-serve-"))
     service = subprocess.Popen(
-        [sys.executable, "-m", "hfexport", "serve", "--watch", "*", "--workers", "0", "--port", str(port), "--db", str(work / "q.sqlite")],
-        env={**os.environ, "HFEXPORT_WEBHOOK_SECRET": SECRET}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "hfexport",
+            "serve",
+            "--watch",
+            "*",
+            "--workers",
+            "0",
+            "--port",
+            str(port),
+            "--db",
+            str(work / "q.sqlite"),
+        ],
+        env={**os.environ, "HFEXPORT_WEBHOOK_SECRET": SECRET},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 60
@@ -43,11 +58,13 @@ def main() -> None:
                 time.sleep(0.2)
         unique = int(EVENTS * (1 - DUPLICATE_SHARE))
         bodies = [
-            json.dumps({
-                "event": {"action": "update", "scope": "repo.content"},
-                "repo": {"type": "model", "name": f"org/model-{i % unique}", "headSha": f"{i % unique:040x}"},
-                "updatedRefs": [{"ref": "refs/heads/main", "newSha": f"{i % unique:040x}"}],
-            }).encode()
+            json.dumps(
+                {
+                    "event": {"action": "update", "scope": "repo.content"},
+                    "repo": {"type": "model", "name": f"org/model-{i % unique}", "headSha": f"{i % unique:040x}"},
+                    "updatedRefs": [{"ref": "refs/heads/main", "newSha": f"{i % unique:040x}"}],
+                }
+            ).encode()
             for i in range(EVENTS)
         ]
         latencies: list[float] = []
@@ -77,11 +94,19 @@ def main() -> None:
         conn.request("GET", "/healthz")
         jobs = sum(json.loads(conn.getresponse().read())["jobs"].values())
         latencies.sort()
-        print(json.dumps({
-            "events": EVENTS, "clients": CLIENTS, "duplicates_share": DUPLICATE_SHARE,
-            "events_per_s": EVENTS / wall, "p50_ms": 1000 * statistics.median(latencies),
-            "p99_ms": 1000 * latencies[int(0.99 * len(latencies)) - 1], "jobs": jobs,
-        }))
+        print(
+            json.dumps(
+                {
+                    "events": EVENTS,
+                    "clients": CLIENTS,
+                    "duplicates_share": DUPLICATE_SHARE,
+                    "events_per_s": EVENTS / wall,
+                    "p50_ms": 1000 * statistics.median(latencies),
+                    "p99_ms": 1000 * latencies[int(0.99 * len(latencies)) - 1],
+                    "jobs": jobs,
+                }
+            )
+        )
     finally:
         service.terminate()
         service.wait()

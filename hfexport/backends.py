@@ -184,7 +184,7 @@ def _executorch_snippet(path: str, inputs: list[str] | None) -> list[str]:
 _EXECUTORCH_QUANTIZED_KERNELS = {
     "runtime_ops_note": "`{file}` runs ExecuTorch's quantized kernels ({ops}): in Python, import "
     "`executorch.kernels.quantized` before loading it; an app links them (`quantized_ops_lib`).",
-    "runtime_ops_import": "import executorch.kernels.quantized  # noqa: F401  (the quantized kernels this program runs)",
+    "runtime_ops_import": "import executorch.kernels.quantized  # noqa: F401  (the quantized kernels it runs)",
 }
 
 
@@ -194,8 +194,10 @@ def _sliding_window_limit(plan) -> str | None:
     # Measured with transformers 5.24: a sliding layer keeps its fill level as a Python int, which
     # the exporter writes into the program's input structure; its .pt2 and .pte runners match that
     # structure exactly, so a program traced on one prompt length refuses every other.
-    return (f"its cache has sliding-window layers (window {plan.sliding_window}), which this backend's pinned "
-            "exporter cannot run past the traced length: export it with onnx")
+    return (
+        f"its cache has sliding-window layers (window {plan.sliding_window}), which this backend's pinned "
+        "exporter cannot run past the traced length: export it with onnx"
+    )
 
 
 def _dynamo_limits(plan) -> str | None:
@@ -209,8 +211,10 @@ def _executorch_limits(plan) -> str | None:
         # Measured with executorch 1.4.1: torch.export keeps the conv encoder's length guards as
         # runtime asserts that use `**`, which ExecuTorch's symbolic ops lack; tracing lengths as a
         # multiple of the strides instead lowers, but XNNPACK then fails to propagate the shapes.
-        return ("raw audio with a dynamic length (input_values) does not lower to ExecuTorch with the pinned "
-                "executorch: export it with dynamo or onnx")
+        return (
+            "raw audio with a dynamic length (input_values) does not lower to ExecuTorch with the pinned "
+            "executorch: export it with dynamo or onnx"
+        )
     return None
 
 
@@ -289,7 +293,14 @@ def _executorch_cuda(dynamic_shapes):
     return ExecutorchConfig(dynamic=True, dynamic_shapes=dynamic_shapes, backend="cuda")
 
 
-@register_backend("openvino", export_format="openvino", subfolder="openvino", tags=("openvino",), packages=("openvino",), optional=True)
+@register_backend(
+    "openvino",
+    export_format="openvino",
+    subfolder="openvino",
+    tags=("openvino",),
+    packages=("openvino",),
+    optional=True,
+)
 def _openvino(dynamic_shapes):
     from transformers.exporters import OpenVINOConfig
 

@@ -85,8 +85,11 @@ def as_decoder_with_past(model) -> bool:
 
     axes = {symbol(name, 0): "batch_size" for name in inputs}
     past = next(name for name in inputs if name.startswith("past_key_values."))
-    axes |= {symbol("input_ids", 1): "sequence_length", symbol(past, 2): "past_sequence_length",
-             symbol("attention_mask", 1): "total_sequence_length"}
+    axes |= {
+        symbol("input_ids", 1): "sequence_length",
+        symbol(past, 2): "past_sequence_length",
+        symbol("attention_mask", 1): "total_sequence_length",
+    }
     axes.pop(None, None)
     token = re.compile(r"\b(?:" + "|".join(map(re.escape, axes)) + r")\b") if axes else None
 

@@ -40,12 +40,14 @@ _SECRET_PREFIXES = ("INPUT_", "ACTIONS_", "GITHUB_TOKEN", "WEBHOOK_")
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a process that may run a repo's code: no secret, the Hub offline."""
     env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if k.startswith("TOKENIZERS_") or not (_SECRET_NAME.search(k) or k.startswith(_SECRET_PREFIXES))
     }
     # The client also reads a saved login from a file: point it at none.
     env.update(HF_HUB_OFFLINE="1", HF_TOKEN_PATH=os.devnull, **(extra or {}))
     return env
+
 
 _PR_SET_PDEATHSIG = 1
 
@@ -160,7 +162,9 @@ def check_readable(path: Path, user: WorkerUser | None, what: str, fix: str, *, 
 def check_model_readable(model_dir: Path, user: WorkerUser | None) -> None:
     """`check_readable` for the model folder that the planner and the workers load."""
     check_readable(
-        model_dir, user, "the model's files",
+        model_dir,
+        user,
+        "the model's files",
         "Keep the model where others can read it: HF_HOME (or the folder you pass) outside a private "
         "home, e.g. HF_HOME=/var/cache/hfexport/hf as the container sets.",
     )

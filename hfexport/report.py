@@ -247,7 +247,8 @@ class Validation:
             if check.tokens_equal is False:
                 return f"validation '{check.name}': generated tokens differ from eager generate()"
             if check.worst() > self.tolerance:
-                return f"validation '{check.name}': max abs diff {format_diff(check.worst())} > tolerance {self.tolerance:g}"
+                worst = format_diff(check.worst())
+                return f"validation '{check.name}': max abs diff {worst} > tolerance {self.tolerance:g}"
         return None
 
     def to_dict(self) -> dict:

@@ -44,37 +44,100 @@ class Task:
 # AutoModelForZeroShotImageClassification) takes the first row that lists it.
 TASK_TABLE: tuple[Task, ...] = (
     Task("fill-mask", "AutoModelForMaskedLM", "single", "text"),
-    Task("text-classification", "AutoModelForSequenceClassification", "single", "text", ("BERT, its own code: dynamo, onnx",)),
+    Task(
+        "text-classification",
+        "AutoModelForSequenceClassification",
+        "single",
+        "text",
+        ("BERT, its own code: dynamo, onnx",),
+    ),
     Task("token-classification", "AutoModelForTokenClassification", "single", "text"),
     Task("question-answering", "AutoModelForQuestionAnswering", "single", "text"),
-    Task("image-classification", "AutoModelForImageClassification", "single", "vision", ("ViT: dynamo, onnx, executorch",)),
+    Task(
+        "image-classification",
+        "AutoModelForImageClassification",
+        "single",
+        "vision",
+        ("ViT: dynamo, onnx, executorch",),
+    ),
     Task("object-detection", "AutoModelForObjectDetection", "single", "vision", ("DETR: dynamo, onnx",)),
-    Task("image-segmentation", "AutoModelForSemanticSegmentation", "single", "vision", ("SegFormer: dynamo, onnx, executorch",)),
+    Task(
+        "image-segmentation",
+        "AutoModelForSemanticSegmentation",
+        "single",
+        "vision",
+        ("SegFormer: dynamo, onnx, executorch",),
+    ),
     Task("depth-estimation", "AutoModelForDepthEstimation", "single", "vision", ("GLPN: dynamo, onnx",)),
     Task("audio-classification", "AutoModelForAudioClassification", "single", "audio", ("wav2vec2: dynamo, onnx",)),
     Task("automatic-speech-recognition", "AutoModelForCTC", "single", "audio", ("wav2vec2: dynamo, onnx",)),
     # Generation with a KV cache: one decoder (encoder + prefill + decode for encoder-decoders).
-    Task("text-generation-with-past", "AutoModelForCausalLM", "generation", "text",
-         ("Llama: dynamo, onnx, executorch", "Mistral, Gemma 2 (sliding window): onnx")),
-    Task("text2text-generation-with-past", "AutoModelForSeq2SeqLM", "generation", "text", ("T5: dynamo, onnx, executorch", "BART, Marian: dynamo, onnx")),
-    Task("automatic-speech-recognition-with-past", "AutoModelForSpeechSeq2Seq", "generation", "audio",
-         ("Whisper: dynamo, onnx, executorch",)),
+    Task(
+        "text-generation-with-past",
+        "AutoModelForCausalLM",
+        "generation",
+        "text",
+        ("Llama: dynamo, onnx, executorch", "Mistral, Gemma 2 (sliding window): onnx"),
+    ),
+    Task(
+        "text2text-generation-with-past",
+        "AutoModelForSeq2SeqLM",
+        "generation",
+        "text",
+        ("T5: dynamo, onnx, executorch", "BART, Marian: dynamo, onnx"),
+    ),
+    Task(
+        "automatic-speech-recognition-with-past",
+        "AutoModelForSpeechSeq2Seq",
+        "generation",
+        "audio",
+        ("Whisper: dynamo, onnx, executorch",),
+    ),
     # Causal LM logits as one graph, no cache (asked for by name: `auto` picks the one with past).
     Task("text-generation", "AutoModelForCausalLM", "single", "text", ("Llama: dynamo, onnx, executorch",)),
-    Task("zero-shot-image-classification", "AutoModelForZeroShotImageClassification", "single", "text + images",
-         ("CLIP, SigLIP: dynamo, onnx",), modality="text-vision"),
-    Task("image-text-to-text", "AutoModelForImageTextToText", "generation", "images + text",
-         ("LLaVA: dynamo, onnx, executorch",), modality="image-text"),
-    Task("instance-segmentation", "AutoModelForInstanceSegmentation", "single", "vision",
-         ("MaskFormer: dynamo, onnx, executorch",)),
-    Task("universal-segmentation", "AutoModelForUniversalSegmentation", "single", "vision",
-         ("DETR (panoptic): dynamo, onnx",)),
+    Task(
+        "zero-shot-image-classification",
+        "AutoModelForZeroShotImageClassification",
+        "single",
+        "text + images",
+        ("CLIP, SigLIP: dynamo, onnx",),
+        modality="text-vision",
+    ),
+    Task(
+        "image-text-to-text",
+        "AutoModelForImageTextToText",
+        "generation",
+        "images + text",
+        ("LLaVA: dynamo, onnx, executorch",),
+        modality="image-text",
+    ),
+    Task(
+        "instance-segmentation",
+        "AutoModelForInstanceSegmentation",
+        "single",
+        "vision",
+        ("MaskFormer: dynamo, onnx, executorch",),
+    ),
+    Task(
+        "universal-segmentation",
+        "AutoModelForUniversalSegmentation",
+        "single",
+        "vision",
+        ("DETR (panoptic): dynamo, onnx",),
+    ),
     # Before feature-extraction: SAM is also listed by AutoModel, and its base model *is* the head.
-    Task("mask-generation", "AutoModelForMaskGeneration", "single", "images + points or boxes",
-         refused="a promptable mask generator (SAM) takes points or boxes with each image, and hfexport builds no "
-                 "such prompts to validate it on yet"),
+    Task(
+        "mask-generation",
+        "AutoModelForMaskGeneration",
+        "single",
+        "images + points or boxes",
+        refused="a promptable mask generator (SAM) takes points or boxes with each image, and hfexport builds no "
+        "such prompts to validate it on yet",
+    ),
     # The base model, no head: what a head-less architecture (`BertModel`) exports.
-    Task("feature-extraction", "AutoModel", "single", "text, vision, audio", ("BERT, MiniLM: dynamo, onnx, executorch",)),
+    Task(
+        "feature-extraction", "AutoModel", "single", "text, vision, audio", ("BERT, MiniLM: dynamo, onnx, executorch",)
+    ),
 )
 
 TASKS: dict[str, Task] = {task.name: task for task in TASK_TABLE}
@@ -117,8 +180,11 @@ def tasks_markdown() -> list[str]:
     """The README's table of tasks: each row, the Auto class, the families tested, or why refused."""
     lines = ["| task | head (Auto class) | inputs | families tested: backends | status |", "|---|---|---|---|---|"]
     for task in TASK_TABLE:
-        status = f"refused: {task.refused}" if not task.supported else (
-            "exported and validated" if task.families else "exported; no family tested here yet")
+        status = (
+            f"refused: {task.refused}"
+            if not task.supported
+            else ("exported and validated" if task.families else "exported; no family tested here yet")
+        )
         families = "; ".join(task.families) or "-"
         lines.append(f"| `{task.name}` | `{task.auto_class}` | {task.inputs} | {families} | {status} |")
     return lines

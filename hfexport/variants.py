@@ -46,12 +46,27 @@ class VariantKind(StrEnum):
 # Embedding models are judged by cosine, heads by top-1 agreement, generation by greedy token
 # agreement with eager `generate()` and the mean |Δ log-prob| of eager's tokens (lower is better).
 DEFAULT_THRESHOLDS: dict[VariantKind, dict[str, float]] = {
-    VariantKind.OPTIMIZED: {"cosine_mean": 0.9999, "cosine_min": 0.999, "top1_agreement": 0.99,
-                            "token_agreement": 1.0, "logprob_delta_mean": 0.01},
-    VariantKind.FP16: {"cosine_mean": 0.999, "cosine_min": 0.99, "top1_agreement": 0.98,
-                       "token_agreement": 0.95, "logprob_delta_mean": 0.05},
-    VariantKind.INT8: {"cosine_mean": 0.99, "cosine_min": 0.95, "top1_agreement": 0.9,
-                       "token_agreement": 0.75, "logprob_delta_mean": 0.25},
+    VariantKind.OPTIMIZED: {
+        "cosine_mean": 0.9999,
+        "cosine_min": 0.999,
+        "top1_agreement": 0.99,
+        "token_agreement": 1.0,
+        "logprob_delta_mean": 0.01,
+    },
+    VariantKind.FP16: {
+        "cosine_mean": 0.999,
+        "cosine_min": 0.99,
+        "top1_agreement": 0.98,
+        "token_agreement": 0.95,
+        "logprob_delta_mean": 0.05,
+    },
+    VariantKind.INT8: {
+        "cosine_mean": 0.99,
+        "cosine_min": 0.95,
+        "top1_agreement": 0.9,
+        "token_agreement": 0.75,
+        "logprob_delta_mean": 0.25,
+    },
     VariantKind.DA8W4: {"token_agreement": 0.5, "logprob_delta_mean": 0.5},
 }
 LOWER_IS_BETTER = frozenset({"logprob_delta_mean"})
@@ -138,8 +153,14 @@ VARIANTS: dict[tuple[str, VariantKind], Variant] = {}
 
 
 def register_variant(
-    backend: str, kind: VariantKind, *, file: str, package: Callable[[Path, Path, str, str], list[Path]],
-    generation: bool = False, single: bool = True, per_component: bool = False,
+    backend: str,
+    kind: VariantKind,
+    *,
+    file: str,
+    package: Callable[[Path, Path, str, str], list[Path]],
+    generation: bool = False,
+    single: bool = True,
+    per_component: bool = False,
 ) -> Callable:
     """Decorator: register `fn(job) -> folder` as the `kind` variant of `backend`."""
 
@@ -175,7 +196,8 @@ def parse_variants(spec: str | list[str] | None) -> list[str]:
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ConfigError(
             f"Variants must be names, not {spec!r}.",
-            "Give a comma-separated string or a list of names, e.g. int8,fp16 (in .hfexport.yaml: variants: [int8, fp16]).",
+            "Give a comma-separated string or a list of names, e.g. int8,fp16 (in .hfexport.yaml: variants: [int8, "
+            "fp16]).",
         )
     names = [n.strip() for n in names if n.strip() and n.strip() != "none"]
     known = [str(k) for k in VariantKind]
@@ -318,8 +340,14 @@ def _padding_as_mask_index(model) -> bool:
     for node in attentions:
         inputs = [*node.inputs, *[None] * 6]
         bias = inputs[5]
-        if (inputs[3] is not None or inputs[4] is not None or bias is None or len(node.inputs) > 6
-                or node.attributes.get_int("unidirectional", 0) or _data_sources(bias) != {mask.name}):
+        if (
+            inputs[3] is not None
+            or inputs[4] is not None
+            or bias is None
+            or len(node.inputs) > 6
+            or node.attributes.get_int("unidirectional", 0)
+            or _data_sources(bias) != {mask.name}
+        ):
             return False
     # The QKV weight is a Concat of the three projections until folded: the quantizer takes initializers.
     onnxscript.optimizer.fold_constants(model, input_size_limit=1 << 62, output_size_limit=1 << 62)
@@ -383,8 +411,9 @@ def _onnx_fp16(job: VariantJob) -> Path:
     return _loadable(model, job.work_dir / "exported", job)
 
 
-@register_variant("onnx", VariantKind.INT8, file="model_quantized.onnx", package=package_onnx, generation=True,
-                  per_component=True)
+@register_variant(
+    "onnx", VariantKind.INT8, file="model_quantized.onnx", package=package_onnx, generation=True, per_component=True
+)
 def _onnx_int8(job: VariantJob) -> Path:
     """ONNX Runtime dynamic quantization: per-channel symmetric int8 weights (the kernels' fast path;
     on MiniLM uint8 weights scored 0.001 more cosine and ran 7 % slower), activations quantized at
@@ -405,10 +434,13 @@ def _onnx_int8(job: VariantJob) -> Path:
     if job.component == "model" and "attention_mask" in job.sample:  # an encoder whose attention may quantize whole
         try:
             fused, whole = _fused_for_ort(job)
-        except Exception as e:  # a model without eager attention, a graph the fusions refuse: the plain one is quantized
+        except Exception as e:
+            # A model without eager attention, a graph the fusions refuse: the plain one is quantized.
             fused, whole = None, False
-            print(f"int8: the fused graph failed ({type(e).__name__}: {e}); quantizing the fp32 export's", file=sys.stderr)
-        if whole:
+            print(
+                f"int8: the fused graph failed ({type(e).__name__}: {e}); quantizing the fp32 export's", file=sys.stderr
+            )
+        if whole and fused is not None:
             graph = fused
 
     def quantized(keep: list[str]):
@@ -423,7 +455,9 @@ def _onnx_int8(job: VariantJob) -> Path:
 
 
 def _onnx_bytes(folder: Path, component: str) -> int:
-    return sum(p.stat().st_size for p in (folder / f"{component}.onnx", folder / f"{component}.onnx.data") if p.exists())
+    return sum(
+        p.stat().st_size for p in (folder / f"{component}.onnx", folder / f"{component}.onnx.data") if p.exists()
+    )
 
 
 def _outlier_projections(graph: Path, job: VariantJob, budget: float) -> list[str]:
@@ -436,8 +470,11 @@ def _outlier_projections(graph: Path, job: VariantJob, budget: float) -> list[st
 
     proto = onnx.load(str(graph))
     weights = {i.name: int(np.prod(i.dims)) * 4 for i in proto.graph.initializer}
-    projections = [(n.name, n.input[0], weights[n.input[1]]) for n in proto.graph.node
-                   if n.op_type in ("MatMul", "Gemm") and len(n.input) > 1 and n.input[1] in weights]
+    projections = [
+        (n.name, n.input[0], weights[n.input[1]])
+        for n in proto.graph.node
+        if n.op_type in ("MatMul", "Gemm") and len(n.input) > 1 and n.input[1] in weights
+    ]
     if not projections or budget <= 0:
         return []
     for _, activation, _ in projections:  # expose each projection's input as an output of the probe
@@ -452,8 +489,11 @@ def _outlier_projections(graph: Path, job: VariantJob, budget: float) -> list[st
     ratio = {name: 0.0 for name, _, _ in projections}
     for sample in job.calibration:
         # A program traced on one example (an image-text model's vision encoder) takes that many rows.
-        feed = {i.name: np.asarray(sample[i.name])[: i.shape[0] if i.shape and isinstance(i.shape[0], int) else None]
-                for i in session.get_inputs() if i.name in sample}
+        feed = {
+            i.name: np.asarray(sample[i.name])[: i.shape[0] if i.shape and isinstance(i.shape[0], int) else None]
+            for i in session.get_inputs()
+            if i.name in sample
+        }
         outputs = dict(zip(names, session.run(None, feed)))
         for name, activation, _ in projections:
             x = np.abs(outputs[activation])
@@ -480,7 +520,9 @@ def _executorch_int8(job: VariantJob) -> Path:
     from transformers.exporters import PT2EQuantizer
 
     xnnpack = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True))
-    config = dataclasses.replace(job.make_config(), quantizer=PT2EQuantizer(xnnpack, calibration_dataset=job.calibration))
+    config = dataclasses.replace(
+        job.make_config(), quantizer=PT2EQuantizer(xnnpack, calibration_dataset=job.calibration)
+    )
     job.export(job.model, job.sample, config).save_pretrained(job.work_dir / "variant")
     return job.work_dir / "variant"
 
@@ -498,8 +540,9 @@ def _quantized_kernels(program: Path) -> list[str]:
 INT4_GROUP_SIZE = 32
 
 
-@register_variant("executorch", VariantKind.DA8W4, file="model_8da4w.pte", package=package_pte,
-                  generation=True, single=False)
+@register_variant(
+    "executorch", VariantKind.DA8W4, file="model_8da4w.pte", package=package_pte, generation=True, single=False
+)
 def _executorch_8da4w(job: VariantJob) -> Path:
     """optimum-executorch's `--qlinear 8da4w --qembedding 8w`. torchao's
     `Int8DynamicActivationIntxWeightConfig` on the decoder's linears (the LM head included): int4
@@ -517,9 +560,15 @@ def _executorch_8da4w(job: VariantJob) -> Path:
     from torchao.quantization.granularity import PerGroup
 
     model = copy.deepcopy(job.model)
-    config = Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(INT4_GROUP_SIZE))
-    quantize_(model, config, filter_fn=lambda module, _: isinstance(module, torch.nn.Linear)
-              and module.in_features % INT4_GROUP_SIZE == 0)
+    config = Int8DynamicActivationIntxWeightConfig(
+        weight_dtype=torch.int4,  # type: ignore[attr-defined]  # torch has it, its stubs do not
+        weight_granularity=PerGroup(INT4_GROUP_SIZE),
+    )
+    quantize_(
+        model,
+        config,
+        filter_fn=lambda module, _: isinstance(module, torch.nn.Linear) and module.in_features % INT4_GROUP_SIZE == 0,
+    )
     # Embeddings last: the LM head of a model with tied embeddings is quantized from the float table.
     model = EmbeddingQuantHandler(model, bitwidth=8, group_size=None, packed=False).quantized_model()
     job.export(model, job.sample, job.make_config()).save_pretrained(job.work_dir / "variant")

@@ -62,7 +62,9 @@ class DevHub:
         return self.webhooks.add(url, secret)
 
     def start(self) -> DevHub:
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="error", access_log=False, lifespan="on")
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=self.port, log_level="error", access_log=False, lifespan="on"
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="devhub", daemon=True)
         self._thread.start()

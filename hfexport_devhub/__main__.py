@@ -14,19 +14,32 @@ from . import DevHub
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hfexport-devhub", description="The local Hub emulator: a Hub-compatible server on 127.0.0.1 for tests and demos.")
+    parser = argparse.ArgumentParser(
+        prog="hfexport-devhub",
+        description="The local Hub emulator: a Hub-compatible server on 127.0.0.1 for tests and demos.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="Serve the local Hub until interrupted.")
-    serve.add_argument("--root", type=Path, default=Path("hfexport-out/devhub"), help="Data folder (kept across restarts).")
-    serve.add_argument("--port", type=int, default=8765, help="Port on 127.0.0.1.")
-    serve.add_argument("--user", action="append", default=[], metavar="NAME=TOKEN", help="Register a user (repeatable).")
     serve.add_argument(
-        "--lfs", action=argparse.BooleanOptionalAction, default=True,
-        help="Answer uploadMode=lfs for large files (clients with HF_HUB_DISABLE_XET=1); --no-lfs serves Xet-enabled clients inline.",
+        "--root", type=Path, default=Path("hfexport-out/devhub"), help="Data folder (kept across restarts)."
     )
-    serve.add_argument("--fault-rate", type=float, default=0.0, help="Share of requests that fail (0..1), for reliability tests.")
+    serve.add_argument("--port", type=int, default=8765, help="Port on 127.0.0.1.")
     serve.add_argument(
-        "--fault-kinds", default="500,503,429,drop,drop-after",
+        "--user", action="append", default=[], metavar="NAME=TOKEN", help="Register a user (repeatable)."
+    )
+    serve.add_argument(
+        "--lfs",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Answer uploadMode=lfs for large files (clients with HF_HUB_DISABLE_XET=1); "
+        "--no-lfs serves Xet-enabled clients inline.",
+    )
+    serve.add_argument(
+        "--fault-rate", type=float, default=0.0, help="Share of requests that fail (0..1), for reliability tests."
+    )
+    serve.add_argument(
+        "--fault-kinds",
+        default="500,503,429,drop,drop-after",
         help="Which failures: 500, 503, 429, drop (before acting), drop-after (after acting).",
     )
     serve.add_argument("--retry-after", type=float, default=1.0, help="Retry-After seconds sent with 429.")
@@ -36,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     hub = DevHub(args.root, port=args.port)
     hub.settings.lfs = args.lfs
     hub.settings.faults.configure(
-        rate=args.fault_rate, kinds=[k.strip() for k in args.fault_kinds.split(",") if k.strip()],
-        retry_after_s=args.retry_after, latency_ms=args.latency_ms,
+        rate=args.fault_rate,
+        kinds=[k.strip() for k in args.fault_kinds.split(",") if k.strip()],
+        retry_after_s=args.retry_after,
+        latency_ms=args.latency_ms,
     )
     for item in args.user:
         name, _, token = item.partition("=")

@@ -260,9 +260,22 @@ class HubApp:
                 "lastModified": commit["date"],
                 # Sizes and content ids only when asked (`blobs=true`, the client's files_metadata), as on the Hub.
                 "siblings": [
-                    {"rfilename": path, **({"size": info["size"], "blobId": info["git"] or info["sha256"],
-                     **({"lfs": {"sha256": info["sha256"], "size": info["size"], "pointerSize": 134}} if info["lfs"] else {})}
-                     if blobs else {})}
+                    {
+                        "rfilename": path,
+                        **(
+                            {
+                                "size": info["size"],
+                                "blobId": info["git"] or info["sha256"],
+                                **(
+                                    {"lfs": {"sha256": info["sha256"], "size": info["size"], "pointerSize": 134}}
+                                    if info["lfs"]
+                                    else {}
+                                ),
+                            }
+                            if blobs
+                            else {}
+                        ),
+                    }
                     for path, info in sorted(files.items())
                 ],
                 "usedStorage": sum(info["size"] for info in files.values()),
@@ -281,7 +294,7 @@ class HubApp:
         for file_path, info in sorted(files.items()):
             if not file_path.startswith(prefix):
                 continue
-            rest = file_path[len(prefix):]
+            rest = file_path[len(prefix) :]
             parts = rest.split("/")
             for depth in range(1, len(parts)):
                 folder = prefix + "/".join(parts[:depth])
@@ -327,8 +340,13 @@ class HubApp:
         while sha:
             commit = data["commits"][sha]
             history.append(
-                {"id": sha, "title": commit["title"], "message": commit["message"],
-                 "authors": [{"user": commit["author"]}], "date": commit["date"]}
+                {
+                    "id": sha,
+                    "title": commit["title"],
+                    "message": commit["message"],
+                    "authors": [{"user": commit["author"]}],
+                    "date": commit["date"],
+                }
             )
             sha = commit["parents"][0] if commit["parents"] else None
         return JSONResponse(history)
@@ -370,7 +388,9 @@ class HubApp:
             oid = None
             if existing is not None:
                 oid = existing["sha256"] if lfs else self.store.git_oid(existing)
-            out.append({"path": item["path"], "uploadMode": "lfs" if lfs else "regular", "shouldIgnore": False, "oid": oid})
+            out.append(
+                {"path": item["path"], "uploadMode": "lfs" if lfs else "regular", "shouldIgnore": False, "oid": oid}
+            )
         return JSONResponse({"files": out, "commitOid": self.store.resolve(data, rev) if files else None})
 
     async def commit(self, request: Request, t: str, repo: str, rev: str) -> Response:
@@ -386,7 +406,11 @@ class HubApp:
                 if key in ("file", "lfsFile", "deletedFile", "deletedFolder"):
                     _check_path(value.get("path"))
                 if key == "file":
-                    content = base64.b64decode(value["content"]) if value.get("encoding", "base64") == "base64" else value["content"].encode()
+                    content = (
+                        base64.b64decode(value["content"])
+                        if value.get("encoding", "base64") == "base64"
+                        else value["content"].encode()
+                    )
                     additions[value["path"]] = self.store.file_entry(content, lfs=False)
                     with self._stats_lock:
                         self.stats["bytes_uploaded"] += len(content)
@@ -410,7 +434,9 @@ class HubApp:
                     parent = self.store.resolve(data, header["parentCommit"])
                     if not self.store.is_ancestor(data, parent, data["refs"][base_ref]):
                         return _error(412, f"Commit {header['parentCommit']} is not on {rev}.")
-                pr = self._new_discussion(data, actor, header.get("summary", "PR"), header.get("description", ""), True, rev, head=parent)
+                pr = self._new_discussion(
+                    data, actor, header.get("summary", "PR"), header.get("description", ""), True, rev, head=parent
+                )
                 ref = f"refs/pr/{pr['num']}"
             else:
                 ref = rev if rev.startswith("refs/") else f"refs/heads/{rev}"
@@ -428,13 +454,21 @@ class HubApp:
                 if header.get("parentCommit") and header["parentCommit"] != parent:
                     return _error(412, "A commit has happened since. Please refresh and try again.")
             commit_id = self.store.commit(
-                data, parent, header.get("summary", ""), header.get("description", ""), actor.name,
-                additions, deletions, deleted_folders,
+                data,
+                parent,
+                header.get("summary", ""),
+                header.get("description", ""),
+                actor.name,
+                additions,
+                deletions,
+                deleted_folders,
             )
             old = data["refs"].get(ref)
             data["refs"][ref] = commit_id
             if pr is not None:
-                pr["events"].append(_event("commit", actor.name, {"subject": header.get("summary", ""), "oid": commit_id}))
+                pr["events"].append(
+                    _event("commit", actor.name, {"subject": header.get("summary", ""), "oid": commit_id})
+                )
             self.store.save(data)
         for hook in self.settings.on_commit:
             hook(data, ref, old, commit_id)
@@ -470,12 +504,20 @@ class HubApp:
                     multipart = True
                     chunk = self.settings.chunk_size
                     parts = -(-size // chunk)
-                    header = {"chunk_size": str(chunk), **{str(i): f"{base}/_lfs/{oid}/{i}" for i in range(1, parts + 1)}}
-                    entry["actions"] = {"upload": {"href": f"{base}/_lfs/{oid}/complete", "header": header}, "verify": verify}
+                    header = {
+                        "chunk_size": str(chunk),
+                        **{str(i): f"{base}/_lfs/{oid}/{i}" for i in range(1, parts + 1)},
+                    }
+                    entry["actions"] = {
+                        "upload": {"href": f"{base}/_lfs/{oid}/complete", "header": header},
+                        "verify": verify,
+                    }
                 else:
                     entry["actions"] = {"upload": {"href": f"{base}/_lfs/{oid}"}, "verify": verify}
             objects.append(entry)
-        return JSONResponse({"transfer": "multipart" if multipart else "basic", "objects": objects, "hash_algo": "sha256"})
+        return JSONResponse(
+            {"transfer": "multipart" if multipart else "basic", "objects": objects, "hash_algo": "sha256"}
+        )
 
     async def lfs_put(self, request: Request, oid: str, part: str | None = None) -> Response:
         content = await request.body()
@@ -510,7 +552,9 @@ class HubApp:
 
     # ── downloads ──
 
-    async def resolve_file(self, request: Request, repo: str, rev: str, path: str, prefix: str | None = None) -> Response:
+    async def resolve_file(
+        self, request: Request, repo: str, rev: str, path: str, prefix: str | None = None
+    ) -> Response:
         repo_type = {"datasets/": "dataset", "spaces/": "space"}.get(prefix or "", "model")
         data = self.store.get_repo(repo_type, repo, self.actor(request))
         sha = self.store.resolve(data, rev)
@@ -526,7 +570,9 @@ class HubApp:
             return Response(status_code=200, headers=headers)
         from starlette.responses import FileResponse
 
-        return FileResponse(self.store.blob_path(info["sha256"]), headers=headers, media_type="application/octet-stream")
+        return FileResponse(
+            self.store.blob_path(info["sha256"]), headers=headers, media_type="application/octet-stream"
+        )
 
     # ── discussions and pull requests ──
 
@@ -536,8 +582,16 @@ class HubApp:
                 return d
         raise StoreError(404, f"Discussion #{num} not found")
 
-    def _new_discussion(self, data: dict, actor: Actor, title: str, description: str, is_pr: bool, base: str = "main",
-                        head: str | None = None) -> dict:
+    def _new_discussion(
+        self,
+        data: dict,
+        actor: Actor,
+        title: str,
+        description: str,
+        is_pr: bool,
+        base: str = "main",
+        head: str | None = None,
+    ) -> dict:
         num = len(data["discussions"]) + 1
         discussion = {
             "num": num,
@@ -583,7 +637,12 @@ class HubApp:
         page, per_page = int(q.get("p", 0)), 50
         chunk = items[page * per_page : (page + 1) * per_page]
         return JSONResponse(
-            {"discussions": [self._summary(data, d) for d in chunk], "count": len(items), "start": page * per_page, "numTotalItems": len(items)}
+            {
+                "discussions": [self._summary(data, d) for d in chunk],
+                "count": len(items),
+                "start": page * per_page,
+                "numTotalItems": len(items),
+            }
         )
 
     async def create_discussion(self, request: Request, t: str, repo: str) -> Response:
@@ -591,11 +650,19 @@ class HubApp:
         body = await request.json()
         with self.store.transaction():
             data = self.repo(request, t, repo)
-            d = self._new_discussion(data, actor, body["title"], body.get("description", ""), bool(body.get("pullRequest")))
+            d = self._new_discussion(
+                data, actor, body["title"], body.get("description", ""), bool(body.get("pullRequest"))
+            )
             self.store.save(data)
         for hook in self.settings.on_discussion:
             hook(data, d, "create")
-        return JSONResponse({"num": d["num"], "pullRequest": d["isPullRequest"], "url": f"{self.base_url(request)}/{data['id']}/discussions/{d['num']}"})
+        return JSONResponse(
+            {
+                "num": d["num"],
+                "pullRequest": d["isPullRequest"],
+                "url": f"{self.base_url(request)}/{data['id']}/discussions/{d['num']}",
+            }
+        )
 
     async def discussion_details(self, request: Request, t: str, repo: str, num: str) -> Response:
         data = self.repo(request, t, repo)
@@ -603,10 +670,14 @@ class HubApp:
         details = self._summary(data, d)
         details["events"] = d["events"]
         if d["isPullRequest"]:
-            details["changes"] = {"base": d["base"], **({"mergeCommitId": d["mergeCommitId"]} if d.get("mergeCommitId") else {})}
+            details["changes"] = {
+                "base": d["base"],
+                **({"mergeCommitId": d["mergeCommitId"]} if d.get("mergeCommitId") else {}),
+            }
             details["filesWithConflicts"] = (
                 self.store.merge_files(data, data["refs"][d["base"]], data["refs"][f"refs/pr/{d['num']}"])[1]
-                if d["status"] in ("open", "draft") else []
+                if d["status"] in ("open", "draft")
+                else []
             )
             details["diff"] = ""
         return JSONResponse(details)
@@ -662,7 +733,6 @@ class HubApp:
             hook(data, d["base"], old, merged)
         return JSONResponse({})
 
-
     # ── HF Jobs ──
 
     def _job(self, request: Request, ns: str, job_id: str):
@@ -684,7 +754,9 @@ class HubApp:
 
     async def list_jobs(self, request: Request, ns: str) -> Response:
         actor = self.actor(request)
-        return JSONResponse([j.info(self.base_url(request)) for j in self.jobs.jobs.values() if j.owner == ns == actor.name])
+        return JSONResponse(
+            [j.info(self.base_url(request)) for j in self.jobs.jobs.values() if j.owner == ns == actor.name]
+        )
 
     async def inspect_job(self, request: Request, ns: str, job_id: str) -> Response:
         return JSONResponse(self._job(request, ns, job_id).info(self.base_url(request)))
@@ -702,11 +774,22 @@ class HubApp:
 def _event(kind: str, author: str, data: dict) -> dict:
     import secrets
 
-    return {"id": secrets.token_hex(12), "type": kind, "createdAt": now_iso(), "author": {"name": author, "type": "user"}, "data": data}
+    return {
+        "id": secrets.token_hex(12),
+        "type": kind,
+        "createdAt": now_iso(),
+        "author": {"name": author, "type": "user"},
+        "data": data,
+    }
 
 
 def _comment_data(text: str) -> dict:
-    return {"edited": False, "hidden": False, "latest": {"raw": text, "html": text, "updatedAt": now_iso()}, "numEdits": 0}
+    return {
+        "edited": False,
+        "hidden": False,
+        "latest": {"raw": text, "html": text, "updatedAt": now_iso()},
+        "numEdits": 0,
+    }
 
 
 def _check_path(path: object) -> None:

@@ -66,7 +66,9 @@ class JobRunner:
             command = [*self.entrypoints[command[0]], *command[1:]]
         env = {**os.environ, **self.job_env, **spec.get("environment", {}), **spec.get("secrets", {})}
         try:
-            job.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+            job.process = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+            )
         except OSError as e:
             job.stage, job.message, job.finished_at = "ERROR", f"could not start: {e}", now_iso()
             return job

@@ -242,7 +242,6 @@ class Store:
         }
         return commit_id
 
-
     def ancestors(self, repo: dict, commit_id: str) -> list[str]:
         """`commit_id` and every commit it descends from, nearest first (first parents before merged ones)."""
         seen, queue = [], [commit_id]
@@ -279,7 +278,6 @@ class Store:
             if chosen is not None:
                 merged[path] = chosen
         return merged, conflicts
-
 
     def _merge_text(self, old: dict | None, ours: dict | None, theirs: dict | None) -> dict | None:
         """git's line-by-line merge of a regular file changed on both sides, or None (a conflict)."""

@@ -36,28 +36,39 @@ class WebhookDispatcher:
         head = repo["refs"].get("refs/heads/main")
         web = f"{self.base_url}/{repo['id']}"
         return {
-            "type": repo["type"], "name": repo["id"], "id": repo["id"], "private": repo["private"],
-            "headSha": head, "url": {"web": web, "api": f"{self.base_url}/api/{repo['type']}s/{repo['id']}"},
+            "type": repo["type"],
+            "name": repo["id"],
+            "id": repo["id"],
+            "private": repo["private"],
+            "headSha": head,
+            "url": {"web": web, "api": f"{self.base_url}/api/{repo['type']}s/{repo['id']}"},
             "owner": {"id": repo["owner"]},
         }
 
     def on_commit(self, repo: dict, ref: str, old: str | None, new: str) -> None:
-        self._send({
-            "event": {"action": "update", "scope": "repo.content"},
-            "repo": self._repo(repo),
-            "updatedRefs": [{"ref": ref, "oldSha": old, "newSha": new}],
-        })
+        self._send(
+            {
+                "event": {"action": "update", "scope": "repo.content"},
+                "repo": self._repo(repo),
+                "updatedRefs": [{"ref": ref, "oldSha": old, "newSha": new}],
+            }
+        )
 
     def on_discussion(self, repo: dict, discussion: dict, action: str) -> None:
-        self._send({
-            "event": {"action": action, "scope": "discussion"},
-            "repo": self._repo(repo),
-            "discussion": {
-                "num": discussion["num"], "title": discussion["title"], "status": discussion["status"],
-                "isPullRequest": discussion["isPullRequest"], "author": {"id": discussion["author"]},
-                "changes": {"base": discussion.get("base")},
-            },
-        })
+        self._send(
+            {
+                "event": {"action": action, "scope": "discussion"},
+                "repo": self._repo(repo),
+                "discussion": {
+                    "num": discussion["num"],
+                    "title": discussion["title"],
+                    "status": discussion["status"],
+                    "isPullRequest": discussion["isPullRequest"],
+                    "author": {"id": discussion["author"]},
+                    "changes": {"base": discussion.get("base")},
+                },
+            }
+        )
 
     def _send(self, payload: dict) -> None:
         for hook in list(self.hooks):
@@ -67,7 +78,9 @@ class WebhookDispatcher:
     def _deliver(self, hook: Webhook, body: bytes) -> None:
         for attempt in range(4):
             request = urllib.request.Request(
-                hook.url, data=body, method="POST",
+                hook.url,
+                data=body,
+                method="POST",
                 headers={"Content-Type": "application/json", "X-Webhook-Secret": hook.secret},
             )
             try:

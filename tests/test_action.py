@@ -24,7 +24,9 @@ def _tool(name: str) -> str:
     return str(path)
 
 
-def _run_action(tmp_path: Path, inputs: dict[str, str], extra_env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict, str]:
+def _run_action(
+    tmp_path: Path, inputs: dict[str, str], extra_env: dict | None = None
+) -> tuple[subprocess.CompletedProcess, dict, str]:
     """`hfexport github-action` (what the image runs for action.yml) with GitHub's environment."""
     output, summary, workspace = tmp_path / "output", tmp_path / "summary.md", tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
@@ -38,9 +40,13 @@ def _run_action(tmp_path: Path, inputs: dict[str, str], extra_env: dict | None =
         **(extra_env or {}),
     }
     env.pop("HF_TOKEN", None)
-    process = subprocess.run([sys.executable, "-m", "hfexport", "github-action"], capture_output=True, text=True, env=env, timeout=1800)
+    process = subprocess.run(
+        [sys.executable, "-m", "hfexport", "github-action"], capture_output=True, text=True, env=env, timeout=1800
+    )
     written = output.read_text() if output.exists() else ""
-    outputs = {name: value for name, _, value in re.findall(r"^([\w-]+)<<(__HFEXPORT_\w+__)\n(.*?)\n\2$", written, re.M | re.S)}
+    outputs = {
+        name: value for name, _, value in re.findall(r"^([\w-]+)<<(__HFEXPORT_\w+__)\n(.*?)\n\2$", written, re.M | re.S)
+    }
     return process, outputs, summary.read_text() if summary.exists() else ""
 
 
@@ -82,7 +88,9 @@ def test_action_annotates_failed_backends(action_repo, tmp_path):
     assert process.returncode == 1, process.stderr[-2000:]
     assert re.search(r"^::error title=hfexport onnx::crashed: .*SIGKILL", process.stdout, re.M), process.stdout
     assert outputs["status"] == "dry-run"
-    tolerant, _, _ = _run_action(tmp_path, {**inputs, "fail-on-validation-error": "false"}, {"HFEXPORT_FAULT": "onnx:crash"})
+    tolerant, _, _ = _run_action(
+        tmp_path, {**inputs, "fail-on-validation-error": "false"}, {"HFEXPORT_FAULT": "onnx:crash"}
+    )
     assert tolerant.returncode == 0
 
 
@@ -94,11 +102,17 @@ def test_action_reports_bad_input_as_an_error(tmp_path):
 
 @pytest.mark.parametrize(
     ("inputs", "said"),
-    [({"variants": "int4"}, "Unknown variant 'int4'"), ({"min-quality": "int8.cosine=1"}, "Cannot read the quality threshold")],
+    [
+        ({"variants": "int4"}, "Unknown variant 'int4'"),
+        ({"min-quality": "int8.cosine=1"}, "Cannot read the quality threshold"),
+    ],
 )
 def test_action_refuses_bad_variant_inputs_before_touching_the_hub(tmp_path, inputs, said):
-    process, outputs, _ = _run_action(tmp_path, {"repo-id": "nobody-here/none", "hf-token": "hf_x", **inputs},
-                                      extra_env={"HF_ENDPOINT": "http://127.0.0.1:9"})  # no Hub there
+    process, outputs, _ = _run_action(
+        tmp_path,
+        {"repo-id": "nobody-here/none", "hf-token": "hf_x", **inputs},
+        extra_env={"HF_ENDPOINT": "http://127.0.0.1:9"},
+    )  # no Hub there
     assert process.returncode == 2, process.stderr[-2000:]
     assert said in process.stderr and "fix:" in process.stderr and outputs["status"] == "error"
 
@@ -126,11 +140,16 @@ INJECTED = "::set-output name=pr-url::https://attacker.example/x"
     ],
 )
 def test_an_input_that_would_inject_a_workflow_command_is_refused_before_anything_is_printed(tmp_path, inputs):
-    process, outputs, summary = _run_action(tmp_path, {"hf-token": "hf_x", **inputs}, extra_env={"HF_ENDPOINT": "http://127.0.0.1:9"})
+    process, outputs, summary = _run_action(
+        tmp_path, {"hf-token": "hf_x", **inputs}, extra_env={"HF_ENDPOINT": "http://127.0.0.1:9"}
+    )
     assert process.returncode == 2, process.stdout + process.stderr[-2000:]
     commands = [line for line in process.stdout.splitlines() if line.startswith("::")]
     assert len(commands) == 1 and commands[0].startswith("::error title=hfexport::input '"), process.stdout
-    assert "set-output" not in process.stdout + process.stderr and "attacker" not in process.stdout + process.stderr + summary
+    assert (
+        "set-output" not in process.stdout + process.stderr
+        and "attacker" not in process.stdout + process.stderr + summary
+    )
     assert outputs == {"status": "error"}
 
 
@@ -176,11 +195,15 @@ def test_hadolint_passes():
 
 
 def test_actionlint_passes():
-    workflows = sorted(str(p) for p in [*(ROOT / ".github" / "workflows").glob("*.yml"), *(ROOT / "docs" / "workflows").glob("*.yml")])
+    workflows = sorted(
+        str(p) for p in [*(ROOT / ".github" / "workflows").glob("*.yml"), *(ROOT / "docs" / "workflows").glob("*.yml")]
+    )
     assert len(workflows) >= 2
     result = subprocess.run(
         [_tool("actionlint"), "-config-file", str(ROOT / ".github" / "actionlint.yaml"), *workflows],
-        capture_output=True, text=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     example = yaml.safe_load((ROOT / "docs" / "workflows" / "hfexport.yml").read_text())
@@ -201,8 +224,11 @@ def test_the_example_gpu_job_exports_only_the_gpu_backend_and_honours_dry_run(tm
     fake.write_text('#!/usr/bin/env bash\necho "$*" >> "$CALLS"\necho "{}"\n')
     fake.chmod(0o755)
     env = {
-        "PATH": f"{fake.parent}:{os.environ['PATH']}", "CALLS": str(tmp_path / "calls"), "REPO_ID": "org/model",
-        "HF_TOKEN": "x", "DRY_RUN": dry_run,
+        "PATH": f"{fake.parent}:{os.environ['PATH']}",
+        "CALLS": str(tmp_path / "calls"),
+        "REPO_ID": "org/model",
+        "HF_TOKEN": "x",
+        "DRY_RUN": dry_run,
     }
     assert "${{ inputs.dry-run" in step["env"]["DRY_RUN"]
     result = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp_path, env=env, capture_output=True, text=True)

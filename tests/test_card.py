@@ -11,10 +11,28 @@ from hfexport.report import ArtifactFile, BackendResult, Check, ExportPlan, Repo
 
 def _report(sha: str = "a" * 40) -> Report:
     checks = [Check("sample", {"last_hidden_state": 1e-6})]
-    ok = BackendResult("onnx", "ok", "onnx", files=[ArtifactFile("model.onnx", 10)], components=["model"],
-                       validation=Validation(1e-3, checks), versions={"onnx": "1.21.0"}, source_sha=sha)
+    ok = BackendResult(
+        "onnx",
+        "ok",
+        "onnx",
+        files=[ArtifactFile("model.onnx", 10)],
+        components=["model"],
+        validation=Validation(1e-3, checks),
+        versions={"onnx": "1.21.0"},
+        source_sha=sha,
+    )
     bad = BackendResult("executorch", "failed", "executorch/xnnpack", error="validation 'other_shape': boom | x")
-    plan = ExportPlan("feature-extraction", "BertModel", "BertModel", "bert", "single", "text", False, ["model"], ["onnx", "executorch"])
+    plan = ExportPlan(
+        "feature-extraction",
+        "BertModel",
+        "BertModel",
+        "bert",
+        "single",
+        "text",
+        False,
+        ["model"],
+        ["onnx", "executorch"],
+    )
     return Report(source=Source("hub", "o/m", sha), plan=plan, backends=[ok, bad])
 
 
@@ -27,7 +45,10 @@ def test_section_replaced_not_duplicated_and_owner_text_kept():
     assert "Owner text, edited after our PR." in second and "bbbbbbbbbbbb" in second and "aaaaaaaaaaaa" not in second
     meta = yaml.safe_load(second.split("---\n")[1])
     assert meta == {"license": "mit", "tags": ["mine", "onnx", "hfexport"]}
-    assert "| executorch | - | `executorch/xnnpack/` | - | - | - | - | failed: validation 'other_shape': boom / x |" in second
+    assert (
+        "| executorch | - | `executorch/xnnpack/` | - | - | - | - | failed: validation 'other_shape': boom / x |"
+        in second
+    )
     assert "| onnx | `bbbbbbbbbbbb` | `onnx/` | model.onnx | 10 B | 1.00e-06 | 0.001 | ok |" in second
 
 
@@ -52,10 +73,14 @@ OWNER_TAIL = "\nOwner text after.\n"
 @pytest.mark.parametrize(
     "body",
     [
-        pytest.param(OWNER_TEXT + START + "\nmaintainer kept our start, dropped our end\n" + OWNER_TAIL, id="stray-start"),
+        pytest.param(
+            OWNER_TEXT + START + "\nmaintainer kept our start, dropped our end\n" + OWNER_TAIL, id="stray-start"
+        ),
         pytest.param(OWNER_TEXT + "quoting our end: " + END + "\n" + OWNER_TAIL, id="stray-end"),
-        pytest.param(OWNER_TEXT + START + "\nfirst copy\n" + END + "\nbetween\n" + START + "\nsecond copy\n" + END + OWNER_TAIL,
-                     id="two-pairs"),
+        pytest.param(
+            OWNER_TEXT + START + "\nfirst copy\n" + END + "\nbetween\n" + START + "\nsecond copy\n" + END + OWNER_TAIL,
+            id="two-pairs",
+        ),
         pytest.param(OWNER_TEXT + END + "\nowner words between\n" + START + OWNER_TAIL, id="end-before-start"),
     ],
 )
@@ -67,7 +92,9 @@ def test_markers_that_do_not_pair_keep_the_owners_text_over_three_renders(body):
         assert any("do not pair up" in w for w in rendered.warnings)
         renders.append(rendered.text)
     for text in renders[1:]:
-        assert text.startswith("---\nlicense: mit\ntags:\n- onnx\n- hfexport\n---\n" + body), "the owner's text, byte for byte"
+        assert text.startswith("---\nlicense: mit\ntags:\n- onnx\n- hfexport\n---\n" + body), (
+            "the owner's text, byte for byte"
+        )
     # One section of ours was added and is the one replaced each time: the card does not grow.
     assert len(renders[3]) == len(renders[2]) and renders[3].replace("c" * 12, "b" * 12) == renders[2]
     assert "cccccccccccc" in renders[3] and "bbbbbbbbbbbb" not in renders[3]
@@ -75,7 +102,7 @@ def test_markers_that_do_not_pair_keep_the_owners_text_over_three_renders(body):
 
 def test_a_well_formed_section_moved_by_a_maintainer_is_replaced_where_it_is():
     first = render_card("# T\n\nIntro.\n", "o/m", _report("a" * 40)).text
-    section = first[first.index(START):first.index(END) + len(END)]
+    section = first[first.index(START) : first.index(END) + len(END)]
     moved = first.replace(section, "").rstrip() + "\n"
     moved = moved.replace("Intro.\n", "Intro.\n\n" + section + "\n\nOwner's closing words.\n")
     second = render_card(moved, "o/m", _report("b" * 40))

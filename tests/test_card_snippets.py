@@ -28,7 +28,11 @@ from hfexport.hub.card import END, START
 REPO = "snippets-owner/minilm"
 JS = Path(__file__).parent / "js"
 LOADERS = Path(__file__).parent / "loaders"
-TEXTS = ["hfexport validated this file against the original model.", "Short one.", "A third sentence, somewhat longer than the others."]
+TEXTS = [
+    "hfexport validated this file against the original model.",
+    "Short one.",
+    "A third sentence, somewhat longer than the others.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +43,17 @@ def pushed(hub):
     api = HfApi(endpoint=hub.url, token=owner)
     api.create_repo(REPO)
     api.upload_folder(repo_id=REPO, folder_path=tiny_models.minilm_folder())
-    result = run_cli("push", REPO, "--backends", "dynamo,onnx,executorch", "--variants", "onnx:int8", "--json",
-                     env={"HF_TOKEN": bot}, timeout=1800)
+    result = run_cli(
+        "push",
+        REPO,
+        "--backends",
+        "dynamo,onnx,executorch",
+        "--variants",
+        "onnx:int8",
+        "--json",
+        env={"HF_TOKEN": bot},
+        timeout=1800,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     outcome = json.loads(result.stdout)
     assert outcome["action"] == "opened", outcome
@@ -48,7 +61,11 @@ def pushed(hub):
     # and none of the libraries' known-harmless noise.
     report = outcome["report"]
     assert report["plan"]["architecture"] == "BertModel" and len(report["source"]["sha"]) == 40
-    assert [(b["backend"], b["status"]) for b in report["backends"]] == [("dynamo", "ok"), ("onnx", "ok"), ("executorch", "ok")]
+    assert [(b["backend"], b["status"]) for b in report["backends"]] == [
+        ("dynamo", "ok"),
+        ("onnx", "ok"),
+        ("executorch", "ok"),
+    ]
     assert all(name in result.stderr for name in ("dynamo", "onnx", "executorch", "max abs diff"))
     assert "Failed to load" not in result.stderr and "register_constant()" not in result.stderr
     # int8 of the encoder's fused graph: its attention quantized whole (ORT's QAttention), the one
@@ -69,8 +86,9 @@ def _run_python(code: str, home: Path) -> subprocess.CompletedProcess:
     home.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HFEXPORT_"))}
     env.update(HF_ENDPOINT=os.environ["HF_ENDPOINT"], HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env,
-                          cwd=home.parent)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env, cwd=home.parent
+    )
 
 
 def _run_js(code: str, home: Path) -> subprocess.CompletedProcess:
@@ -103,8 +121,10 @@ def _eager(texts: list[str]):
     return torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
 
 
-@pytest.mark.skipif(shutil.which("node") is None or not (JS / "node_modules").exists(),
-                    reason="transformers.js is installed by `make test` (npm ci in tests/js)")
+@pytest.mark.skipif(
+    shutil.which("node") is None or not (JS / "node_modules").exists(),
+    reason="transformers.js is installed by `make test` (npm ci in tests/js)",
+)
 def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub, tmp_path):
     """transformers.js fetches `onnx/model.onnx` alone (fp32) or `onnx/model_quantized.onnx` (q8) from
     the PR's revision, as from any Hub repo: fp32 embeddings match eager to cosine >= 0.9999, q8's to 0.98."""
@@ -116,7 +136,10 @@ def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub
     for dtype, floor in (("fp32", 0.9999), ("q8", 0.98)):
         run = subprocess.run(
             ["node", str(JS / "embed.mjs"), hub.url, REPO, revision, dtype, json.dumps(TEXTS)],
-            capture_output=True, text=True, timeout=300, env={**os.environ, "TRANSFORMERS_JS_CACHE": str(tmp_path / dtype)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "TRANSFORMERS_JS_CACHE": str(tmp_path / dtype)},
         )
         assert run.returncode == 0, run.stderr[-3000:]
         got = torch.tensor(json.loads(run.stdout.strip().splitlines()[-1]))
@@ -137,7 +160,9 @@ def _run_every_block(api, repo: str, num: int, tmp_path: Path, printed: str, js_
 
     def run_all(label: str, revision: str) -> None:
         for index, block in enumerate(blocks):
-            ran = _run_python(block.replace('"main"  #', f'"{revision}"  #', 1), tmp_path / f"{label}-{index}" / "hf-home")
+            ran = _run_python(
+                block.replace('"main"  #', f'"{revision}"  #', 1), tmp_path / f"{label}-{index}" / "hf-home"
+            )
             assert ran.returncode == 0, f"{label} block {index}:\n{block}\n{ran.stderr[-3000:]}"
             assert re.search(printed, ran.stdout), (block, ran.stdout)
         for index, block in enumerate(js_blocks):
@@ -180,8 +205,17 @@ def pushed_llm(hub, tmp_path_factory):
     api.create_repo(LLM_REPO)
     folder = tiny_models.llama_with_tokenizer(tmp_path_factory.mktemp("model-llama-tokenizer"))
     api.upload_folder(repo_id=LLM_REPO, folder_path=folder)
-    result = run_cli("push", LLM_REPO, "--backends", "dynamo,onnx,executorch", "--variants", "onnx:fp16", "--json",
-                     env={"HF_TOKEN": bot}, timeout=1800)
+    result = run_cli(
+        "push",
+        LLM_REPO,
+        "--backends",
+        "dynamo,onnx,executorch",
+        "--variants",
+        "onnx:fp16",
+        "--json",
+        env={"HF_TOKEN": bot},
+        timeout=1800,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return api, json.loads(result.stdout), folder
 
@@ -191,7 +225,9 @@ def _eager_continuation(folder: Path, text: str, new_tokens: int = 8) -> list[in
 
     tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder)
     prompt = tokenizer([text], return_tensors="pt")
-    return model.generate(**prompt, max_new_tokens=new_tokens, do_sample=False)[0, prompt["input_ids"].shape[1]:].tolist()
+    return model.generate(**prompt, max_new_tokens=new_tokens, do_sample=False)[
+        0, prompt["input_ids"].shape[1] :
+    ].tolist()
 
 
 def test_a_generative_models_card_snippets_run_a_real_prompt(pushed_llm, tmp_path):
@@ -207,14 +243,17 @@ def test_a_generative_models_card_snippets_run_a_real_prompt(pushed_llm, tmp_pat
     onnx = next(b for b in outcome["report"]["backends"] if b["backend"] == "onnx")
     assert onnx["layout"] == "decoder-with-past" and onnx["programs"] == {"decode": "model.onnx"}
     assert any(c["name"] == "loaders_layout" and c["tokens_equal"] for c in onnx["validation"]["checks"])
-    blocks, js_output = _run_every_block(api, repo, outcome["pr_num"], tmp_path,
-                                         r"\(1, \d+, 128\) next token: |'input_ids'|forward", r"\S")
+    blocks, js_output = _run_every_block(
+        api, repo, outcome["pr_num"], tmp_path, r"\(1, \d+, 128\) next token: |'input_ids'|forward", r"\S"
+    )
     # ExportedModel for .pt2 and .pte; the ONNX folder is optimum's and transformers.js's layout.
     assert sum('model.runners["decode"]' in b for b in blocks) == 2
     assert any('"onnx/model.onnx"' in b for b in blocks) and any('"executorch/xnnpack/decode.pte"' in b for b in blocks)
     # transformers.js's text-generation pipeline, greedy: the text eager generate() writes.
     text = "hfexport validated this file against the original model."
-    continuation = AutoTokenizer.from_pretrained(folder).decode(_eager_continuation(folder, text), skip_special_tokens=True)
+    continuation = AutoTokenizer.from_pretrained(folder).decode(
+        _eager_continuation(folder, text), skip_special_tokens=True
+    )
     eager = f"{text} {continuation}"  # the pipeline keeps the prompt as given
     assert set(js_output.values()) == {eager}, (js_output, eager)
     # The card lists the fp16 variant with the dtype that picks it; so picked, transformers.js
@@ -234,8 +273,14 @@ def _run_loader(home: Path, *args: str):
     home.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HFEXPORT_"))}
     env.update(HF_ENDPOINT=os.environ["HF_ENDPOINT"], HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1")
-    ran = subprocess.run([str(python), str(LOADERS / "load.py"), *args], capture_output=True, text=True, timeout=600,
-                         env=env, cwd=home.parent)
+    ran = subprocess.run(
+        [str(python), str(LOADERS / "load.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=home.parent,
+    )
     assert ran.returncode == 0, ran.stderr[-3000:]
     return json.loads(ran.stdout.strip().splitlines()[-1])
 
@@ -251,8 +296,16 @@ def test_the_ecosystems_python_loaders_read_the_prs(pushed, pushed_llm, tmp_path
     _, outcome = pushed
     eager = _eager(TEXTS)
     for file, floor in (("model.onnx", 0.9999), ("model_quantized.onnx", 0.98)):
-        got = torch.tensor(_run_loader(tmp_path / f"st-{file}", "sentence-transformers", REPO,
-                                       f"refs/pr/{outcome['pr_num']}", file, json.dumps(TEXTS)))
+        got = torch.tensor(
+            _run_loader(
+                tmp_path / f"st-{file}",
+                "sentence-transformers",
+                REPO,
+                f"refs/pr/{outcome['pr_num']}",
+                file,
+                json.dumps(TEXTS),
+            )
+        )
         cosine = torch.nn.functional.cosine_similarity(got, eager, dim=-1)
         print(f"sentence-transformers onnx/{file}: cosine to eager {[round(float(c), 6) for c in cosine]}")
         assert got.shape == eager.shape and float(cosine.min()) >= floor, (file, cosine)
@@ -260,5 +313,7 @@ def test_the_ecosystems_python_loaders_read_the_prs(pushed, pushed_llm, tmp_path
     _, llm, folder = pushed_llm
     text = "hfexport validated this file against the original model."
     ids = AutoTokenizer.from_pretrained(folder)(text)["input_ids"]
-    got = _run_loader(tmp_path / "optimum", "optimum-causal-lm", LLM_REPO, f"refs/pr/{llm['pr_num']}", json.dumps(ids), "8")
+    got = _run_loader(
+        tmp_path / "optimum", "optimum-causal-lm", LLM_REPO, f"refs/pr/{llm['pr_num']}", json.dumps(ids), "8"
+    )
     assert got == _eager_continuation(folder, text), got

@@ -44,8 +44,21 @@ def _free_port() -> int:
 def _serve(tmp_path, *extra):
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "hfexport_devhub", "serve", "--root", str(tmp_path / "hub"), "--port", str(port), "--user", "carol=hf_carol_token", *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "hfexport_devhub",
+            "serve",
+            "--root",
+            str(tmp_path / "hub"),
+            "--port",
+            str(port),
+            "--user",
+            "carol=hf_carol_token",
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -105,11 +118,21 @@ def test_the_emulator_refuses_a_stale_parent_and_paths_the_hub_refuses(tmp_path)
         first = api.create_commit("strict/m", [CommitOperationAdd("a.txt", b"a")], commit_message="a")
         pr = api.create_commit("strict/m", [CommitOperationAdd("b.txt", b"b")], commit_message="b", create_pr=True)
         head = api.model_info("strict/m", revision=f"refs/pr/{pr.pr_num}").sha
-        api.create_commit("strict/m", [CommitOperationAdd("c.txt", b"c")], commit_message="c",
-                          revision=f"refs/pr/{pr.pr_num}", parent_commit=head)
+        api.create_commit(
+            "strict/m",
+            [CommitOperationAdd("c.txt", b"c")],
+            commit_message="c",
+            revision=f"refs/pr/{pr.pr_num}",
+            parent_commit=head,
+        )
         with pytest.raises(HfHubHTTPError) as stale:  # a second writer still holding the old head
-            api.create_commit("strict/m", [CommitOperationAdd("d.txt", b"d")], commit_message="d",
-                              revision=f"refs/pr/{pr.pr_num}", parent_commit=head)
+            api.create_commit(
+                "strict/m",
+                [CommitOperationAdd("d.txt", b"d")],
+                commit_message="d",
+                revision=f"refs/pr/{pr.pr_num}",
+                parent_commit=head,
+            )
         assert stale.value.response.status_code == 412
         root = api.list_repo_commits("strict/m")[-1].commit_id
         assert root != first.oid
@@ -121,10 +144,14 @@ def test_the_emulator_refuses_a_stale_parent_and_paths_the_hub_refuses(tmp_path)
         for path in ("../escape.txt", "a/../../etc/passwd", "/abs.txt", "a//b.txt", ".git/config", "a\\b.txt"):
             lines = [
                 {"key": "header", "value": {"summary": "bad", "description": ""}},
-                {"key": "file", "value": {"path": path, "content": base64.b64encode(b"x").decode(), "encoding": "base64"}},
+                {
+                    "key": "file",
+                    "value": {"path": path, "content": base64.b64encode(b"x").decode(), "encoding": "base64"},
+                },
             ]
             request = urllib.request.Request(
-                f"{hub.url}/api/models/strict/m/commit/main", method="POST",
+                f"{hub.url}/api/models/strict/m/commit/main",
+                method="POST",
                 data="\n".join(json.dumps(line) for line in lines).encode(),
                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/x-ndjson"},
             )
@@ -153,9 +180,18 @@ def test_a_pr_opened_with_a_parent_commit_branches_from_it_and_merges_three_ways
         card = b"# M\n\nline one\nline two\nline three\n"
         read = _commit(api, "dora/m", {"README.md": card, "w.bin": b"v1"}).oid
         # main moves on: a new file, the card's first line, and a file the PR will touch too.
-        _commit(api, "dora/m", {"README.md": card.replace(b"# M", b"# M, retitled"), "owner.txt": b"theirs", "x.bin": b"main"})
-        pr = _commit(api, "dora/m", {"README.md": card + b"\nour section\n", "ours.txt": b"ours"}, create_pr=True,
-                     parent_commit=read)
+        _commit(
+            api,
+            "dora/m",
+            {"README.md": card.replace(b"# M", b"# M, retitled"), "owner.txt": b"theirs", "x.bin": b"main"},
+        )
+        pr = _commit(
+            api,
+            "dora/m",
+            {"README.md": card + b"\nour section\n", "ours.txt": b"ours"},
+            create_pr=True,
+            parent_commit=read,
+        )
         assert api.list_repo_commits("dora/m", revision=f"refs/pr/{pr.pr_num}")[1].commit_id == read
         assert api.get_discussion_details("dora/m", pr.pr_num).conflicting_files == []
         api.merge_pull_request("dora/m", pr.pr_num)

@@ -150,4 +150,3 @@ def test_t5_encoder_decoder_generation(t5_export):
     list(_generation_checks(report))
     manifest = json.loads((Path(report.out_dir) / "onnx" / "export.json").read_text())
     assert sorted(manifest["components"]) == ["decode", "encoder", "prefill"]
-

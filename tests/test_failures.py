@@ -60,8 +60,17 @@ def test_crash_and_hang_are_isolated(workspace, tiny_bert_folder):
     completes and is reported, through the CLI with its exit code."""
     out = workspace / "out-isolation"
     result = run_cli(
-        "export", str(tiny_bert_folder), "--backends", "dynamo,onnx,executorch", "--out", str(out),
-        "--timeout", "30", "--jobs", "1", "--json",
+        "export",
+        str(tiny_bert_folder),
+        "--backends",
+        "dynamo,onnx,executorch",
+        "--out",
+        str(out),
+        "--timeout",
+        "30",
+        "--jobs",
+        "1",
+        "--json",
         env={"HFEXPORT_FAULT": "onnx:crash,executorch:hang"},
     )
     assert result.returncode == 1, result.stderr[-2000:]
@@ -107,7 +116,9 @@ def test_warm_workers_are_bounded_and_never_left_behind(tmp_path, tiny_bert_fold
         assert _worker_processes() == []
     # Planning fails after the workers started (an unknown architecture shows only once transformers
     # is imported): they go with the error.
-    folder = _folder(tmp_path, "unsupported", {**_bert_config(), "architectures": ["FancyNewModel"]}, "model.safetensors")
+    folder = _folder(
+        tmp_path, "unsupported", {**_bert_config(), "architectures": ["FancyNewModel"]}, "model.safetensors"
+    )
     with pytest.raises(hfexport.HfExportError, match="FancyNewModel"):
         hfexport.export(str(folder), tmp_path / "out", backends="dynamo,onnx")
     assert _worker_processes() == []
@@ -117,8 +128,15 @@ def test_warm_workers_are_bounded_and_never_left_behind(tmp_path, tiny_bert_fold
 
 
 def _bert_config() -> dict:
-    return {"model_type": "bert", "architectures": ["BertModel"], "hidden_size": 32, "num_hidden_layers": 2,
-            "num_attention_heads": 2, "intermediate_size": 37, "vocab_size": 128}
+    return {
+        "model_type": "bert",
+        "architectures": ["BertModel"],
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 37,
+        "vocab_size": 128,
+    }
 
 
 def _folder(workspace: Path, name: str, config: dict | str | None, weights: str | None = None) -> Path:
@@ -132,29 +150,52 @@ def _folder(workspace: Path, name: str, config: dict | str | None, weights: str 
 
 
 CASES = {
-    "unknown_backend": (lambda ws, bert: [str(bert), "--backends", "dynamo,tflite"], "Unknown backend 'tflite'", "--backends"),
+    "unknown_backend": (
+        lambda ws, bert: [str(bert), "--backends", "dynamo,tflite"],
+        "Unknown backend 'tflite'",
+        "--backends",
+    ),
     "missing_folder": (lambda ws, bert: [str(ws / "no-such-model")], "No folder", "path"),
     "unreadable_config": (
         lambda ws, bert: [str(_folder(ws, "bad-config", "{not json", "model.safetensors"))],
-        "not valid JSON", "config.json",
+        "not valid JSON",
+        "config.json",
     ),
-    "no_config": (lambda ws, bert: [str(_folder(ws, "no-config", None, "model.safetensors"))], "No config.json", "config.json"),
+    "no_config": (
+        lambda ws, bert: [str(_folder(ws, "no-config", None, "model.safetensors"))],
+        "No config.json",
+        "config.json",
+    ),
     "unsupported_architecture": (
-        lambda ws, bert: [str(_folder(ws, "unsupported", {**_bert_config(), "architectures": ["FancyNewModel"]}, "model.safetensors"))],
-        "has no class 'FancyNewModel'", "Upgrade transformers",
+        lambda ws, bert: [
+            str(_folder(ws, "unsupported", {**_bert_config(), "architectures": ["FancyNewModel"]}, "model.safetensors"))
+        ],
+        "has no class 'FancyNewModel'",
+        "Upgrade transformers",
     ),
     "unknown_model_type": (
-        lambda ws, bert: [str(_folder(ws, "unknown-type", {"model_type": "fancy-new", "architectures": []}, "model.safetensors"))],
-        "cannot read this config", "model_type",
+        lambda ws, bert: [
+            str(_folder(ws, "unknown-type", {"model_type": "fancy-new", "architectures": []}, "model.safetensors"))
+        ],
+        "cannot read this config",
+        "model_type",
     ),
     "no_weights": (lambda ws, bert: [str(_folder(ws, "no-weights", _bert_config()))], "No weights", "weights"),
     "pickle_only": (
         lambda ws, bert: [str(_folder(ws, "pickled", _bert_config(), "pytorch_model.bin"))],
-        "pickled weights only", "--allow-pickle",
+        "pickled weights only",
+        "--allow-pickle",
     ),
     "remote_code": (
-        lambda ws, bert: [str(_folder(ws, "remote", {**_bert_config(), "auto_map": {"AutoModel": "modeling.Fancy"}}, "model.safetensors"))],
-        "code from its repo", "--trust-remote-code",
+        lambda ws, bert: [
+            str(
+                _folder(
+                    ws, "remote", {**_bert_config(), "auto_map": {"AutoModel": "modeling.Fancy"}}, "model.safetensors"
+                )
+            )
+        ],
+        "code from its repo",
+        "--trust-remote-code",
     ),
     "unknown_task": (lambda ws, bert: [str(bert), "--task", "teleportation"], "Unknown task", "--task"),
 }
@@ -208,7 +249,9 @@ def test_allow_pickle_accepts_pickled_weights(tmp_path):
     import torch
 
     folder = tmp_path / "pickled-real"
-    model = BertModel(BertConfig(**{k: v for k, v in _bert_config().items() if k not in ("model_type", "architectures")}))
+    model = BertModel(
+        BertConfig(**{k: v for k, v in _bert_config().items() if k not in ("model_type", "architectures")})
+    )
     model.config.save_pretrained(folder)
     torch.save(model.state_dict(), folder / "pytorch_model.bin")  # transformers 5 saves safetensors only
     assert not list(folder.glob("*.safetensors")) and list(folder.glob("*.bin"))

@@ -38,14 +38,19 @@ FAMILIES = [
 GENERATIVE = [
     ("bart", tiny_models.bart, {"forced_eos_token_id": 2, "no_repeat_ngram_size": 3}, "dynamo,onnx"),
     ("marian", tiny_models.marian, {"forced_eos_token_id": 0, "bad_words_ids": [[127]]}, "dynamo,onnx"),
-    ("whisper", tiny_models.whisper, {"suppress_tokens": [1, 2, 7, 8, 9, 10, 11, 12], "lang_to_id": {"<|en|>": 101, "<|fr|>": 102}},
-     "dynamo,onnx,executorch"),
+    (
+        "whisper",
+        tiny_models.whisper,
+        {"suppress_tokens": [1, 2, 7, 8, 9, 10, 11, 12], "lang_to_id": {"<|en|>": 101, "<|fr|>": 102}},
+        "dynamo,onnx,executorch",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("name", "build", "task", "backends", "head_output"), FAMILIES, ids=[f[0] for f in FAMILIES])
-def test_a_family_is_planned_with_its_own_head_and_validated_on_another_shape(workspace, name, build, task, backends,
-                                                                              head_output):
+def test_a_family_is_planned_with_its_own_head_and_validated_on_another_shape(
+    workspace, name, build, task, backends, head_output
+):
     folder, report = _exported(workspace, name, build, backends=backends)
     architecture = json.loads((folder / "config.json").read_text())["architectures"][0]
     assert report.plan.task == task and report.plan.model_class == architecture, report.plan
@@ -77,8 +82,9 @@ def test_a_family_is_planned_with_its_own_head_and_validated_on_another_shape(wo
 
 
 @pytest.mark.parametrize(("name", "build", "rules", "backends"), GENERATIVE, ids=[g[0] for g in GENERATIVE])
-def test_an_encoder_decoder_with_its_shipped_generation_config_matches_generate_token_for_token(workspace, name, build,
-                                                                                               rules, backends):
+def test_an_encoder_decoder_with_its_shipped_generation_config_matches_generate_token_for_token(
+    workspace, name, build, rules, backends
+):
     """generate()'s own logits processors, built from the model's generation config, are applied in
     the loop over the exported encoder, prefill and decode as in eager generate(): token parity on
     both runtimes, and the rules visibly at work (the forced EOS closes every row; no suppressed
@@ -98,7 +104,9 @@ def test_an_encoder_decoder_with_its_shipped_generation_config_matches_generate_
             if "forced_eos_token_id" in rules:
                 assert all(row[-1] == rules["forced_eos_token_id"] for row in check.eager_tokens), check.eager_tokens
             if "suppress_tokens" in rules:
-                assert not {t for row in check.eager_tokens for t in row} & set(rules["suppress_tokens"]), check.eager_tokens
+                assert not {t for row in check.eager_tokens for t in row} & set(rules["suppress_tokens"]), (
+                    check.eager_tokens
+                )
 
 
 @pytest.mark.parametrize("name", ["mistral", "gemma2"])
@@ -160,12 +168,16 @@ def _bert_for_pretraining(folder: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize(("build", "named"), [
-    # A row of the table that hfexport refuses, with its reason.
-    (tiny_models.sam, ["SamModel", "mask-generation", "points or boxes"]),
-    # A head no row lists: named with the Auto class transformers keeps it under.
-    (_bert_for_pretraining, ["BertForPreTraining", "AutoModelForPreTraining"]),
-], ids=["mask-generation-head", "pretraining-head"])
+@pytest.mark.parametrize(
+    ("build", "named"),
+    [
+        # A row of the table that hfexport refuses, with its reason.
+        (tiny_models.sam, ["SamModel", "mask-generation", "points or boxes"]),
+        # A head no row lists: named with the Auto class transformers keeps it under.
+        (_bert_for_pretraining, ["BertForPreTraining", "AutoModelForPreTraining"]),
+    ],
+    ids=["mask-generation-head", "pretraining-head"],
+)
 def test_a_head_hfexport_cannot_export_is_refused_by_name_with_the_tasks_it_can(tmp_path, build, named):
     """Never exported as its base model under another task's name: exit 2, the head named, the
     tasks hfexport exports listed with the way to export the base model on purpose; nothing written."""

@@ -24,8 +24,9 @@ OWNER_KEYS = [
     "on: yes\noff: No\nenabled: ON\n",
     'base_model: "google-bert/bert-base-uncased"\nbase_model_relation: finetune\n',
     "datasets:\n  - squad\n  - 'glue'\nmetrics:\n  - name: f1\n    value: 0.91\n",
-    "model-index:\n- name: tiny\n  results:\n  - task:\n      type: text-classification\n    metrics:\n    - type: accuracy\n      value: 0.5\n",
-    "widget:\n- text: \"Hello: world # not a comment\"\n  example_title: greeting\n",
+    "model-index:\n- name: tiny\n  results:\n  - task:\n      type: text-classification\n    metrics:\n    - type: "
+    "accuracy\n      value: 0.5\n",
+    'widget:\n- text: "Hello: world # not a comment"\n  example_title: greeting\n',
     "description: >\n  A folded\n  description.\nnotes: |\n  Literal\n    block\n",
     "pipeline_tag: text-classification\nlibrary_name: transformers\ninference: false\n",
     "anchors: &a {x: 1}\nuses: *a\nempty:\nnull_value: ~\n",
@@ -38,7 +39,7 @@ TAG_STYLES = {
     "block": "tags:\n- text-classification\n- custom\n",
     "indented": "tags:\n  - text-classification  # the task\n  - 'quoted tag'\n",
     "commented": "tags: # formats and tasks\n# one per line\n- a\n\n- b\n",
-    "flow": "tags: [text-classification, \"two words\", no]\n",
+    "flow": 'tags: [text-classification, "two words", no]\n',
     "flow-multiline": "tags: [alpha,\n  beta]\n",
     "string": "tags: text-classification\n",
     "empty": "tags:\n",
@@ -88,7 +89,7 @@ def _tags_block(yaml: str) -> tuple[int, int] | None:
 def _without_tags(yaml: str) -> str:
     lines = yaml.splitlines(keepends=True)
     span = _tags_block(yaml)
-    return "".join(lines if span is None else lines[: span[0]] + lines[span[1]:])
+    return "".join(lines if span is None else lines[: span[0]] + lines[span[1] :])
 
 
 def test_there_are_at_least_fifty_cards():

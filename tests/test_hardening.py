@@ -42,9 +42,21 @@ def test_trusted_remote_code_runs_only_in_processes_that_hold_no_secret(hub, wor
 
     secrets = {**SECRETS, "HF_TOKEN": bot}
     push = subprocess.Popen(
-        [sys.executable, "-m", "hfexport", "push", "rc-owner/dumpbert", "--backends", "dynamo,onnx",
-         "--trust-remote-code", "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **secrets},
+        [
+            sys.executable,
+            "-m",
+            "hfexport",
+            "push",
+            "rc-owner/dumpbert",
+            "--backends",
+            "dynamo,onnx",
+            "--trust-remote-code",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **secrets},
     )
     stdout, stderr = push.communicate(timeout=900)
     assert push.returncode == 0, stderr[-3000:]
@@ -100,9 +112,23 @@ def test_as_root_the_repos_code_runs_as_the_worker_user_and_its_files_come_back(
 
         def export(model: Path, out: Path) -> subprocess.CompletedProcess:
             return subprocess.run(
-                [str(python), "-m", "hfexport", "export", str(model), "--backends", "onnx", "--trust-remote-code",
-                 "--out", str(out), "--json"],
-                capture_output=True, text=True, timeout=600, env={**os.environ, "HFEXPORT_WORKER_USER": "nobody"},
+                [
+                    str(python),
+                    "-m",
+                    "hfexport",
+                    "export",
+                    str(model),
+                    "--backends",
+                    "onnx",
+                    "--trust-remote-code",
+                    "--out",
+                    str(out),
+                    "--json",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env={**os.environ, "HFEXPORT_WORKER_USER": "nobody"},
             )
 
         result = export(folder, open_dir / "out")
@@ -153,8 +179,16 @@ def _python_others_can_run(root: Path) -> Path | None:
 
 def test_a_worker_user_that_cannot_be_switched_to_is_a_clear_error(tmp_path, tiny_bert_folder):
     """HFEXPORT_WORKER_USER naming no user is bad input (exit 2), before anything runs."""
-    result = run_cli("export", str(tiny_bert_folder), "--backends", "onnx", "--out", str(tmp_path / "out"),
-                     env={"HFEXPORT_WORKER_USER": "no-such-user-hfexport"}, timeout=300)
+    result = run_cli(
+        "export",
+        str(tiny_bert_folder),
+        "--backends",
+        "onnx",
+        "--out",
+        str(tmp_path / "out"),
+        env={"HFEXPORT_WORKER_USER": "no-such-user-hfexport"},
+        timeout=300,
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     assert "HFEXPORT_WORKER_USER='no-such-user-hfexport' names no user" in result.stderr
     assert not (tmp_path / "out").exists()
@@ -176,8 +210,15 @@ def test_a_planning_error_in_the_isolated_process_keeps_its_type_and_fix(workspa
 def test_the_fault_hook_needs_the_test_switch(tmp_path, tiny_bert_folder):
     out = tmp_path / "out"
     off = run_cli(
-        "export", str(tiny_bert_folder), "--backends", "dynamo", "--out", str(out), "--json",
-        env={"HFEXPORT_TESTING": "", "HFEXPORT_FAULT": "dynamo:crash"}, timeout=600,
+        "export",
+        str(tiny_bert_folder),
+        "--backends",
+        "dynamo",
+        "--out",
+        str(out),
+        "--json",
+        env={"HFEXPORT_TESTING": "", "HFEXPORT_FAULT": "dynamo:crash"},
+        timeout=600,
     )
     assert off.returncode == 0, off.stderr[-2000:]
     report = json.loads(off.stdout)
@@ -190,7 +231,9 @@ def test_an_unexpected_exception_is_an_internal_error_not_bad_input(tmp_path, ti
     assert quiet.returncode == 4, quiet.stderr[-2000:]
     assert "internal error: RuntimeError" in quiet.stderr and "this is a bug" in quiet.stderr
     assert "Traceback" not in quiet.stderr and not (tmp_path / "out").exists()
-    verbose = run_cli("--verbose", "export", str(tiny_bert_folder), "--out", str(tmp_path / "out"), env=env, timeout=300)
+    verbose = run_cli(
+        "--verbose", "export", str(tiny_bert_folder), "--out", str(tmp_path / "out"), env=env, timeout=300
+    )
     assert verbose.returncode == 4 and "Traceback" in verbose.stderr
 
 

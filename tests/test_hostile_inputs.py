@@ -24,7 +24,9 @@ def _raw(service: Service, request: bytes, timeout: float = 30) -> tuple[int, by
         while b"\r\n\r\n" not in answer and (chunk := conn.recv(65536)):
             answer += chunk
         head, _, body = answer.partition(b"\r\n\r\n")
-        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+        length = next(
+            (int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0
+        )
         while len(body) < length and (chunk := conn.recv(65536)):
             body += chunk
     return int(head.split()[1]), body
@@ -72,7 +74,9 @@ HOSTILE_WEBHOOKS = [
 def service(tmp_path_factory, hub):
     token = hub.add_user("hostile-bot")
     # No workers: what is queued stays queued (nothing here is meant to run).
-    started = Service(tmp_path_factory.mktemp("hostile") / "q.sqlite", ["*"], token, extra=("--workers", "0", "--max-queued", "3")).start()
+    started = Service(
+        tmp_path_factory.mktemp("hostile") / "q.sqlite", ["*"], token, extra=("--workers", "0", "--max-queued", "3")
+    ).start()
     yield started
     started.stop()
 
@@ -82,7 +86,9 @@ def test_a_hostile_webhook_is_refused_with_its_reason(service, what, headers, bo
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     head = {"X-Webhook-Secret": SECRET} if headers is None else headers
     lines = "".join(f"{k}: {v}\r\n" for k, v in {**head, "Content-Type": "application/json"}.items())
-    request = f"POST /webhook HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {len(data)}\r\n{lines}\r\n".encode()
+    request = (
+        f"POST /webhook HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {len(data)}\r\n{lines}\r\n".encode()
+    )
     got, answer = _raw(service, request + data)
     assert got == status, (what, got, answer[:300])
     assert text in answer.decode(errors="replace"), (what, answer[:300])
@@ -92,8 +98,13 @@ def test_a_hostile_webhook_is_refused_with_its_reason(service, what, headers, bo
 
 def test_a_body_shorter_than_its_content_length_times_out(service):
     started = time.monotonic()
-    status, body = _raw(service, b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n"
-                                 + f"X-Webhook-Secret: {SECRET}\r\n\r\n".encode() + b'{"event":', timeout=60)
+    status, body = _raw(
+        service,
+        b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n"
+        + f"X-Webhook-Secret: {SECRET}\r\n\r\n".encode()
+        + b'{"event":',
+        timeout=60,
+    )
     assert status == 408 and b"did not arrive within" in body
     assert time.monotonic() - started < 30
     assert service.get("/healthz")["ok"] is True
@@ -122,12 +133,19 @@ def test_a_full_queue_answers_503_with_retry_after(service):
         statuses.append(service.post(_payload(f"org/model-{i}", GOOD_SHA))[0])
     assert statuses.count(202) <= 3 and 503 in statuses, statuses
     data = json.dumps(_payload("org/model-x", GOOD_SHA)).encode()
-    status, _ = _raw(service, b"POST /webhook HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                              + f"Content-Length: {len(data)}\r\nX-Webhook-Secret: {SECRET}\r\n\r\n".encode() + data)
+    status, _ = _raw(
+        service,
+        b"POST /webhook HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        + f"Content-Length: {len(data)}\r\nX-Webhook-Secret: {SECRET}\r\n\r\n".encode()
+        + data,
+    )
     assert status == 503
     with socket.create_connection(("127.0.0.1", service.port), timeout=10) as conn:
-        conn.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                     + f"Content-Length: {len(data)}\r\nX-Webhook-Secret: {SECRET}\r\n\r\n".encode() + data)
+        conn.sendall(
+            b"POST /webhook HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            + f"Content-Length: {len(data)}\r\nX-Webhook-Secret: {SECRET}\r\n\r\n".encode()
+            + data
+        )
         head = b""
         while b"\r\n\r\n" not in head and (chunk := conn.recv(65536)):
             head += chunk
@@ -139,8 +157,21 @@ def test_a_full_queue_answers_503_with_retry_after(service):
 @pytest.mark.parametrize("secret", ["", "short", "fifteen-chars!!"])
 def test_the_service_refuses_to_start_with_a_weak_secret(tmp_path, secret):
     result = subprocess.run(
-        [sys.executable, "-m", "hfexport", "serve", "--watch", "org/model", "--secret", secret, "--db", str(tmp_path / "q.sqlite")],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "hfexport",
+            "serve",
+            "--watch",
+            "org/model",
+            "--secret",
+            secret,
+            "--db",
+            str(tmp_path / "q.sqlite"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2, result.stderr[-2000:]
     assert "at least 16 characters" in result.stderr and "Traceback" not in result.stderr
@@ -150,7 +181,17 @@ def test_child_commands_read_the_repo_id_after_the_end_of_options():
     from hfexport.entrypoints.service.executors import push_arguments
     from hfexport.entrypoints.service.queue import Job
 
-    job = Job(id=1, repo_id="org/model", head_sha=GOOD_SHA, plan_key="dynamo|auto", status="running", attempts=1,
-              result=None, error=None, created_at=0, updated_at=0)
+    job = Job(
+        id=1,
+        repo_id="org/model",
+        head_sha=GOOD_SHA,
+        plan_key="dynamo|auto",
+        status="running",
+        attempts=1,
+        result=None,
+        error=None,
+        created_at=0,
+        updated_at=0,
+    )
     arguments = push_arguments(job)
     assert arguments[-2:] == ["--", "org/model"] and arguments[0] == "push"

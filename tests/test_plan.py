@@ -22,13 +22,20 @@ def test_plans_follow_the_architecture(tmp_path):
     t5 = make_plan(tiny_models.t5(tmp_path / "t5"), ["onnx"])
     assert t5.components == ["encoder", "prefill", "decode"] and t5.is_encoder_decoder
     vit = make_plan(tiny_models.vit(tmp_path / "vit"), ["onnx"])
-    assert (vit.modality, vit.task, vit.dynamic_axes) == ("vision", "image-classification", {"pixel_values": {"0": ["batch", 1, 64]}})
+    assert (vit.modality, vit.task, vit.dynamic_axes) == (
+        "vision",
+        "image-classification",
+        {"pixel_values": {"0": ["batch", 1, 64]}},
+    )
     # The sample never has a size-1 axis, and validation differs from it on every varying axis.
     for plan in (bert, llama, t5, vit):
         assert plan.sample.batch >= 2 and plan.sample.sequence >= 2 and plan.sample.decoder_prompt >= 2
         assert plan.validation.batch != plan.sample.batch and plan.validation.sequence != plan.sample.sequence
     assert bert.digest() != make_plan(tmp_path / "bert", ["dynamo"]).digest()
-    assert make_plan(tmp_path / "bert", ["onnx", "dynamo"]).digest() == make_plan(tmp_path / "bert", ["dynamo", "onnx"]).digest()
+    assert (
+        make_plan(tmp_path / "bert", ["onnx", "dynamo"]).digest()
+        == make_plan(tmp_path / "bert", ["dynamo", "onnx"]).digest()
+    )
 
 
 def test_text_inputs_use_the_tokenizer_and_pad(tmp_path):
@@ -57,15 +64,29 @@ def test_vision_and_audio_inputs_go_through_the_repos_preprocessor(tmp_path):
     ViTImageProcessor(size={"height": 32, "width": 32}, image_mean=[0.5] * 3, image_std=[0.5] * 3).save_pretrained(vit)
     plan = make_plan(vit, ["onnx"])
     pixels = build_inputs(vit, ViTConfig.from_pretrained(vit), plan, Shape(batch=3, sequence=8), seed=0)["pixel_values"]
-    assert pixels.shape == (3, 3, 32, 32) and -1.0 <= pixels.min() and pixels.max() <= 1.0  # normalised by the processor
+    assert (
+        pixels.shape == (3, 3, 32, 32) and -1.0 <= pixels.min() and pixels.max() <= 1.0
+    )  # normalised by the processor
 
     from transformers import WhisperForConditionalGeneration
 
     torch.manual_seed(0)
     config = WhisperConfig(
-        vocab_size=64, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
-        encoder_ffn_dim=16, decoder_ffn_dim=16, num_mel_bins=16, max_source_positions=1500, max_target_positions=32,
-        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+        vocab_size=64,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=16,
+        decoder_ffn_dim=16,
+        num_mel_bins=16,
+        max_source_positions=1500,
+        max_target_positions=32,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=1,
     )
     whisper = tmp_path / "whisper"
     WhisperForConditionalGeneration(config).save_pretrained(whisper)

@@ -48,7 +48,15 @@ def _api(hub, token):
     return HfApi(endpoint=hub.url, token=token)
 
 
-def seed(hub, token, repo_id: str, folder: Path, readme: str | None = OWNER_README, private: bool = False, extra: dict | None = None):
+def seed(
+    hub,
+    token,
+    repo_id: str,
+    folder: Path,
+    readme: str | None = OWNER_README,
+    private: bool = False,
+    extra: dict | None = None,
+):
     api = _api(hub, token)
     api.create_repo(repo_id, private=private, exist_ok=True)
     api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="model")
@@ -58,12 +66,18 @@ def seed(hub, token, repo_id: str, folder: Path, readme: str | None = OWNER_READ
 
 
 def _our_prs(api, repo_id, status=None):
-    return [d for d in api.get_repo_discussions(repo_id, author="hfexport-bot", discussion_type="pull_request", discussion_status=status)]
+    return [
+        d
+        for d in api.get_repo_discussions(
+            repo_id, author="hfexport-bot", discussion_type="pull_request", discussion_status=status
+        )
+    ]
 
 
 def _assert_read_once(requests: list[tuple[str, str]], repo_id: str, card_cached: bool = False) -> None:
     """One push asked the Hub who we are, listed the discussions and read the card once each (the
     client's cache answers for a card already read at that sha)."""
+
     def count(method: str, path: str) -> int:
         return sum(1 for m, p in requests if m == method and p == path)
 
@@ -117,10 +131,14 @@ class TestLifecycle:
         with torch.inference_mode():
             expected = model(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state
         for subfolder, trust in (("onnx", False), ("dynamo", True)):
-            exported = ExportedModel.from_pretrained(self.repo, subfolder=subfolder, revision=revision, trust_remote_code=trust, token=accounts["bot"])
+            exported = ExportedModel.from_pretrained(
+                self.repo, subfolder=subfolder, revision=revision, trust_remote_code=trust, token=accounts["bot"]
+            )
             got = exported(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state
             assert torch.allclose(got, expected, atol=1e-3), subfolder
-        published = json.loads(Path(api.hf_hub_download(self.repo, "hfexport-report.json", revision=revision)).read_text())
+        published = json.loads(
+            Path(api.hf_hub_download(self.repo, "hfexport-report.json", revision=revision)).read_text()
+        )
         assert published["source"]["sha"] == sha
 
     def test_card_section_metadata_and_owner_text(self, hub, accounts, first):
@@ -141,8 +159,13 @@ class TestLifecycle:
         owner_body = OWNER_README.split("---\n", 2)[2]
         body = card.split("---\n", 2)[2]
         assert body.startswith(owner_body), "the owner's text must be kept byte for byte"
-        section = card[card.index(START):]
-        assert "| onnx | `" in section and "| `onnx/` |" in section and 'subfolder="onnx"' in section and "ort.InferenceSession" in section
+        section = card[card.index(START) :]
+        assert (
+            "| onnx | `" in section
+            and "| `onnx/` |" in section
+            and 'subfolder="onnx"' in section
+            and "ort.InferenceSession" in section
+        )
 
     def test_rerun_on_same_sha_is_a_noop(self, hub, accounts, first):
         result = first[2]
@@ -165,7 +188,9 @@ class TestLifecycle:
         torch.manual_seed(1)
         changed = workspace / "publish-bert-v2"
         BertModel(BertConfig.from_pretrained(first[0])).save_pretrained(changed)
-        owner.upload_file(path_or_fileobj=str(changed / "model.safetensors"), path_in_repo="model.safetensors", repo_id=self.repo)
+        owner.upload_file(
+            path_or_fileobj=str(changed / "model.safetensors"), path_in_repo="model.safetensors", repo_id=self.repo
+        )
         new_sha = owner.model_info(self.repo).sha
         seen = len(hub.app.requests)
         updated = push(self.repo, backends="dynamo,onnx", token=accounts["bot"])
@@ -196,7 +221,9 @@ class TestLifecycle:
         assert updated.action == "updated"
         # Only the card and the report changed: no artifact went up again.
         assert hub.app.stats["bytes_uploaded"] - uploaded < 50_000
-        card = Path(_api(hub, accounts["bot"]).hf_hub_download(self.repo, "README.md", revision=f"refs/pr/{result.pr_num}")).read_text()
+        card = Path(
+            _api(hub, accounts["bot"]).hf_hub_download(self.repo, "README.md", revision=f"refs/pr/{result.pr_num}")
+        ).read_text()
         # The PR's card is its own head's with our section replaced; main's edit is not copied in
         # (that would be a second, competing change): the Hub's merge brings both together.
         assert card.count(START) == 1 and "retitled on main" not in card
@@ -204,7 +231,9 @@ class TestLifecycle:
 
     def test_token_never_appears_anywhere(self, hub, accounts, first):
         token = accounts["bot"]
-        result = run_cli("push", self.repo, "--backends", "dynamo,onnx", "--token", token, "--json", env={"HF_TOKEN": token})
+        result = run_cli(
+            "push", self.repo, "--backends", "dynamo,onnx", "--token", token, "--json", env={"HF_TOKEN": token}
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         assert json.loads(result.stdout)["action"] == "unchanged"
         dry = run_cli("push", self.repo, "--backends", "dynamo", "--dry-run", "--json", env={"HF_TOKEN": token})
@@ -259,7 +288,13 @@ def test_merged_pr_does_not_start_a_loop(hub, accounts, tiny_bert_folder):
 def test_opt_out_is_respected(hub, accounts, tiny_bert_folder, how):
     repo = f"alice/opted-out-{how}"
     if how == "card":
-        seed(hub, accounts["alice"], repo, tiny_bert_folder, readme="---\nhfexport: false\nlicense: mit\n---\n# no thanks\n")
+        seed(
+            hub,
+            accounts["alice"],
+            repo,
+            tiny_bert_folder,
+            readme="---\nhfexport: false\nlicense: mit\n---\n# no thanks\n",
+        )
     else:
         seed(hub, accounts["alice"], repo, tiny_bert_folder, extra={".hfexport.yaml": "opt_out: true\n"})
     result = push(repo, backends="dynamo", token=accounts["bot"])
@@ -289,7 +324,11 @@ def test_private_repo_without_access_is_refused_clearly(hub, accounts, tiny_bert
     repo = "alice/private-model"
     seed(hub, accounts["alice"], repo, tiny_bert_folder, private=True)
     before = json.dumps(hub.store.load("model", repo), sort_keys=True)
-    env = {"wrong-user": {"HF_TOKEN": accounts["mallory"]}, "no-token": {}, "bad-token": {"HF_TOKEN": "hf_not_a_real_token"}}[who]
+    env = {
+        "wrong-user": {"HF_TOKEN": accounts["mallory"]},
+        "no-token": {},
+        "bad-token": {"HF_TOKEN": "hf_not_a_real_token"},
+    }[who]
     result = run_cli("push", repo, "--backends", "dynamo", env=env, timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "error:" in result.stderr and "fix:" in result.stderr and "token" in result.stderr.lower()
@@ -369,7 +408,9 @@ def test_lfs_path_with_a_large_artifact(workspace, tmp_path):
     folder = workspace / "publish-big-bert"
     torch.manual_seed(0)
     # A 30k vocabulary makes the embeddings (and so model.pt2) about 12 MB: LFS, multipart.
-    BertModel(BertConfig(vocab_size=30000, hidden_size=96, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)).save_pretrained(folder)
+    BertModel(
+        BertConfig(vocab_size=30000, hidden_size=96, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    ).save_pretrained(folder)
     with DevHub(tmp_path / "lfs-hub") as lfs_hub:
         alice, bot = lfs_hub.add_user("alice"), lfs_hub.add_user("hfexport-bot")
         owner = HfApi(endpoint=lfs_hub.url, token=alice)
@@ -377,7 +418,12 @@ def test_lfs_path_with_a_large_artifact(workspace, tmp_path):
         lfs_hub.settings.lfs = False  # seeded by this process's Xet-enabled client: inline
         owner.upload_folder(repo_id="alice/big", folder_path=folder)
         lfs_hub.settings.lfs = True  # the push below runs with HF_HUB_DISABLE_XET=1: basic + multipart LFS
-        env = {"HF_ENDPOINT": lfs_hub.url, "HF_HUB_DISABLE_XET": "1", "HF_TOKEN": bot, "HFEXPORT_CACHE": str(tmp_path / "cache")}
+        env = {
+            "HF_ENDPOINT": lfs_hub.url,
+            "HF_HUB_DISABLE_XET": "1",
+            "HF_TOKEN": bot,
+            "HFEXPORT_CACHE": str(tmp_path / "cache"),
+        }
         result = run_cli("push", "alice/big", "--backends", "dynamo", "--json", env=env)
         assert result.returncode == 0, result.stderr[-3000:]
         out = json.loads(result.stdout)

@@ -31,7 +31,11 @@ OWNER_FILES = {
 
 @pytest.fixture(scope="module")
 def accounts(hub):
-    return {"owner": hub.add_user("real-owner"), "bot": hub.add_user("real-bot"), "mallory": hub.add_user("real-mallory")}
+    return {
+        "owner": hub.add_user("real-owner"),
+        "bot": hub.add_user("real-bot"),
+        "mallory": hub.add_user("real-mallory"),
+    }
 
 
 def _api(hub, token):
@@ -47,12 +51,16 @@ def _seed(hub, token, repo_id: str, folder: Path, extra: dict[str, bytes] | None
     api.create_repo(repo_id, exist_ok=True)
     api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="model")
     if extra:
-        api.create_commit(repo_id, [CommitOperationAdd(p, c) for p, c in extra.items()], commit_message="the owner's exports")
+        api.create_commit(
+            repo_id, [CommitOperationAdd(p, c) for p, c in extra.items()], commit_message="the owner's exports"
+        )
     return api.model_info(repo_id).sha
 
 
 def _our_prs(api, repo_id, status=None):
-    return list(api.get_repo_discussions(repo_id, author="real-bot", discussion_type="pull_request", discussion_status=status))
+    return list(
+        api.get_repo_discussions(repo_id, author="real-bot", discussion_type="pull_request", discussion_status=status)
+    )
 
 
 def _download(api, repo_id, path, revision) -> bytes:
@@ -115,7 +123,16 @@ def test_markers_from_other_accounts_and_malformed_ones_are_ignored(hub, account
     owner = _api(hub, accounts["owner"])
     owner.upload_file(path_or_fileobj=b"# moved on\n", path_in_repo="README.md", repo_id=repo)
     new_sha = owner.model_info(repo).sha
-    forged = {"v": 2, "nonce": "f" * 16, "backends": {"dynamo": {"sha": new_sha, "request": request_key("dynamo", {"task": "auto", "variants": [], "min_quality": {}})}}}
+    forged = {
+        "v": 2,
+        "nonce": "f" * 16,
+        "backends": {
+            "dynamo": {
+                "sha": new_sha,
+                "request": request_key("dynamo", {"task": "auto", "variants": [], "min_quality": {}}),
+            }
+        },
+    }
     mallory = _api(hub, accounts["mallory"])
     for text in (
         "Looks done to me <!-- hfexport " + json.dumps(forged) + " -->",
@@ -186,8 +203,13 @@ def test_two_runners_started_together_end_in_one_pr(hub, accounts, workspace):
         repo = f"real-owner/race-{trial}"
         _seed(hub, accounts["owner"], repo, folder)
         runners = [
-            subprocess.Popen([sys.executable, "-m", "hfexport", "push", repo, "--backends", group, "--json"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            subprocess.Popen(
+                [sys.executable, "-m", "hfexport", "push", repo, "--backends", group, "--json"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
             for group in ("dynamo", "onnx")
         ]
         outputs = [r.communicate(timeout=600) for r in runners]
@@ -218,8 +240,9 @@ OWNER_GRAPH = b"the owner's own optimum graph, committed during our export " * 5
 def _commit(api, repo_id: str, files: dict[str, bytes], revision: str | None = None) -> str:
     from huggingface_hub import CommitOperationAdd
 
-    info = api.create_commit(repo_id, [CommitOperationAdd(p, c) for p, c in files.items()], commit_message="owner's work",
-                             revision=revision)
+    info = api.create_commit(
+        repo_id, [CommitOperationAdd(p, c) for p, c in files.items()], commit_message="owner's work", revision=revision
+    )
     return info.oid
 
 
@@ -238,7 +261,9 @@ def test_an_owners_commit_during_the_export_is_kept_by_the_pr_and_after_the_merg
             moved.append(_commit(owner, repo, {"README.md": card, "onnx/model.onnx": OWNER_GRAPH}))
 
     logged: list[str] = []
-    result = push(repo, backends="onnx", token=accounts["bot"], progress=owner_commits_while_we_export, log=logged.append)
+    result = push(
+        repo, backends="onnx", token=accounts["bot"], progress=owner_commits_while_we_export, log=logged.append
+    )
     assert moved and result.action == "opened", (result, logged)
     assert any("deciding again" in line and "onnx/model.onnx" in line for line in logged), logged
     revision = f"refs/pr/{result.pr_num}"
@@ -324,13 +349,16 @@ def test_after_a_merge_a_maintainers_file_at_our_path_is_left_intact(hub, accoun
 MARKER_CARDS = {
     "stray-start": "# M\n\nIntro.\n<!-- hfexport:start -->\nOwner text under a start they kept.\n",
     "stray-end": "# M\n\nQuoting it: <!-- hfexport:end -->\nMore owner text.\n",
-    "two-pairs": "# M\n<!-- hfexport:start -->\nA\n<!-- hfexport:end -->\nOwner text.\n<!-- hfexport:start -->\nB\n<!-- hfexport:end -->\nTail.\n",
+    "two-pairs": "# M\n<!-- hfexport:start -->\nA\n<!-- hfexport:end -->\nOwner text.\n"
+    "<!-- hfexport:start -->\nB\n<!-- hfexport:end -->\nTail.\n",
     "end-before-start": "# M\n<!-- hfexport:end -->\nOwner words between.\n<!-- hfexport:start -->\nTail.\n",
 }
 
 
 @pytest.mark.parametrize("case", list(MARKER_CARDS))
-def test_a_card_with_markers_that_do_not_pair_publishes_and_keeps_the_owners_text(hub, accounts, tiny_bert_folder, case):
+def test_a_card_with_markers_that_do_not_pair_publishes_and_keeps_the_owners_text(
+    hub, accounts, tiny_bert_folder, case
+):
     repo = f"real-owner/markers-{case}"
     _seed(hub, accounts["owner"], repo, tiny_bert_folder)
     owner = _api(hub, accounts["owner"])

@@ -43,7 +43,18 @@ class Service:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Service:
-        args = [sys.executable, "-m", "hfexport", "serve", "--port", str(self.port), "--db", str(self.db), "--backends", self.backends]
+        args = [
+            sys.executable,
+            "-m",
+            "hfexport",
+            "serve",
+            "--port",
+            str(self.port),
+            "--db",
+            str(self.db),
+            "--backends",
+            self.backends,
+        ]
         for repo in self.watch:
             args += ["--watch", repo]
         args += list(self.extra)
@@ -226,14 +237,26 @@ def test_hf_jobs_executor_runs_on_the_hubs_jobs_endpoints(hub, accounts, tmp_pat
     repo = "alice-svc/jobs"
     sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-jobs"))
     executor = HfJobsExecutor(image="hfexport:test", token=accounts["bot"], poll_s=0.5)
-    job = Job(id=1, repo_id=repo, head_sha=sha, plan_key="dynamo|auto", status="running", attempts=1,
-              result=None, error=None, created_at=0, updated_at=0)
+    job = Job(
+        id=1,
+        repo_id=repo,
+        head_sha=sha,
+        plan_key="dynamo|auto",
+        status="running",
+        attempts=1,
+        result=None,
+        error=None,
+        created_at=0,
+        updated_at=0,
+    )
     result = executor.run(job)
     assert result["stage"] == "COMPLETED" and set(result["jobs"]) == {"cpu"}
     launched = hub.app.jobs.jobs[result["jobs"]["cpu"]["hf_job"]]
     spec = launched.spec
     assert spec["dockerImage"] == "hfexport:test" and spec["flavor"] == "cpu-upgrade"
-    assert accounts["bot"] not in json.dumps(spec["command"]) and accounts["bot"] not in json.dumps(spec.get("environment"))
+    assert accounts["bot"] not in json.dumps(spec["command"]) and accounts["bot"] not in json.dumps(
+        spec.get("environment")
+    )
     assert spec["secrets"] == {"HF_TOKEN": accounts["bot"]}  # the secret reaches the job's process only
     info = _api(hub, accounts["bot"]).inspect_job(job_id=launched.id)
     assert accounts["bot"] not in json.dumps(info.command) and list(info.secrets) == ["HF_TOKEN"]
@@ -249,8 +272,18 @@ def test_hf_jobs_split_a_request_by_hardware_and_run_the_groups_in_parallel(hub,
 
     repo = "alice-svc/jobs-split"
     sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-jobs-split", seed=3))
-    job = Job(id=2, repo_id=repo, head_sha=sha, plan_key="dynamo,executorch-cuda|auto", status="running", attempts=1,
-              result=None, error=None, created_at=0, updated_at=0)
+    job = Job(
+        id=2,
+        repo_id=repo,
+        head_sha=sha,
+        plan_key="dynamo,executorch-cuda|auto",
+        status="running",
+        attempts=1,
+        result=None,
+        error=None,
+        created_at=0,
+        updated_at=0,
+    )
     assert hardware_groups(job) == {"cpu": ["dynamo"], "gpu": ["executorch-cuda"]}
     before = set(hub.app.jobs.jobs)
     with pytest.raises(JobFailed, match=r"\(gpu\)"):
@@ -281,7 +314,9 @@ def test_push_from_webhook_env(hub, accounts, workspace):
     assert result.returncode == 0, result.stderr[-2000:]
     out = json.loads(result.stdout)
     assert out["action"] == "opened" and out["report"]["source"]["sha"] == sha
-    ignored = run_cli("push", "--from-webhook-env", env={**env, "WEBHOOK_PAYLOAD": json.dumps(_payload(repo, sha, ref="refs/pr/1"))})
+    ignored = run_cli(
+        "push", "--from-webhook-env", env={**env, "WEBHOOK_PAYLOAD": json.dumps(_payload(repo, sha, ref="refs/pr/1"))}
+    )
     assert ignored.returncode == 0 and "ignored" in ignored.stderr
     junk = run_cli("push", "--from-webhook-env", env={**env, "WEBHOOK_PAYLOAD": "{junk"})
     assert junk.returncode == 2 and "WEBHOOK_PAYLOAD" in junk.stderr

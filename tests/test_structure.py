@@ -140,7 +140,9 @@ def test_a_backend_registered_alone_shows_in_the_table_the_card_and_the_pr(hub, 
         owner, bot = hub.add_user("plugin-owner"), hub.add_user("plugin-bot")
         owner_api = HfApi(endpoint=hub.url, token=owner)
         owner_api.create_repo("plugin-owner/tiny")
-        owner_api.upload_folder(repo_id="plugin-owner/tiny", folder_path=tiny_models.bert(workspace / "plugin-bert", seed=7))
+        owner_api.upload_folder(
+            repo_id="plugin-owner/tiny", folder_path=tiny_models.bert(workspace / "plugin-bert", seed=7)
+        )
         result = hfexport.push("plugin-owner/tiny", backends="pt2-plugin", token=bot)
         assert result.action == "opened" and result.report.ok, result.report.backends[0].error
 

@@ -29,8 +29,17 @@ def test_a_variant_below_its_threshold_is_reported_and_left_out_of_the_pr(hub, w
     api.upload_folder(repo_id="variants-owner/minilm", folder_path=tiny_models.minilm_folder())
 
     result = run_cli(
-        "push", "variants-owner/minilm", "--backends", "onnx", "--variants", "int8,fp16",
-        "--min-quality", "int8.cosine_min=0.99999", "--json", env={"HF_TOKEN": bot}, timeout=900,
+        "push",
+        "variants-owner/minilm",
+        "--backends",
+        "onnx",
+        "--variants",
+        "int8,fp16",
+        "--min-quality",
+        "int8.cosine_min=0.99999",
+        "--json",
+        env={"HF_TOKEN": bot},
+        timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     outcome = json.loads(result.stdout)
@@ -41,7 +50,9 @@ def test_a_variant_below_its_threshold_is_reported_and_left_out_of_the_pr(hub, w
     assert 0.4 < variants["fp16"]["size_share"] < 0.6 and variants["fp16"]["speedup"] > 0
     int8 = variants["int8"]
     assert int8["status"] == "failed" and int8["file"] is None
-    assert int8["quality"]["cosine_min"] < 0.99999 and "cosine_min" in int8["error"] and "not published" in int8["error"]
+    assert (
+        int8["quality"]["cosine_min"] < 0.99999 and "cosine_min" in int8["error"] and "not published" in int8["error"]
+    )
     assert int8["size_share"] <= 0.30  # it was built and measured: only the threshold kept it out
     assert "onnx/model_fp16.onnx" in outcome["files"] and "onnx/model_quantized.onnx" not in outcome["files"]
 
@@ -52,7 +63,9 @@ def test_a_variant_below_its_threshold_is_reported_and_left_out_of_the_pr(hub, w
     assert "### Variants" in card
     fp16_row = next(line for line in card.splitlines() if line.startswith("| onnx | fp16 |"))
     int8_row = next(line for line in card.splitlines() if line.startswith("| onnx | int8 |"))
-    assert "`onnx/model_fp16.onnx`" in fp16_row and "cosine mean" in fp16_row and "×" in fp16_row and "| ok |" in fp16_row
+    assert (
+        "`onnx/model_fp16.onnx`" in fp16_row and "cosine mean" in fp16_row and "×" in fp16_row and "| ok |" in fp16_row
+    )
     assert "failed: below its quality thresholds" in int8_row and "%" in int8_row
     assert "transformers.js: `dtype: 'fp16'`" in card
 
@@ -87,13 +100,25 @@ def test_a_classifier_variant_is_judged_by_top1_agreement(workspace, tmp_path):
     variants stand."""
     folder = tiny_models.vit(workspace / "model-vit-variants")
     out = tmp_path / "out"
-    result = run_cli("export", str(folder), "--backends", "onnx,executorch", "--variants", "int8,fp16,optimized",
-                     "--out", str(out), "--json", timeout=900)
+    result = run_cli(
+        "export",
+        str(folder),
+        "--backends",
+        "onnx,executorch",
+        "--variants",
+        "int8,fp16,optimized",
+        "--out",
+        str(out),
+        "--json",
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     backends = {b["backend"]: b for b in json.loads(result.stdout)["backends"]}
     names = {
-        ("onnx", "int8"): "onnx/model_quantized.onnx", ("onnx", "fp16"): "onnx/model_fp16.onnx",
-        ("onnx", "optimized"): "onnx/model_optimized.onnx", ("executorch", "int8"): "executorch/xnnpack/model_int8.pte",
+        ("onnx", "int8"): "onnx/model_quantized.onnx",
+        ("onnx", "fp16"): "onnx/model_fp16.onnx",
+        ("onnx", "optimized"): "onnx/model_optimized.onnx",
+        ("executorch", "int8"): "executorch/xnnpack/model_int8.pte",
     }
     # Each backend lists the variants it offers, in the order asked.
     assert [v["kind"] for v in backends["onnx"]["variants"]] == ["int8", "fp16", "optimized"]
@@ -104,12 +129,16 @@ def test_a_classifier_variant_is_judged_by_top1_agreement(workspace, tmp_path):
             quality, thresholds = variant["quality"], variant["thresholds"]
             if quality:
                 assert "top1_agreement" in quality and "cosine_mean" not in quality, variant
-                assert (variant["status"] == "ok") == (quality["top1_agreement"] >= thresholds["top1_agreement"]), variant
+                assert (variant["status"] == "ok") == (quality["top1_agreement"] >= thresholds["top1_agreement"]), (
+                    variant
+                )
             else:  # it could not be built or run: reported with the cause
                 assert variant["status"] == "failed" and variant["error"], variant
             assert (out / names[name, variant["kind"]]).exists() == (variant["status"] == "ok")
     onnx = {v["kind"]: v for v in backends["onnx"]["variants"]}
-    assert onnx["int8"]["quality"] and onnx["fp16"]["status"] == "ok" and onnx["fp16"]["quality"]["top1_agreement"] == 1.0
+    assert (
+        onnx["int8"]["quality"] and onnx["fp16"]["status"] == "ok" and onnx["fp16"]["quality"]["top1_agreement"] == 1.0
+    )
     # A ViT has no padding mask to give its attention: int8 quantizes the fp32 export's plain graph.
     assert onnx["int8"]["runtime_ops"] == [] and onnx["fp16"]["runtime_ops"] == []
     pte = backends["executorch"]["variants"][0]
@@ -127,12 +156,14 @@ def test_quality_figures_leave_padding_out_and_count_heads_per_token():
     hidden = torch.randn(2, 4, 8, generator=torch.Generator().manual_seed(0))
     wrecked = hidden.clone()
     wrecked[0, 3] = -wrecked[0, 3]  # a padded position: ignored
-    same = quality_figures("feature-extraction", BaseModelOutput(hidden), {"last_hidden_state": wrecked},
-                           {"attention_mask": mask})
+    same = quality_figures(
+        "feature-extraction", BaseModelOutput(hidden), {"last_hidden_state": wrecked}, {"attention_mask": mask}
+    )
     assert same["cosine_mean"] > 0.9999 and same["cosine_min"] > 0.9999
     wrecked[1, 0] = -wrecked[1, 0]  # a real token: counted
-    worse = quality_figures("feature-extraction", BaseModelOutput(hidden), {"last_hidden_state": wrecked},
-                            {"attention_mask": mask})
+    worse = quality_figures(
+        "feature-extraction", BaseModelOutput(hidden), {"last_hidden_state": wrecked}, {"attention_mask": mask}
+    )
     assert worse["cosine_min"] < -0.99 and worse["cosine_mean"] < 0.7
 
     logits = torch.zeros(2, 4, 3)
@@ -140,8 +171,9 @@ def test_quality_figures_leave_padding_out_and_count_heads_per_token():
     other = logits.clone()
     other[0, 1, 2] = 5.0  # one real token disagrees out of five
     other[1, 3, 1] = 5.0  # padding: ignored
-    figures = quality_figures("token-classification", TokenClassifierOutput(logits=logits), {"logits": other},
-                              {"attention_mask": mask})
+    figures = quality_figures(
+        "token-classification", TokenClassifierOutput(logits=logits), {"logits": other}, {"attention_mask": mask}
+    )
     assert abs(figures["top1_agreement"] - 0.8) < 1e-6 and figures["max_abs_diff"] == 5.0
 
 
@@ -150,7 +182,6 @@ def _attention_graph(bias_reads_input_ids: bool = False, unidirectional: bool = 
     bias built from `attention_mask` (0 where kept, -10000 where padded), expanded to (B, 1, S, S)
     through shape reads. Optionally a bias that also reads the tokens' values, or a causal attention."""
     import numpy as np
-    import onnx
     import onnx_ir
     from onnx import TensorProto, helper, numpy_helper
 
@@ -169,12 +200,23 @@ def _attention_graph(bias_reads_input_ids: bool = False, unidirectional: bool = 
     ]
     bias = "bias"
     if bias_reads_input_ids:
-        nodes += [helper.make_node("Cast", ["input_ids"], ["ids_f"], to=TensorProto.FLOAT),
-                  helper.make_node("Unsqueeze", ["ids_f", "axes"], ["ids4"]),
-                  helper.make_node("Add", ["bias", "ids4"], ["bias_ids"])]
+        nodes += [
+            helper.make_node("Cast", ["input_ids"], ["ids_f"], to=TensorProto.FLOAT),
+            helper.make_node("Unsqueeze", ["ids_f", "axes"], ["ids4"]),
+            helper.make_node("Add", ["bias", "ids4"], ["bias_ids"]),
+        ]
         bias = "bias_ids"
-    nodes.append(helper.make_node("Attention", ["x", "w", "qkv_b", "", "", bias], ["y"], domain="com.microsoft",
-                                  num_heads=heads, qkv_hidden_sizes=[hidden] * 3, unidirectional=int(unidirectional)))
+    nodes.append(
+        helper.make_node(
+            "Attention",
+            ["x", "w", "qkv_b", "", "", bias],
+            ["y"],
+            domain="com.microsoft",
+            num_heads=heads,
+            qkv_hidden_sizes=[hidden] * 3,
+            unidirectional=int(unidirectional),
+        )
+    )
     initializers = [
         numpy_helper.from_array(rng.standard_normal((hidden, 3 * hidden)).astype(np.float32), "w"),
         numpy_helper.from_array(rng.standard_normal(3 * hidden).astype(np.float32), "qkv_b"),
@@ -184,12 +226,17 @@ def _attention_graph(bias_reads_input_ids: bool = False, unidirectional: bool = 
         numpy_helper.from_array(np.array([0], np.int64), "zero"),
         numpy_helper.from_array(np.array([1], np.int64), "one_i"),
     ]
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "sequence", hidden]),
-              helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
-              helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"])]
-    graph = helper.make_graph(nodes, "encoder", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "sequence", hidden]),
+        helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "encoder", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializers
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    )
     return onnx_ir.from_proto(model)
 
 
@@ -207,8 +254,11 @@ def test_an_encoders_attention_takes_its_padding_as_mask_index_only_where_the_ma
 
     rng = np.random.default_rng(1)
     mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], np.int64)
-    feed = {"x": rng.standard_normal((2, 5, 8)).astype(np.float32), "attention_mask": mask,
-            "input_ids": rng.integers(0, 9, (2, 5))}
+    feed = {
+        "x": rng.standard_normal((2, 5, 8)).astype(np.float32),
+        "attention_mask": mask,
+        "input_ids": rng.integers(0, 9, (2, 5)),
+    }
 
     def run(model, name):
         path = tmp_path / f"{name}.onnx"
@@ -259,8 +309,18 @@ def _decoder_llm_export(workspace, out, backend: str, variants: str, timeout: fl
     folder = workspace / "model-llama-variants"
     if not (folder / "model.safetensors").exists():
         tiny_models.llama(folder)
-    result = run_cli("export", str(folder), "--backends", backend, "--variants", variants, "--out", str(out),
-                     "--json", timeout=timeout)
+    result = run_cli(
+        "export",
+        str(folder),
+        "--backends",
+        backend,
+        "--variants",
+        variants,
+        "--out",
+        str(out),
+        "--json",
+        timeout=timeout,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     entry = json.loads(result.stdout)["backends"][0]
     assert entry["status"] == "ok" and entry["components"] == ["decode"], entry
@@ -283,8 +343,10 @@ def test_a_decoder_llms_onnx_variants_are_judged_on_the_tokens_their_published_f
         quality, thresholds = variant["quality"], variant["thresholds"]
         assert set(quality) == {"token_agreement", "logprob_delta_mean"}, variant
         assert 0 <= quality["token_agreement"] <= 1 and quality["logprob_delta_mean"] >= 0
-        passed = (quality["token_agreement"] >= thresholds["token_agreement"]
-                  and quality["logprob_delta_mean"] <= thresholds["logprob_delta_mean"])
+        passed = (
+            quality["token_agreement"] >= thresholds["token_agreement"]
+            and quality["logprob_delta_mean"] <= thresholds["logprob_delta_mean"]
+        )
         assert (variant["status"] == "ok") == passed, variant
         published = out / "onnx" / names[variant["kind"]]
         assert published.exists() == passed and variant.get("file") in (None, published.name)
@@ -322,9 +384,11 @@ def test_a_repo_whose_hfexport_yaml_names_bad_variants_is_refused_as_bad_input(h
     api = HfApi(endpoint=hub.url, token=owner)
     api.create_repo("yaml-owner/tiny")
     api.upload_folder(repo_id="yaml-owner/tiny", folder_path=tiny_bert_folder)
-    for setting, said in (("variants: 5", "Variants must be names, not 5"),
-                          ("variants: [int8, {x: 1}]", "Variants must be names"),
-                          ("variants: [int4]", "Unknown variant 'int4'")):
+    for setting, said in (
+        ("variants: 5", "Variants must be names, not 5"),
+        ("variants: [int8, {x: 1}]", "Variants must be names"),
+        ("variants: [int4]", "Unknown variant 'int4'"),
+    ):
         api.upload_file(path_or_fileobj=setting.encode(), path_in_repo=".hfexport.yaml", repo_id="yaml-owner/tiny")
         result = run_cli("push", "yaml-owner/tiny", "--backends", "onnx", env={"HF_TOKEN": bot}, timeout=300)
         assert result.returncode == 2, result.stderr[-2000:]
@@ -355,7 +419,9 @@ def test_a_decoder_llm_gets_an_8da4w_executorch_program_that_loads_in_the_runtim
     # program registers that kernel by importing it (the report and the card say so), or cannot load it.
     assert variant["runtime_ops"] == ["quantized_decomposed::embedding_byte"], variant
     assert b"embedding_byte" not in fp32.read_bytes()
-    load = f"from executorch.runtime import Runtime; Runtime.get().load_program({str(program)!r}).load_method('forward')"
+    load = (
+        f"from executorch.runtime import Runtime; Runtime.get().load_program({str(program)!r}).load_method('forward')"
+    )
     for registers, loads in (("", False), ("import executorch.kernels.quantized; ", True)):
         ran = subprocess.run([sys.executable, "-c", registers + load], capture_output=True, text=True, timeout=300)
         assert (ran.returncode == 0) == loads, ran.stderr[-2000:]
@@ -364,12 +430,16 @@ def test_a_decoder_llm_gets_an_8da4w_executorch_program_that_loads_in_the_runtim
     assert "forward" in Runtime.get().load_program(program).method_names
 
 
-
-@pytest.mark.parametrize("family, components", [
-    ("t5", ["encoder", "prefill", "decode"]),
-    ("llava", ["vision_encoder", "embed_tokens", "decode"]),
-])
-def test_an_export_of_several_components_gets_an_int8_folder_that_exportedmodel_loads(family, components, workspace, tmp_path):
+@pytest.mark.parametrize(
+    "family, components",
+    [
+        ("t5", ["encoder", "prefill", "decode"]),
+        ("llava", ["vision_encoder", "embed_tokens", "decode"]),
+    ],
+)
+def test_an_export_of_several_components_gets_an_int8_folder_that_exportedmodel_loads(
+    family, components, workspace, tmp_path
+):
     """A T5 (encoder, prefill, decode) and a LLaVA (vision encoder, token embeddings, decoder over
     embeddings) exported for generation with `--variants int8,fp16`: each component's graph
     quantized, all judged together on the tokens their greedy loop generates against eager
@@ -381,8 +451,9 @@ def test_an_export_of_several_components_gets_an_int8_folder_that_exportedmodel_
 
     folder = getattr(tiny_models, family)(workspace / f"model-{family}-variants")
     out = tmp_path / "out"
-    result = run_cli("export", str(folder), "--backends", "onnx", "--variants", "int8,fp16", "--out", str(out),
-                     "--json", timeout=900)
+    result = run_cli(
+        "export", str(folder), "--backends", "onnx", "--variants", "int8,fp16", "--out", str(out), "--json", timeout=900
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (entry,) = json.loads(result.stdout)["backends"]
     assert entry["status"] == "ok" and entry["components"] == components, entry
@@ -392,9 +463,13 @@ def test_an_export_of_several_components_gets_an_int8_folder_that_exportedmodel_
     quantized = out / "onnx" / "quantized"
     assert (int8["status"] == "ok") == (quantized / "export.json").exists(), int8
     assert int8["status"] == "ok", int8  # tiny models with peaky logits keep their greedy tokens in int8
-    assert int8["file"] == f"quantized/{components[0]}.onnx" and 0 < int8["size_share"] < 1, int8  # tiny graphs: mostly structure
+    assert int8["file"] == f"quantized/{components[0]}.onnx" and 0 < int8["size_share"] < 1, (
+        int8
+    )  # tiny graphs: mostly structure
     published = {p["path"] for p in entry["files"]}
-    assert {f"quantized/{name}" for name in ("export.json", "config.json", *(f"{c}.onnx" for c in components))} <= published
+    assert {
+        f"quantized/{name}" for name in ("export.json", "config.json", *(f"{c}.onnx" for c in components))
+    } <= published
     quantized_ops = set()
     for component in components:  # self-contained graphs, laid out as the fp32 ones are
         quantized_ops |= {n.op_type for n in onnx_ir.load(quantized / f"{component}.onnx").graph}

@@ -22,7 +22,11 @@ def bert(folder: Path, seed: int = 0) -> Path:
 
     torch.manual_seed(seed)
     config = BertConfig(
-        vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        vocab_size=128,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
         max_position_embeddings=128,
     )
     return _save(BertModel(config).eval(), folder)
@@ -33,8 +37,16 @@ def llama(folder: Path) -> Path:
 
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=37, max_position_embeddings=128, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        vocab_size=128,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=128,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
     )
     model = LlamaForCausalLM(config).eval()
     # Larger random weights make the tiny model's greedy tokens vary instead of repeating one id.
@@ -58,8 +70,14 @@ def _word_tokenizer(special: dict[int, str] | None = None):
         vocab[word] = vocab.pop(f"w{index + 4}")
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                                        unk_token="<unk>", padding_side="left")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        padding_side="left",
+    )
     if special:
         tokenizer.add_special_tokens({"additional_special_tokens": list(special.values())})
     return tokenizer
@@ -78,8 +96,15 @@ def t5(folder: Path) -> Path:
 
     torch.manual_seed(0)
     config = T5Config(
-        vocab_size=128, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4,
-        decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
+        vocab_size=128,
+        d_model=32,
+        d_kv=8,
+        d_ff=37,
+        num_layers=2,
+        num_heads=4,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+        eos_token_id=1,
     )
     model = T5ForConditionalGeneration(config).eval()
     with torch.no_grad():
@@ -92,8 +117,14 @@ def vit(folder: Path) -> Path:
 
     torch.manual_seed(0)
     config = ViTConfig(
-        image_size=32, patch_size=8, num_channels=3, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=37, num_labels=5,
+        image_size=32,
+        patch_size=8,
+        num_channels=3,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        num_labels=5,
     )
     return _save(ViTForImageClassification(config).eval(), folder)
 
@@ -124,17 +155,23 @@ def remote_code_bert(folder: Path, record_dir: Path) -> Path:
 
     torch.manual_seed(5)
     config = BertConfig(
-        vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
-        max_position_embeddings=128, num_labels=3,
+        vocab_size=128,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=128,
+        num_labels=3,
     )
     BertForSequenceClassification(config).eval().save_pretrained(folder)
     recorder = _RECORDER.format(record_dir=str(record_dir))
     (folder / "configuration_dumpbert.py").write_text(
-        recorder + "\nfrom transformers import BertConfig\n\n\nclass DumpBertConfig(BertConfig):\n    model_type = 'dumpbert'\n"
+        recorder
+        + "\nfrom transformers import BertConfig\n\n\nclass DumpBertConfig(BertConfig):\n    model_type = 'dumpbert'\n"
     )
     (folder / "modeling_dumpbert.py").write_text(
-        recorder
-        + "\nfrom transformers import BertForSequenceClassification\n\nfrom .configuration_dumpbert import DumpBertConfig\n\n\n"
+        recorder + "\nfrom transformers import BertForSequenceClassification\n\nfrom .configuration_dumpbert import "
+        "DumpBertConfig\n\n\n"
         "class DumpBertForSequenceClassification(BertForSequenceClassification):\n    config_class = DumpBertConfig\n"
     )
     import json
@@ -158,12 +195,22 @@ def remote_code_bert(folder: Path, record_dir: Path) -> Path:
 def _detr_config(stages: int = 2, heads: int = 2, out_features: tuple[str, ...] = ("stage2",)):
     from transformers import DetrConfig, ResNetConfig
 
-    backbone = ResNetConfig(embedding_size=8, hidden_sizes=[8, 16, 16, 16][:stages], depths=[1] * stages,
-                            out_features=list(out_features))
+    backbone = ResNetConfig(
+        embedding_size=8, hidden_sizes=[8, 16, 16, 16][:stages], depths=[1] * stages, out_features=list(out_features)
+    )
     return DetrConfig(
-        use_timm_backbone=False, use_pretrained_backbone=False, backbone_config=backbone, d_model=32,
-        encoder_layers=1, decoder_layers=1, encoder_attention_heads=heads, decoder_attention_heads=heads,
-        encoder_ffn_dim=37, decoder_ffn_dim=37, num_queries=5, num_labels=3,
+        use_timm_backbone=False,
+        use_pretrained_backbone=False,
+        backbone_config=backbone,
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=37,
+        decoder_ffn_dim=37,
+        num_queries=5,
+        num_labels=3,
     )
 
 
@@ -189,12 +236,28 @@ def maskformer(folder: Path) -> Path:
     from transformers import DetrConfig, MaskFormerConfig, MaskFormerForInstanceSegmentation, SwinConfig
 
     torch.manual_seed(0)
-    backbone = SwinConfig(image_size=64, patch_size=4, embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 2, 2],
-                          window_size=2, out_features=["stage1", "stage2", "stage3", "stage4"])
-    decoder = DetrConfig(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-                         decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=37, num_queries=5)
-    config = MaskFormerConfig(backbone_config=backbone, decoder_config=decoder, fpn_feature_size=32,
-                              mask_feature_size=32, num_labels=3)
+    backbone = SwinConfig(
+        image_size=64,
+        patch_size=4,
+        embed_dim=16,
+        depths=[1, 1, 1, 1],
+        num_heads=[1, 1, 2, 2],
+        window_size=2,
+        out_features=["stage1", "stage2", "stage3", "stage4"],
+    )
+    decoder = DetrConfig(
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=37,
+        decoder_ffn_dim=37,
+        num_queries=5,
+    )
+    config = MaskFormerConfig(
+        backbone_config=backbone, decoder_config=decoder, fpn_feature_size=32, mask_feature_size=32, num_labels=3
+    )
     return _save(MaskFormerForInstanceSegmentation(config).eval(), folder)
 
 
@@ -206,11 +269,20 @@ def sam(folder: Path) -> Path:
 
     torch.manual_seed(0)
     config = SamConfig(
-        vision_config=SamVisionConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=64,
-                                      patch_size=16, output_channels=16, mlp_dim=37, global_attn_indexes=[0]),
+        vision_config=SamVisionConfig(
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=64,
+            patch_size=16,
+            output_channels=16,
+            mlp_dim=37,
+            global_attn_indexes=[0],
+        ),
         prompt_encoder_config=SamPromptEncoderConfig(hidden_size=16, image_size=64, patch_size=16),
-        mask_decoder_config=SamMaskDecoderConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                                 mlp_dim=37, iou_head_hidden_dim=16),
+        mask_decoder_config=SamMaskDecoderConfig(
+            hidden_size=16, num_hidden_layers=1, num_attention_heads=2, mlp_dim=37, iou_head_hidden_dim=16
+        ),
     )
     return _save(SamModel(config).eval(), folder)
 
@@ -220,8 +292,14 @@ def segformer(folder: Path) -> Path:
 
     torch.manual_seed(0)
     config = SegformerConfig(
-        num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], num_attention_heads=[1, 2],
-        decoder_hidden_size=16, num_labels=3, image_size=32,
+        num_encoder_blocks=2,
+        depths=[1, 1],
+        sr_ratios=[2, 1],
+        hidden_sizes=[8, 16],
+        num_attention_heads=[1, 2],
+        decoder_hidden_size=16,
+        num_labels=3,
+        image_size=32,
     )
     return _save(SegformerForSemanticSegmentation(config).eval(), folder)
 
@@ -232,8 +310,13 @@ def glpn(folder: Path) -> Path:
 
     torch.manual_seed(0)
     config = GLPNConfig(
-        num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], num_attention_heads=[1, 2],
-        decoder_hidden_size=16, image_size=32,
+        num_encoder_blocks=2,
+        depths=[1, 1],
+        sr_ratios=[2, 1],
+        hidden_sizes=[8, 16],
+        num_attention_heads=[1, 2],
+        decoder_hidden_size=16,
+        image_size=32,
     )
     return _save(GLPNForDepthEstimation(config).eval(), folder)
 
@@ -242,8 +325,16 @@ def _wav2vec2_config(**extra):
     from transformers import Wav2Vec2Config
 
     return Wav2Vec2Config(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37, conv_dim=(16, 16),
-        conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, **extra,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        conv_dim=(16, 16),
+        conv_stride=(5, 2),
+        conv_kernel=(10, 3),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        **extra,
     )
 
 
@@ -258,12 +349,24 @@ def wav2vec2_classifier(folder: Path) -> Path:
     from transformers import Wav2Vec2ForSequenceClassification
 
     torch.manual_seed(0)
-    return _save(Wav2Vec2ForSequenceClassification(_wav2vec2_config(num_labels=4, classifier_proj_size=16)).eval(), folder)
+    return _save(
+        Wav2Vec2ForSequenceClassification(_wav2vec2_config(num_labels=4, classifier_proj_size=16)).eval(), folder
+    )
 
 
 def _seq2seq_sizes(**extra) -> dict:
-    return dict(vocab_size=128, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=128, **extra)
+    return dict(
+        vocab_size=128,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=37,
+        decoder_ffn_dim=37,
+        max_position_embeddings=128,
+        **extra,
+    )
 
 
 def bart(folder: Path) -> Path:
@@ -273,10 +376,19 @@ def bart(folder: Path) -> Path:
 
     torch.manual_seed(0)
     ids = dict(pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
-    model = BartForConditionalGeneration(BartConfig(**_seq2seq_sizes(**ids), forced_bos_token_id=0, forced_eos_token_id=2))
+    model = BartForConditionalGeneration(
+        BartConfig(**_seq2seq_sizes(**ids), forced_bos_token_id=0, forced_eos_token_id=2)
+    )
     model.generation_config = GenerationConfig(
-        **ids, forced_bos_token_id=0, forced_eos_token_id=2, no_repeat_ngram_size=3, num_beams=4, early_stopping=True,
-        length_penalty=2.0, max_length=142, min_length=56,
+        **ids,
+        forced_bos_token_id=0,
+        forced_eos_token_id=2,
+        no_repeat_ngram_size=3,
+        num_beams=4,
+        early_stopping=True,
+        length_penalty=2.0,
+        max_length=142,
+        min_length=56,
     )
     return _save(model.eval(), folder)
 
@@ -290,7 +402,12 @@ def marian(folder: Path) -> Path:
     ids = dict(pad_token_id=127, bos_token_id=0, eos_token_id=0, decoder_start_token_id=127)
     model = MarianMTModel(MarianConfig(**_seq2seq_sizes(**ids)))
     model.generation_config = GenerationConfig(
-        **ids, bad_words_ids=[[127]], forced_eos_token_id=0, max_length=512, num_beams=4, renormalize_logits=True,
+        **ids,
+        bad_words_ids=[[127]],
+        forced_eos_token_id=0,
+        max_length=512,
+        num_beams=4,
+        renormalize_logits=True,
     )
     return _save(model.eval(), folder)
 
@@ -300,9 +417,18 @@ def _sliding(model_class, config_class, **extra) -> object:
 
     torch.manual_seed(0)
     config = config_class(
-        vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=37, max_position_embeddings=128, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-        sliding_window=4, **extra,  # shorter than every validation prompt: the window really slides
+        vocab_size=128,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=128,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        sliding_window=4,
+        **extra,  # shorter than every validation prompt: the window really slides
     )
     model = model_class(config).eval()
     with torch.no_grad():
@@ -325,10 +451,17 @@ def gemma2(folder: Path) -> Path:
     return _save(_sliding(Gemma2ForCausalLM, Gemma2Config, head_dim=8), folder)
 
 
-_TEXT_TOWER = dict(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
-                   max_position_embeddings=64)
-_IMAGE_TOWER = dict(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                    intermediate_size=37)
+_TEXT_TOWER = dict(
+    vocab_size=99,
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=37,
+    max_position_embeddings=64,
+)
+_IMAGE_TOWER = dict(
+    image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37
+)
 
 
 def clip(folder: Path) -> Path:
@@ -336,7 +469,9 @@ def clip(folder: Path) -> Path:
     from transformers import CLIPConfig, CLIPModel
 
     torch.manual_seed(0)
-    return _save(CLIPModel(CLIPConfig(text_config=_TEXT_TOWER, vision_config=_IMAGE_TOWER, projection_dim=16)).eval(), folder)
+    return _save(
+        CLIPModel(CLIPConfig(text_config=_TEXT_TOWER, vision_config=_IMAGE_TOWER, projection_dim=16)).eval(), folder
+    )
 
 
 def siglip(folder: Path) -> Path:
@@ -350,14 +485,27 @@ def llava(folder: Path) -> Path:
     """An image-text-to-text model (a CLIP vision tower feeding a Llama through a projector), with
     the processor its repo ships: `<image>` in a prompt becomes one token per image feature (16)."""
     from transformers import (
-        CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor,
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
     )
 
     torch.manual_seed(0)
     config = LlavaConfig(
         vision_config=CLIPVisionConfig(**_IMAGE_TOWER),
-        text_config=LlamaConfig(vocab_size=128, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                intermediate_size=37, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+        text_config=LlamaConfig(
+            vocab_size=128,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=37,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
         image_token_index=100,
     )
     model = LlavaForConditionalGeneration(config).eval()
@@ -366,8 +514,10 @@ def llava(folder: Path) -> Path:
     size = _IMAGE_TOWER["image_size"]
     processor = LlavaProcessor(
         image_processor=CLIPImageProcessor(size={"shortest_edge": size}, crop_size={"height": size, "width": size}),
-        tokenizer=_word_tokenizer({100: "<image>"}), patch_size=_IMAGE_TOWER["patch_size"],
-        vision_feature_select_strategy="default", num_additional_image_tokens=1,
+        tokenizer=_word_tokenizer({100: "<image>"}),
+        patch_size=_IMAGE_TOWER["patch_size"],
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
     )
     processor.save_pretrained(folder)
     return _save(model, folder)
@@ -381,18 +531,37 @@ def whisper(folder: Path) -> Path:
 
     torch.manual_seed(0)
     config = WhisperConfig(
-        vocab_size=128, num_mel_bins=16, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=37, max_source_positions=30,
-        max_target_positions=64, pad_token_id=99, bos_token_id=99, eos_token_id=99, decoder_start_token_id=100,
+        vocab_size=128,
+        num_mel_bins=16,
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=37,
+        decoder_ffn_dim=37,
+        max_source_positions=30,
+        max_target_positions=64,
+        pad_token_id=99,
+        bos_token_id=99,
+        eos_token_id=99,
+        decoder_start_token_id=100,
         tie_word_embeddings=False,
     )
     model = WhisperForConditionalGeneration(config).eval()
     with torch.no_grad():
         model.proj_out.weight.mul_(8)
     model.generation_config = GenerationConfig(
-        decoder_start_token_id=100, bos_token_id=99, eos_token_id=99, pad_token_id=99, is_multilingual=True,
-        lang_to_id={"<|en|>": 101, "<|fr|>": 102}, task_to_id={"transcribe": 104, "translate": 103},
-        no_timestamps_token_id=105, suppress_tokens=[1, 2, 7, 8, 9, 10, 11, 12], begin_suppress_tokens=[13, 99],
+        decoder_start_token_id=100,
+        bos_token_id=99,
+        eos_token_id=99,
+        pad_token_id=99,
+        is_multilingual=True,
+        lang_to_id={"<|en|>": 101, "<|fr|>": 102},
+        task_to_id={"transcribe": 104, "translate": 103},
+        no_timestamps_token_id=105,
+        suppress_tokens=[1, 2, 7, 8, 9, 10, 11, 12],
+        begin_suppress_tokens=[13, 99],
         max_length=64,
     )
     return _save(model, folder)

@@ -164,7 +164,9 @@ def push(
         fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
         checked = check_request(fetched.model_dir, task, trust_remote_code)
         with Workers(len(names)) as workers:  # importing while the plan is made
-            plan = dataclasses.replace(plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked), **wanted)
+            plan = dataclasses.replace(
+                plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked), **wanted
+            )
             # Keyed by content, plan and versions: the same weights exported the same way are reused.
             out_dir = cache_dir() / "exports" / f"{fetched.content_digest[:24]}-{plan.digest()}-{_versions_digest()}"
             cached = Report.load(out_dir) if (out_dir / REPORT_FILE).exists() else None

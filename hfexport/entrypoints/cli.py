@@ -24,16 +24,23 @@ from ..logs import quiet_known_noise
 from .console import badge, err, fail, print_report, progress_callback
 
 # The variant options, one definition for export and push.
-VariantsOption = Annotated[Optional[str], typer.Option(
-    help="Smaller/faster files derived from the fp32 exports: int8, fp16, optimized, 8da4w (every backend offering it), "
-    "backend:kind (onnx:int8), or none. Each is judged against eager fp32 and kept only if it passes "
-    "\\[default: for push the repo's .hfexport.yaml `variants:`, else $HFEXPORT_VARIANTS, else onnx:int8].",
-    show_default=False,
-)]
-MinQualityOption = Annotated[Optional[list[str]], typer.Option(
-    help="Override a variant's quality threshold, KIND.FIGURE=VALUE (repeatable), e.g. int8.cosine_mean=0.995.",
-    show_default=False,
-)]
+VariantsOption = Annotated[
+    Optional[str],
+    typer.Option(
+        help="Smaller/faster files derived from the fp32 exports: int8, fp16, optimized, 8da4w "
+        "(every backend offering it), backend:kind (onnx:int8), or none. "
+        "Each is judged against eager fp32 and kept only if it passes "
+        "\\[default: for push the repo's .hfexport.yaml `variants:`, else $HFEXPORT_VARIANTS, else onnx:int8].",
+        show_default=False,
+    ),
+]
+MinQualityOption = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        help="Override a variant's quality threshold, KIND.FIGURE=VALUE (repeatable), e.g. int8.cosine_mean=0.995.",
+        show_default=False,
+    ),
+]
 
 app = typer.Typer(
     name="hfexport",
@@ -53,7 +60,9 @@ app = typer.Typer(
 
 @app.callback()
 def _options(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show every library log line (known-harmless ones are hidden).")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show every library log line (known-harmless ones are hidden).")
+    ] = False,
 ) -> None:
     if not verbose:
         os.environ.setdefault("HFEXPORT_QUIET_NOISE", "1")  # the export workers read it too
@@ -65,17 +74,26 @@ def _options(
 @app.command()
 def export(
     source: Annotated[str, typer.Argument(help="A local model folder, or a Hub repo id (org/name).")],
-    revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit of a Hub repo; pinned to its sha.")] = None,
+    revision: Annotated[
+        Optional[str], typer.Option(help="Branch, tag or commit of a Hub repo; pinned to its sha.")
+    ] = None,
     backends: Annotated[
         str, typer.Option(help="Comma-separated: dynamo, onnx, executorch, executorch-cuda (openvino if installed).")
     ] = "dynamo,onnx,executorch",
-    task: Annotated[str, typer.Option(help="'auto' follows config.architectures; e.g. text-generation for one graph.")] = "auto",
+    task: Annotated[
+        str, typer.Option(help="'auto' follows config.architectures; e.g. text-generation for one graph.")
+    ] = "auto",
     out: Annotated[Optional[Path], typer.Option(help="Output folder \\[default: hfexport-out/<name>].")] = None,
     allow_pickle: Annotated[bool, typer.Option(help="Accept pickled *.bin weights when no safetensors exist.")] = False,
     trust_remote_code: Annotated[bool, typer.Option(help="Run model code from the repo (auto_map).")] = False,
-    token: Annotated[Optional[str], typer.Option(help="Hub token \\[default: $HF_TOKEN or the saved login].", show_default=False)] = None,
+    token: Annotated[
+        Optional[str], typer.Option(help="Hub token \\[default: $HF_TOKEN or the saved login].", show_default=False)
+    ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per backend before it is stopped.")] = 1800,
-    jobs: Annotated[Optional[int], typer.Option(help="Backends exported at once \\[default: $HFEXPORT_JOBS or 1].", show_default=False)] = None,
+    jobs: Annotated[
+        Optional[int],
+        typer.Option(help="Backends exported at once \\[default: $HFEXPORT_JOBS or 1].", show_default=False),
+    ] = None,
     variants: VariantsOption = None,
     min_quality: MinQualityOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
@@ -85,7 +103,6 @@ def export(
 
     started = time.perf_counter()
     with err.status("resolving source…") as status:
-
         progress = progress_callback(status, started)
         try:
             report = run_export(
@@ -162,8 +179,18 @@ def tasks(
     from ..tasks import TASK_TABLE, tasks_markdown
 
     if as_json:
-        rows = [{"task": t.name, "auto_class": t.auto_class, "mode": t.mode, "inputs": t.inputs,
-                 "families_tested": list(t.families), "supported": t.supported, "refused": t.refused} for t in TASK_TABLE]
+        rows = [
+            {
+                "task": t.name,
+                "auto_class": t.auto_class,
+                "mode": t.mode,
+                "inputs": t.inputs,
+                "families_tested": list(t.families),
+                "supported": t.supported,
+                "refused": t.refused,
+            }
+            for t in TASK_TABLE
+        ]
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
     if markdown:
@@ -180,15 +207,21 @@ def tasks(
 
 @app.command()
 def push(
-    repo_id: Annotated[Optional[str], typer.Argument(help="The Hub repo to export and open a PR on (org/name).")] = None,
+    repo_id: Annotated[
+        Optional[str], typer.Argument(help="The Hub repo to export and open a PR on (org/name).")
+    ] = None,
     from_webhook_env: Annotated[
         bool, typer.Option(help="Take the repo and commit from $WEBHOOK_PAYLOAD (a Hub webhook that starts a Job).")
     ] = False,
     revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit to export; pinned to its sha.")] = None,
     backends: Annotated[str, typer.Option(help="Comma-separated backends, as for export.")] = "dynamo,onnx,executorch",
     task: Annotated[str, typer.Option(help="As for export.")] = "auto",
-    token: Annotated[Optional[str], typer.Option(help="Hub token \\[default: $HF_TOKEN]. Never printed.", show_default=False)] = None,
-    dry_run: Annotated[bool, typer.Option(help="Show the files, PR text and card that would be committed; write nothing.")] = False,
+    token: Annotated[
+        Optional[str], typer.Option(help="Hub token \\[default: $HF_TOKEN]. Never printed.", show_default=False)
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option(help="Show the files, PR text and card that would be committed; write nothing.")
+    ] = False,
     force: Annotated[bool, typer.Option(help="Reopen and update a PR of ours that a maintainer closed.")] = False,
     allow_pickle: Annotated[bool, typer.Option(help="Accept pickled weights.")] = False,
     trust_remote_code: Annotated[bool, typer.Option(help="Run model code from the repo.")] = False,
@@ -217,13 +250,23 @@ def push(
         fail(HfExportError("No repo to push to.", "Pass REPO_ID, or --from-webhook-env inside a webhook-started Job."))
     started = time.perf_counter()
     with err.status("resolving…") as status:
-
         progress = progress_callback(status, started)
         try:
             result = run_push(
-                repo_id, revision=revision, backends=backends, task=task, token=token, dry_run=dry_run,
-                force=force, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, timeout_s=timeout,
-                progress=progress, log=lambda message: err.print(message), variants=variants, min_quality=min_quality,
+                repo_id,
+                revision=revision,
+                backends=backends,
+                task=task,
+                token=token,
+                dry_run=dry_run,
+                force=force,
+                allow_pickle=allow_pickle,
+                trust_remote_code=trust_remote_code,
+                timeout_s=timeout,
+                progress=progress,
+                log=lambda message: err.print(message),
+                variants=variants,
+                min_quality=min_quality,
             )
         except HfExportError as e:
             fail(e)
@@ -252,32 +295,61 @@ def _from_webhook_env(expected: str | None) -> tuple[str | None, str]:
 
     raw = os.environ.get("WEBHOOK_PAYLOAD")
     if not raw:
-        raise HfExportError("--from-webhook-env was given but WEBHOOK_PAYLOAD is empty.", "Run inside a Job started by a Hub webhook, or pass REPO_ID.")
+        raise HfExportError(
+            "--from-webhook-env was given but WEBHOOK_PAYLOAD is empty.",
+            "Run inside a Job started by a Hub webhook, or pass REPO_ID.",
+        )
     watch = {expected} if expected else {"*"}
     try:
         return parse_event(json.loads(raw), watch)
     except (ValueError, BadPayload) as e:
-        raise HfExportError(f"WEBHOOK_PAYLOAD is not a Hub webhook payload: {e}.", "Check the webhook that started this Job.") from None
+        raise HfExportError(
+            f"WEBHOOK_PAYLOAD is not a Hub webhook payload: {e}.", "Check the webhook that started this Job."
+        ) from None
     except IgnoredEvent as e:
         return None, str(e)
 
 
 @app.command()
 def serve(
-    secret: Annotated[str, typer.Option(envvar="HFEXPORT_WEBHOOK_SECRET", help="The webhook's secret (X-Webhook-Secret).", show_default=False)],
-    watch: Annotated[list[str], typer.Option(help="Repo id to act on (repeatable); '*' for every repo the webhook sends.")],
+    secret: Annotated[
+        str,
+        typer.Option(
+            envvar="HFEXPORT_WEBHOOK_SECRET", help="The webhook's secret (X-Webhook-Secret).", show_default=False
+        ),
+    ],
+    watch: Annotated[
+        list[str], typer.Option(help="Repo id to act on (repeatable); '*' for every repo the webhook sends.")
+    ],
     db: Annotated[Path, typer.Option(help="The durable job queue (SQLite).")] = Path("hfexport-queue.sqlite"),
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8080,
     workers: Annotated[int, typer.Option(help="Jobs run at once.")] = 1,
-    executor: Annotated[str, typer.Option(help="local (a push process here) or hf-jobs (an HF Job per export).")] = "local",
-    image: Annotated[str, typer.Option(help="The hfexport image HF Jobs run (hf-jobs executor).")] = "ghcr.io/hfexport/hfexport:0.1.0",
+    executor: Annotated[
+        str, typer.Option(help="local (a push process here) or hf-jobs (an HF Job per export).")
+    ] = "local",
+    image: Annotated[
+        str, typer.Option(help="The hfexport image HF Jobs run (hf-jobs executor).")
+    ] = "ghcr.io/hfexport/hfexport:0.1.0",
     backends: Annotated[str, typer.Option(help="Backends each job exports.")] = "dynamo,onnx,executorch",
     task: Annotated[str, typer.Option(help="Task, as for export.")] = "auto",
-    max_attempts: Annotated[int, typer.Option(min=1, help="Attempts per job (restarts included) before it is marked failed.")] = 4,
-    lease: Annotated[float, typer.Option(min=1, help="Seconds a running job's lease lasts; renewed while it runs, reclaimed after.")] = 300,
-    max_queued: Annotated[int, typer.Option(min=1, help="Jobs waiting or running at most; beyond, webhooks get 503 + Retry-After.")] = 1000,
-    read_token: Annotated[Optional[str], typer.Option(envvar="HFEXPORT_READ_TOKEN", help="A token that may read /jobs (Authorization: Bearer) besides the webhook secret.", show_default=False)] = None,
+    max_attempts: Annotated[
+        int, typer.Option(min=1, help="Attempts per job (restarts included) before it is marked failed.")
+    ] = 4,
+    lease: Annotated[
+        float, typer.Option(min=1, help="Seconds a running job's lease lasts; renewed while it runs, reclaimed after.")
+    ] = 300,
+    max_queued: Annotated[
+        int, typer.Option(min=1, help="Jobs waiting or running at most; beyond, webhooks get 503 + Retry-After.")
+    ] = 1000,
+    read_token: Annotated[
+        Optional[str],
+        typer.Option(
+            envvar="HFEXPORT_READ_TOKEN",
+            help="A token that may read /jobs (Authorization: Bearer) besides the webhook secret.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """The Hub webhook receiver: a push to main of a watched repo queues an export + PR job.
 
@@ -303,11 +375,20 @@ def serve(
         fail(HfExportError(f"Unknown executor {executor!r}.", "Use --executor local or --executor hf-jobs."))
     try:
         config = ServiceConfig(
-            secret=secret, watch=set(watch), plan_key=f"{names}|{task}", workers=workers, max_attempts=max_attempts,
+            secret=secret,
+            watch=set(watch),
+            plan_key=f"{names}|{task}",
+            workers=workers,
+            max_attempts=max_attempts,
             read_token=read_token,
         )
     except ValueError as e:
-        fail(HfExportError(f"Cannot start: {e}.", "Set HFEXPORT_WEBHOOK_SECRET (or --secret) to a long random value, the same as the Hub webhook's."))
+        fail(
+            HfExportError(
+                f"Cannot start: {e}.",
+                "Set HFEXPORT_WEBHOOK_SECRET (or --secret) to a long random value, the same as the Hub webhook's.",
+            )
+        )
     queue = JobQueue(db, lease_s=lease, max_attempts=max_attempts, max_queued=max_queued)
     runner = LocalExecutor() if executor == "local" else HfJobsExecutor(image=image, token=os.environ.get("HF_TOKEN"))
     pool = Workers(config, queue, runner).start()

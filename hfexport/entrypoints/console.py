@@ -65,9 +65,13 @@ def print_report(report: Report) -> None:
     if variants:
         table = Table(title="variants (quality against eager fp32; a failed one is not kept)")
         for column in VARIANT_COLUMNS:
-            table.add_column(VARIANT_HEADERS[column], justify="right" if column in ("size", "share", "speed") else "left")
+            table.add_column(
+                VARIANT_HEADERS[column], justify="right" if column in ("size", "share", "speed") else "left"
+            )
         for row in variants:
-            cells = [str(getattr(row, c)).replace("`", "") for c in VARIANT_COLUMNS]  # Markdown code marks, not for a terminal
+            cells = [
+                str(getattr(row, c)).replace("`", "") for c in VARIANT_COLUMNS
+            ]  # Markdown code marks, not for a terminal
             cells[VARIANT_COLUMNS.index("status")] = f"{badge(row.status)} {row.status}"
             table.add_row(*cells)
         err.print(table)

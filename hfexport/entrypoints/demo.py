@@ -74,7 +74,9 @@ def _run(hub, model: Path, backends: str, console: Console) -> int:
     started = time.perf_counter()
     with console.status("exporting…") as status:
         result = push(
-            REPO_ID, backends=backends, token=bot_token,
+            REPO_ID,
+            backends=backends,
+            token=bot_token,
             progress=lambda b, m: status.update(f"[bold]{b}[/]: {m}  [dim]({time.perf_counter() - started:.0f}s)[/]"),
             log=console.print,
         )
@@ -91,7 +93,7 @@ def _run(hub, model: Path, backends: str, console: Console) -> int:
         if hasattr(entry, "size"):
             console.print(f"  {entry.path:45s} {entry.size:>12,d} B")
     card = Path(bot.hf_hub_download(REPO_ID, "README.md", revision=revision)).read_text()
-    section = card[card.index(START):]
+    section = card[card.index(START) :]
     console.print("\nmodel card section:\n")
     console.print(section, markup=False, highlight=False, soft_wrap=True)
 
@@ -102,7 +104,9 @@ def _run(hub, model: Path, backends: str, console: Console) -> int:
 
         onnx = ExportedModel.from_pretrained(REPO_ID, subfolder="onnx", revision=revision, token=bot_token)
         tokenizer = AutoTokenizer.from_pretrained(model)
-        inputs = tokenizer(["hfexport reloads what it published", "from the pull request"], padding=True, return_tensors="pt")
+        inputs = tokenizer(
+            ["hfexport reloads what it published", "from the pull request"], padding=True, return_tensors="pt"
+        )
         with torch.inference_mode():
             expected = AutoModel.from_pretrained(model).eval()(**inputs).last_hidden_state
         diff = (onnx(**inputs).last_hidden_state - expected).abs().max().item()

@@ -52,13 +52,18 @@ def our_section(body: str) -> tuple[tuple[int, int] | None, bool]:
     stray = len(found) != 2 * len(pairs) or len(pairs) > 1
     if len(pairs) == 1:
         return pairs[0], stray
-    if pairs and not body[pairs[-1][1]:].strip():
+    if pairs and not body[pairs[-1][1] :].strip():
         return pairs[-1], stray  # several pairs: the one that ends the card is the section we appended
     return None, stray
 
 
-def render_card(current: str | None, repo_id: str, report: Report, notes: list[str] | tuple[str, ...] = (),
-                repo_files: set[str] | None = None) -> RenderedCard:
+def render_card(
+    current: str | None,
+    repo_id: str,
+    report: Report,
+    notes: list[str] | tuple[str, ...] = (),
+    repo_files: set[str] | None = None,
+) -> RenderedCard:
     """The README with our section replaced or appended and our tags merged in. `notes` are
     sentences the section adds under its table (e.g. where an export went instead of the owner's
     folder); `repo_files`, the repo's paths (its loading snippets feed inputs from its own preprocessor)."""
@@ -70,12 +75,17 @@ def render_card(current: str | None, repo_id: str, report: Report, notes: list[s
     where, stray = our_section(body)
     if stray:
         warnings += (
-            "The card holds hfexport markers that do not pair up (`<!-- hfexport:start -->` then `<!-- hfexport:end -->`): "
+            "The card holds hfexport markers that do not pair up (`<!-- hfexport:start -->` then `<!-- hfexport:end "
+            "-->`): "
             "they are left as they are"
-            + (", and this section was appended after them." if where is None else "; the section that ends the card was updated."),
+            + (
+                ", and this section was appended after them."
+                if where is None
+                else "; the section that ends the card was updated."
+            ),
         )
     if where is not None:
-        body = body[: where[0]] + section + body[where[1]:]
+        body = body[: where[0]] + section + body[where[1] :]
     else:
         if not body.strip() and not stray:
             body = body + f"# {repo_id.split('/')[-1]}{card.newline}"
@@ -84,8 +94,9 @@ def render_card(current: str | None, repo_id: str, report: Report, notes: list[s
     return RenderedCard(head + body, warnings)
 
 
-def render_section(repo_id: str, report: Report, notes: list[str] | tuple[str, ...] = (),
-                   repo_files: set[str] | None = None) -> str:
+def render_section(
+    repo_id: str, report: Report, notes: list[str] | tuple[str, ...] = (), repo_files: set[str] | None = None
+) -> str:
     sha = report.source.sha
     lines = [
         START,
@@ -95,29 +106,42 @@ def render_section(repo_id: str, report: Report, notes: list[str] | tuple[str, .
         "reloaded on its own runtime and compared with the original model, on the traced shape and on another "
         f"batch and sequence length (task `{report.plan.task}`).",
         "",
-        *markdown_table(report, ["backend", "source", "folder", "files", "size", "max_abs_diff", "tolerance", "outcome"]),
+        *markdown_table(
+            report, ["backend", "source", "folder", "files", "size", "max_abs_diff", "tolerance", "outcome"]
+        ),
     ]
     if notes:
         lines += ["", *(f"- {note}" for note in notes)]
-    variants = markdown_variant_table(report, ["backend", "variant", "file", "size", "share", "quality", "speed", "outcome"])
+    variants = markdown_variant_table(
+        report, ["backend", "variant", "file", "size", "share", "quality", "speed", "outcome"]
+    )
     if variants:
         lines += [
-            "", "### Variants", "",
+            "",
+            "### Variants",
+            "",
             "Smaller or faster files beside an export, derived from it and compared with the original model in "
             "float32 on inputs of another shape than any trace or calibration; speed is against the float32 file "
             "on the same runtime. A variant below its quality thresholds is listed but not published.",
-            "", *variants,
+            "",
+            *variants,
         ]
         beyond_defaults = [
             "- " + note.format(file=f"{b.subfolder}/{v.published}", ops=", ".join(v.runtime_ops))
-            for b in report.backends if (note := get_backend(b.backend).runtime_ops_note)
-            for v in b.published_variants if v.runtime_ops
+            for b in report.backends
+            if (note := get_backend(b.backend).runtime_ops_note)
+            for v in b.published_variants
+            if v.runtime_ops
         ]
         if beyond_defaults:
             lines += ["", *beyond_defaults]
     if any(b.validation is not None and b.validation.tokens_equal for b in report.succeeded):
         new_tokens = report.plan.validation.new_tokens
-        lines += ["", f"Generation: the exported components reproduce eager `generate()` token for token ({new_tokens} new tokens, greedy)."]
+        lines += [
+            "",
+            f"Generation: the exported components reproduce eager `generate()` token for token ({new_tokens} new "
+            "tokens, greedy).",
+        ]
     versions = {}
     for b in report.succeeded:
         versions.update(b.versions)

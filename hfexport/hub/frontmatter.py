@@ -58,13 +58,13 @@ def split(text: str | None) -> Card:
     """The card as BOM, front matter and body, each exactly as written."""
     text = text or ""
     bom = BOM if text.startswith(BOM) else ""
-    rest = text[len(bom):]
+    rest = text[len(bom) :]
     match = _BLOCK.match(rest)
     newline = "\r\n" if "\r\n" in (match.group(0) if match else rest[:4096]) else "\n"
     if not match:
         return Card(bom, "", None, "", newline, rest)
     yaml = match.group(2)
-    return Card(bom, rest[: match.start(2)], yaml, rest[match.end(2): match.end()], newline, rest[match.end():])
+    return Card(bom, rest[: match.start(2)], yaml, rest[match.end(2) : match.end()], newline, rest[match.end() :])
 
 
 def load_yaml(text: str) -> Any:
@@ -120,7 +120,9 @@ def add_tags(text: str | None, tags: list[str]) -> tuple[str, tuple[str, ...]]:
     elif current is None or current is _MISSING:
         existing = []
     else:
-        return card.text, (f"The card's `tags` is a {type(current).__name__}, not a list: left as written, without format tags.",)
+        return card.text, (
+            f"The card's `tags` is a {type(current).__name__}, not a list: left as written, without format tags.",
+        )
     names = {str(t) for t in existing}
     new = [t for t in dict.fromkeys(tags) if t not in names]
     if not new:
@@ -151,16 +153,18 @@ def _splice(yaml_text: str, nl: str, current: Any, existing: list, new: list[str
             end = i
             continue
         break
-    block_items = isinstance(current, list) and not inline and any(_ITEM.match(lines[i]) for i in range(start + 1, end + 1))
+    block_items = (
+        isinstance(current, list) and not inline and any(_ITEM.match(lines[i]) for i in range(start + 1, end + 1))
+    )
     if block_items:
         first = next(_ITEM.match(lines[i]) for i in range(start + 1, end + 1) if _ITEM.match(lines[i]))
         indent, gap = first.group(1), first.group(2)
         added = "".join(f"{indent}-{gap}{_scalar(t)}{nl}" for t in new)
-        return "".join(lines[: end + 1]) + added + "".join(lines[end + 1:])
+        return "".join(lines[: end + 1]) + added + "".join(lines[end + 1 :])
     # A flow list, a single string or an empty value: the block becomes a list of every tag.
     items = [*existing, *new]
     block = f"tags:{nl}" + "".join(f"- {_scalar(t)}{nl}" for t in items)
-    after = "".join(lines[end + 1:])
+    after = "".join(lines[end + 1 :])
     return "".join(lines[:start]) + block + after
 
 

@@ -183,7 +183,9 @@ class HubState:
             return False
         if path == REPORT_FILE:
             return (self.pr.report if self.pr is not None else self.base_report) is not None
-        return any(remote.holds(f) for f in _recorded(self.pr.report if self.pr else None, self.base_report).get(path, ()))
+        return any(
+            remote.holds(f) for f in _recorded(self.pr.report if self.pr else None, self.base_report).get(path, ())
+        )
 
     def owners(self, path: str) -> bool:
         """Whether `path` exists in `tree` with content we did not write: never written, never deleted."""
@@ -242,7 +244,9 @@ def request_key(backend: str, request: dict) -> str:
     """What the user asked for of one backend (`request`: task, variants, quality thresholds) that,
     with the source sha, decides its export: checked before the plan exists, so an unchanged rerun
     needs neither a download nor transformers."""
-    return hashlib.sha256(json.dumps([backend, request, installed("hfexport")], sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps([backend, request, installed("hfexport")], sort_keys=True).encode()).hexdigest()[
+        :16
+    ]
 
 
 # ── The rules ────────────────────────────────────────────────────────────────
@@ -281,10 +285,14 @@ def decide(
     if pr is not None and pr.thread.status == "closed" and not force:
         return Decision(PublishAction.CLOSED_RESPECTED, pr.thread)
     if report is None:
-        if pr is not None and pr.thread.is_open and all(
-            pr.thread.backends.get(b, {}).get("sha") == state.sha
-            and pr.thread.backends.get(b, {}).get("request") == request_key(b, request)
-            for b in backends
+        if (
+            pr is not None
+            and pr.thread.is_open
+            and all(
+                pr.thread.backends.get(b, {}).get("sha") == state.sha
+                and pr.thread.backends.get(b, {}).get("request") == request_key(b, request)
+                for b in backends
+            )
         ):
             return Decision(PublishAction.UNCHANGED, pr.thread)
         return None
@@ -303,7 +311,9 @@ def decide(
     }
     kept = _manifest(published)
     # Our old files go, except in a folder where someone replaced one of them: theirs may need the rest.
-    shared = {p for b in (previous.backends if previous else []) if any(state.owners(q) for q in b.paths) for p in b.paths}
+    shared = {
+        p for b in (previous.backends if previous else []) if any(state.owners(q) for q in b.paths) for p in b.paths
+    }
     deletes = tuple(sorted(p for p in (_manifest(previous) - kept - shared) & set(state.tree) if state.ours(p)))
     if pr is not None:
         if not uploads and not deletes and _same(published, previous) and pr.thread.is_open:
@@ -331,8 +341,10 @@ def _merge(
         if new is not None and new.ok and not (old is not None and old.ok and current(old) and _same_files(old, new)):
             folder = _placement(state, new)
             if folder is None:
-                notes.append(f"The repo already has its own files at `{new.subfolder}/` and `{OWN_FOLDER}/{new.subfolder}/`: "
-                             f"the {name} export is left out of this PR.")
+                notes.append(
+                    f"The repo already has its own files at `{new.subfolder}/` and `{OWN_FOLDER}/{new.subfolder}/`: "
+                    f"the {name} export is left out of this PR."
+                )
                 continue
             local = Path(report.out_dir) / new.subfolder
             uploads += [(local / f.path, f"{folder}/{f.path}") for f in new.files]
@@ -345,7 +357,7 @@ def _merge(
         # else: built from another commit or plan, and not rebuilt by this run: removed
     # Every backend moved beside the owner's files says so, whichever run built it.
     notes += [
-        f"The repo's own files in `{b.subfolder[len(OWN_FOLDER) + 1:]}/` are kept as they are; the {b.backend} export "
+        f"The repo's own files in `{b.subfolder[len(OWN_FOLDER) + 1 :]}/` are kept as they are; the {b.backend} export "
         f"is in `{b.subfolder}/`."
         for b in published
         if b.subfolder.startswith(f"{OWN_FOLDER}/")
@@ -353,7 +365,9 @@ def _merge(
     plan = dataclasses.replace(report.plan, backends=[b.backend for b in published])
     merged = Report(source=report.source, plan=plan, backends=published, created_at=report.created_at)
     after = {b.backend: b for b in published}
-    changed = tuple(n for n in dict.fromkeys([*asked, *before]) if n in rebuilt or _key(after.get(n)) != _key(before.get(n)))
+    changed = tuple(
+        n for n in dict.fromkeys([*asked, *before]) if n in rebuilt or _key(after.get(n)) != _key(before.get(n))
+    )
     return merged, uploads, tuple(notes), changed
 
 
@@ -466,8 +480,12 @@ def apply(
         def commit():
             try:
                 return api.create_commit(
-                    repo_id, operations(), commit_message=f"Update exports to {state.sha[:12]}",
-                    commit_description=description, revision=f"refs/pr/{num}", parent_commit=state.pr.head,
+                    repo_id,
+                    operations(),
+                    commit_message=f"Update exports to {state.sha[:12]}",
+                    commit_description=description,
+                    revision=f"refs/pr/{num}",
+                    parent_commit=state.pr.head,
                 )
             except HfHubHTTPError as e:
                 if e.response is not None and e.response.status_code == 412:
@@ -477,13 +495,16 @@ def apply(
         info = retry("push the new exports to the pull request", commit)
         _comment_once(api, repo_id, num, nonce, _update_comment(decision, state, description))
         log(f"updated PR #{num} ({', '.join(decision.changed) or 'card'}): {state.url(num)}")
-        return PublishResult(PublishAction.UPDATED, repo_id, num, state.url(num), info.oid, files, description, card, report)
+        return PublishResult(
+            PublishAction.UPDATED, repo_id, num, state.url(num), info.oid, files, description, card, report
+        )
 
     # The PR branches from the commit we read; if the owner touched a path it writes since, decide again.
     head, tree = _tree(api, repo_id, BASE_BRANCH)
     if head != state.base:
         touched = sorted(
-            p for p in {*files, *decision.deletes, SETTINGS_FILE}
+            p
+            for p in {*files, *decision.deletes, SETTINGS_FILE}
             if _content(tree.get(p)) != _content(state.base_files.get(p))
         )
         if touched:
@@ -492,8 +513,13 @@ def apply(
     def open_pr() -> tuple[int, str | None]:
         try:
             info = api.create_commit(
-                repo_id, operations(), commit_message=PR_TITLE, commit_description=description,
-                create_pr=True, revision=BASE_BRANCH, parent_commit=state.base,
+                repo_id,
+                operations(),
+                commit_message=PR_TITLE,
+                commit_description=description,
+                create_pr=True,
+                revision=BASE_BRANCH,
+                parent_commit=state.base,
             )
         except HfHubHTTPError as e:
             _raise_auth(e, repo_id)
@@ -508,7 +534,8 @@ def apply(
     num, commit_oid = retry("open the pull request", open_pr, before_retry=opened_anyway)
     # Two runners may have opened a PR each at the same moment: the older one stays, ours steps aside.
     older = [
-        t.num for t in _our_threads(api, repo_id, state.me)
+        t.num
+        for t in _our_threads(api, repo_id, state.me)
         if t.is_pull_request and t.is_open and not t.closed_by_us and t.num < num
     ]
     if older:
@@ -516,12 +543,17 @@ def apply(
         retry(
             "close the duplicate pull request",
             lambda: api.change_discussion_status(
-                repo_id, num, "closed", comment=f"Superseded by #{keep}, opened at the same moment: these exports go there."
+                repo_id,
+                num,
+                "closed",
+                comment=f"Superseded by #{keep}, opened at the same moment: these exports go there.",
             ),
         )
         raise PublishConflict(f"PR #{keep} was opened by another run at the same moment; adding these exports to it")
     log(f"opened PR #{num}: {state.url(num)}")
-    return PublishResult(PublishAction.OPENED, repo_id, num, state.url(num), commit_oid, files, description, card, report)
+    return PublishResult(
+        PublishAction.OPENED, repo_id, num, state.url(num), commit_oid, files, description, card, report
+    )
 
 
 def _explain(decision: Decision, state: HubState) -> str:
@@ -536,7 +568,9 @@ def _explain(decision: Decision, state: HubState) -> str:
     }[decision.action]
 
 
-def _report_failure(api, state: HubState, decision: Decision, report: Report, nonce: str, dry_run: bool, log: Log) -> PublishResult:
+def _report_failure(
+    api, state: HubState, decision: Decision, report: Report, nonce: str, dry_run: bool, log: Log
+) -> PublishResult:
     """No export worked: open (or update) one discussion with the errors instead of a PR."""
     repo_id = state.repo_id
     text = "\n".join(
@@ -595,9 +629,20 @@ def _description(published: Report, notes: tuple[str, ...], hidden: str) -> str:
         "",
         *markdown_table(published, ["backend", "outcome", "source", "max_abs_diff", "folder", "files"]),
         *(["", *(f"- {note}" for note in notes)] if notes else []),
-        *(["", "Variants (judged against the original model in float32; a failed one is not in this PR):", "", *variants]
-          if (variants := markdown_variant_table(published, ["backend", "variant", "file", "share", "quality", "speed", "outcome"]))
-          else []),
+        *(
+            [
+                "",
+                "Variants (judged against the original model in float32; a failed one is not in this PR):",
+                "",
+                *variants,
+            ]
+            if (
+                variants := markdown_variant_table(
+                    published, ["backend", "variant", "file", "share", "quality", "speed", "outcome"]
+                )
+            )
+            else []
+        ),
         "",
         "The model card gains an *Exports* section (how to load each one) and format tags. hfexport only "
         "ever changes the files its own report lists.",
@@ -637,14 +682,23 @@ def _our_threads(api, repo_id: str, me: str, log: Log = lambda message: None) ->
                 parsed = _parse_marker(raw) if event.author == me else None
                 if parsed is None:
                     who = "" if event.author == me else f" by {event.author}"
-                    log(f"warning: ignored a marker{who} on #{d.num} that is not a valid hfexport v{MARKER_VERSION} marker of ours")
+                    log(
+                        f"warning: ignored a marker{who} on #{d.num} that is not a valid hfexport v{MARKER_VERSION} "
+                        "marker of ours"
+                    )
                     continue
                 markers.append(parsed)
         if markers:
-            found.append(OurThread(
-                d.num, details.status, details.is_pull_request, markers[-1]["backends"],
-                {m["nonce"] for m in markers}, closed_by_us=details.status == "closed" and closed_by == me,
-            ))
+            found.append(
+                OurThread(
+                    d.num,
+                    details.status,
+                    details.is_pull_request,
+                    markers[-1]["backends"],
+                    {m["nonce"] for m in markers},
+                    closed_by_us=details.status == "closed" and closed_by == me,
+                )
+            )
     return sorted(found, key=lambda t: t.num, reverse=True)
 
 
@@ -653,7 +707,9 @@ def _read_report(api, repo_id: str, revision: str, log: Log) -> Report | None:
     try:
         return Report.from_dict(json.loads(text)) if text else None
     except (ValueError, KeyError, TypeError) as e:
-        log(f"warning: {REPORT_FILE} at {revision[:12]} is not a report hfexport can read ({type(e).__name__}); ignored")
+        log(
+            f"warning: {REPORT_FILE} at {revision[:12]} is not a report hfexport can read ({type(e).__name__}); ignored"
+        )
         return None
 
 
@@ -704,12 +760,21 @@ def _whoami(api) -> str:
 def _raise_auth(e, repo_id: str) -> None:
     status = e.response.status_code if e.response is not None else None
     if status in (401, 403):
-        raise AuthError(f"The Hub refused to open a pull request on {repo_id} (HTTP {status}).", "Use a token that can open pull requests there.") from None
+        raise AuthError(
+            f"The Hub refused to open a pull request on {repo_id} (HTTP {status}).",
+            "Use a token that can open pull requests there.",
+        ) from None
 
 
 def _comment_once(api, repo_id: str, num: int, nonce: str, text: str) -> None:
     def commented_anyway() -> bool | None:
         details = api.get_discussion_details(repo_id, num)
-        return True if any(nonce in (getattr(e, "content", "") or "") and e.type == "comment" for e in details.events[1:]) else None
+        return (
+            True
+            if any(nonce in (getattr(e, "content", "") or "") and e.type == "comment" for e in details.events[1:])
+            else None
+        )
 
-    retry("comment on the pull request", lambda: api.comment_discussion(repo_id, num, text), before_retry=commented_anyway)
+    retry(
+        "comment on the pull request", lambda: api.comment_discussion(repo_id, num, text), before_retry=commented_anyway
+    )

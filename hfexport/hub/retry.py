@@ -87,4 +87,3 @@ def retry(
                 ) from e
             time.sleep(min(max_s, retry_after if retry_after is not None else base_s * 2 ** (attempt - 1)))
     raise AssertionError("unreachable")
-

@@ -33,9 +33,11 @@ def _header(repo_id: str) -> list[str]:
 
 # transformers.js's pipeline for our task, and the call that shows its output.
 _JS_PIPELINES = {
-    "feature-extraction": ("feature-extraction", f"[{_PROMPT}, \"Short one.\"]", "console.log(output.dims);"),
+    "feature-extraction": ("feature-extraction", f'[{_PROMPT}, "Short one."]', "console.log(output.dims);"),
     "text-generation-with-past": (
-        "text-generation", f"{_PROMPT}, {{ max_new_tokens: 8, do_sample: false }}", "console.log(output[0].generated_text);",
+        "text-generation",
+        f"{_PROMPT}, {{ max_new_tokens: 8, do_sample: false }}",
+        "console.log(output[0].generated_text);",
     ),
 }
 
@@ -45,7 +47,12 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
     through its pipeline for the task, or None where it has none or the repo no preprocessor."""
     pipe = _JS_PIPELINES.get(report.plan.task)
     # Text models only: the calls below feed text (a vision model's feature-extraction takes images).
-    if b.backend != "onnx" or pipe is None or report.plan.modality != "text" or not _has_preprocessor(report, repo_files):
+    if (
+        b.backend != "onnx"
+        or pipe is None
+        or report.plan.modality != "text"
+        or not _has_preprocessor(report, repo_files)
+    ):
         return None
     if report.plan.mode != "single" and b.layout != Layout.DECODER_WITH_PAST:
         return None
@@ -57,7 +64,8 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
         "```js",
         'import { pipeline } from "@huggingface/transformers";',
         "",
-        f'const [repo, revision] = ["{repo_id}", "main"]; // to try the pull request before it is merged: "refs/pr/<number>"',
+        f'const [repo, revision] = ["{repo_id}", "main"]; // to try the pull request before it is merged: '
+        '"refs/pr/<number>"',
         f'const pipe = await pipeline("{task}", repo, {{ revision, dtype: "fp32"{external} }});',
         f"const output = await pipe({call});",
         show,
@@ -68,25 +76,30 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
 def decoder_with_past_block(repo_id: str, b: BackendResult, file: str) -> list[str]:
     """One step of a decoder with past (`Layout.DECODER_WITH_PAST`) with ONNX Runtime alone: the
     prompt on an empty cache, as optimum and transformers.js run it before each next token."""
-    return _program([
-        "import numpy as np",
-        "import onnxruntime as ort",
-        "from huggingface_hub import hf_hub_download",
-        "from transformers import AutoTokenizer",
-        *_header(repo_id),
-        "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
-        f'session = ort.InferenceSession(hf_hub_download(repo, "{b.subfolder}/{file}", revision=revision))',
-        f'inputs = tokenizer([{_PROMPT}], return_tensors="np")',
-        'length = inputs["input_ids"].shape[1]',
-        'feed = {"input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"], "position_ids": np.arange(length)[None]}',
-        "# The prompt goes in on an empty cache (no past positions); each next token then on the `present.*` it returns.",
-        "for i in session.get_inputs():",
-        '    if i.name.startswith("past_key_values."):',
-        "        dtype = np.float16 if i.type == \"tensor(float16)\" else np.float32  # model_fp16.onnx: a float16 cache",
-        "        feed[i.name] = np.zeros((1, i.shape[1], 0, i.shape[3]), dtype=dtype)",
-        "logits = session.run([\"logits\"], {i.name: feed[i.name] for i in session.get_inputs()})[0]",
-        'print(logits.shape, "next token:", tokenizer.decode(logits[0, -1].argmax()))',
-    ])
+    return _program(
+        [
+            "import numpy as np",
+            "import onnxruntime as ort",
+            "from huggingface_hub import hf_hub_download",
+            "from transformers import AutoTokenizer",
+            *_header(repo_id),
+            "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
+            f'session = ort.InferenceSession(hf_hub_download(repo, "{b.subfolder}/{file}", revision=revision))',
+            f'inputs = tokenizer([{_PROMPT}], return_tensors="np")',
+            'length = inputs["input_ids"].shape[1]',
+            'feed = {"input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"], "position_ids": '
+            "np.arange(length)[None]}",
+            "# The prompt goes in on an empty cache (no past positions); each next token then on the `present.*` it "
+            "returns.",
+            "for i in session.get_inputs():",
+            '    if i.name.startswith("past_key_values."):',
+            '        dtype = np.float16 if i.type == "tensor(float16)" else np.float32  # model_fp16.onnx: a float16 '
+            "cache",
+            "        feed[i.name] = np.zeros((1, i.shape[1], 0, i.shape[3]), dtype=dtype)",
+            'logits = session.run(["logits"], {i.name: feed[i.name] for i in session.get_inputs()})[0]',
+            'print(logits.shape, "next token:", tokenizer.decode(logits[0, -1].argmax()))',
+        ]
+    )
 
 
 # The files each modality's preprocessor loads from (any one of them).
@@ -155,19 +168,21 @@ def _decode_call(b: BackendResult) -> list[str] | None:
         "# One program takes the prompt on an empty cache, then each new token on the cache it returns.",
         "config = AutoConfig.from_pretrained(repo, revision=revision)",
         "text = config.get_text_config()",
-        "heads = getattr(text, \"num_key_value_heads\", None) or text.num_attention_heads",
-        "head_dim = getattr(text, \"head_dim\", None) or text.hidden_size // text.num_attention_heads",
+        'heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads',
+        'head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads',
         "cache = DynamicCache(config=config)",
         "for layer in range(text.num_hidden_layers):",
         "    empty = torch.zeros(1, heads, 0, head_dim)",
         "    cache.update(empty, empty.clone(), layer)",
-        "length = inputs[\"input_ids\"].shape[1]",
-        f"outputs = model.runners[\"decode\"]({feed})",
-        "print(tuple(outputs.logits.shape), \"next token:\", tokenizer.decode(outputs.logits[0, -1].argmax()))",
+        'length = inputs["input_ids"].shape[1]',
+        f'outputs = model.runners["decode"]({feed})',
+        'print(tuple(outputs.logits.shape), "next token:", tokenizer.decode(outputs.logits[0, -1].argmax()))',
     ]
 
 
-def exported_model_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str] | None = None) -> list[str]:
+def exported_model_block(
+    repo_id: str, report: Report, b: BackendResult, repo_files: set[str] | None = None
+) -> list[str]:
     """Loading with `transformers.exporters.ExportedModel`, which reads every backend."""
     spec = get_backend(b.backend)
     trust = ", trust_remote_code=True" if spec.loads_pickle or report.plan.trust_remote_code else ""
@@ -179,7 +194,11 @@ def exported_model_block(repo_id: str, report: Report, b: BackendResult, repo_fi
     ]
     decode = _decode_call(b) if report.plan.mode != "single" and _has_preprocessor(report, repo_files) else None
     if inputs is not None:
-        lines += [*inputs, "outputs = model(**inputs)", "print({name: tuple(value.shape) for name, value in outputs.items()})"]
+        lines += [
+            *inputs,
+            "outputs = model(**inputs)",
+            "print({name: tuple(value.shape) for name, value in outputs.items()})",
+        ]
     elif decode is not None:
         lines += decode
     else:
@@ -187,8 +206,15 @@ def exported_model_block(repo_id: str, report: Report, b: BackendResult, repo_fi
     return _program(lines)
 
 
-def runtime_block(repo_id: str, report: Report, b: BackendResult, component: str, file: str,
-                  repo_files: set[str] | None = None, runtime_ops: list[str] | None = None) -> list[str] | None:
+def runtime_block(
+    repo_id: str,
+    report: Report,
+    b: BackendResult,
+    component: str,
+    file: str,
+    repo_files: set[str] | None = None,
+    runtime_ops: list[str] | None = None,
+) -> list[str] | None:
     """Loading `file` (a program of `component`) of `b`'s folder with the backend's runtime alone,
     or None if it has no such snippet. `runtime_ops`: the operators beyond the runtime's defaults
     the file runs (a variant's), which some runtimes must be told to register first."""
@@ -217,7 +243,12 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
         if b.layout == Layout.DECODER_WITH_PAST:
             lines += _decoder_with_past_section(repo_id, b, js, b.program_file(first, spec.suffix), repo_files)
             continue
-        lines += [f"**{b.backend}** (`{b.subfolder}/`), with `transformers.exporters`:", "", *exported_model_block(repo_id, report, b, repo_files), ""]
+        lines += [
+            f"**{b.backend}** (`{b.subfolder}/`), with `transformers.exporters`:",
+            "",
+            *exported_model_block(repo_id, report, b, repo_files),
+            "",
+        ]
         if js is not None:
             lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
         alone = runtime_block(repo_id, report, b, first, b.program_file(first, spec.suffix), repo_files)
@@ -241,16 +272,21 @@ def _variant_list(b: BackendResult) -> list[str]:
     lines = [f"Variants of **{b.backend}**:", ""]
     for v in b.published_variants:
         if v.published.endswith("/"):  # every component's program with its manifest: loaded as the export above is
-            lines.append(f"- `{b.subfolder}/{v.published}` ({v.kind}): `ExportedModel.from_pretrained(repo, "
-                         f"subfolder=\"{b.subfolder}/{v.published.rstrip('/')}\", revision=revision)`")
+            lines.append(
+                f"- `{b.subfolder}/{v.published}` ({v.kind}): `ExportedModel.from_pretrained(repo, "
+                f'subfolder="{b.subfolder}/{v.published.rstrip("/")}", revision=revision)`'
+            )
         else:
-            lines.append(f"- `{b.subfolder}/{v.file}` ({v.kind})"
-                         + (f" — transformers.js: `dtype: '{JS_DTYPE[v.file]}'`" if v.file in JS_DTYPE else ""))
+            lines.append(
+                f"- `{b.subfolder}/{v.file}` ({v.kind})"
+                + (f" — transformers.js: `dtype: '{JS_DTYPE[v.file]}'`" if v.file in JS_DTYPE else "")
+            )
     return lines
 
 
-def _decoder_with_past_section(repo_id: str, b: BackendResult, js: list[str] | None, file: str,
-                               repo_files: set[str] | None) -> list[str]:
+def _decoder_with_past_section(
+    repo_id: str, b: BackendResult, js: list[str] | None, file: str, repo_files: set[str] | None
+) -> list[str]:
     has_tokenizer = repo_files is None or any(n in repo_files for n in _PREPROCESSOR_FILES["text"])
     lines = [
         f"**{b.backend}** (`{b.subfolder}/`): one decoder graph with past (`{file}`), named as optimum and "

@@ -23,7 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..backends import get_backend
-from ..proc import FAULT_ENV, WorkerUser, check_model_readable, check_readable, child_env, injected_fault, lend, reclaim, sandboxed, worker_user
+from ..proc import (
+    FAULT_ENV,
+    WorkerUser,
+    check_model_readable,
+    check_readable,
+    child_env,
+    injected_fault,
+    lend,
+    reclaim,
+    sandboxed,
+    worker_user,
+)
 from ..report import BackendResult, ExportPlan, Status
 from .fetch import FetchedModel
 
@@ -64,8 +75,11 @@ def run_backends(
     if user is not None:  # the workers run as another user: what they read and write must be open to it
         check_model_readable(fetched.model_dir, user)
         check_readable(
-            staging, user, "the output folder",
-            "Write the output where others can traverse it (--out, or HFEXPORT_CACHE for push).", reach_only=True,
+            staging,
+            user,
+            "the output folder",
+            "Write the output where others can traverse it (--out, or HFEXPORT_CACHE for push).",
+            reach_only=True,
         )
         staging.chmod(0o711)  # traversable, not listable: each worker reaches only its own folder
 
@@ -118,8 +132,13 @@ class Workers:
         self.jobs = jobs or default_jobs()
         self.user = worker_user()  # HFEXPORT_WORKER_USER: checked here, before any process starts
         for path, what in ((Path(sys.executable).resolve(), "the Python interpreter"), (_PACKAGE, "hfexport's code")):
-            check_readable(path, self.user, what, "Install Python and hfexport where other users can run them "
-                           "(e.g. /usr/local, as the container does), not under a private home such as /root.")
+            check_readable(
+                path,
+                self.user,
+                what,
+                "Install Python and hfexport where other users can run them "
+                "(e.g. /usr/local, as the container does), not under a private home such as /root.",
+            )
         self._pending = backends  # backends not yet handed to a worker
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
@@ -149,8 +168,8 @@ class Workers:
         """One backend will not run (skipped): one worker fewer is needed."""
         with self._lock:
             self._pending -= 1
-            surplus = self._idle[max(0, self._pending):]
-            del self._idle[max(0, self._pending):]
+            surplus = self._idle[max(0, self._pending) :]
+            del self._idle[max(0, self._pending) :]
         for worker in surplus:
             worker.close()
 
@@ -164,7 +183,6 @@ class Workers:
 @dataclass
 class _Worker:
     """One `python -m hfexport.worker JOB_DIR` process, importing or waiting for its job."""
-
 
     process: subprocess.Popen
     job_dir: tempfile.TemporaryDirectory
@@ -186,12 +204,14 @@ class _Worker:
             start_new_session=True,
             preexec_fn=sandboxed(user),
             # The worker loads the repo's weights (pickles, with --allow-pickle) and code: no secrets.
-            env=child_env({
-                **own,
-                "PYTHONUNBUFFERED": "1",
-                "TOKENIZERS_PARALLELISM": "false",
-                **({"OMP_NUM_THREADS": threads} if threads else {}),
-            }),
+            env=child_env(
+                {
+                    **own,
+                    "PYTHONUNBUFFERED": "1",
+                    "TOKENIZERS_PARALLELISM": "false",
+                    **({"OMP_NUM_THREADS": threads} if threads else {}),
+                }
+            ),
         )
         return cls(process, job_dir, log)
 
@@ -236,13 +256,23 @@ def _run(worker: _Worker, job: dict, timeout_s: float, progress: Progress) -> Ba
     fault = injected_fault(name)
     if status == "timeout":
         return BackendResult(
-            name, Status.TIMEOUT, backend.subfolder, wall_seconds=wall, log_tail=log_tail, fault=fault,
+            name,
+            Status.TIMEOUT,
+            backend.subfolder,
+            wall_seconds=wall,
+            log_tail=log_tail,
+            fault=fault,
             error=f"did not finish within {timeout_s:g} s and was stopped (raise the timeout for large models: "
             "--timeout, or timeout_s= in Python)",
         )
     if not result_path.exists():
         return BackendResult(
-            name, Status.CRASHED, backend.subfolder, wall_seconds=wall, log_tail=log_tail, fault=fault,
+            name,
+            Status.CRASHED,
+            backend.subfolder,
+            wall_seconds=wall,
+            log_tail=log_tail,
+            fault=fault,
             error=_crash_reason(worker.process.returncode, fault),
         )
     result = BackendResult.from_dict(json.loads(result_path.read_text()))
@@ -284,7 +314,9 @@ def _crash_reason(returncode: int, fault: str | None = None) -> str:
         signame = signal.Signals(-returncode).name
         if fault == "crash":
             return f"the export process was killed by {signame} (the {FAULT_ENV} test hook)"
-        hint = " — most often the out-of-memory killer; retry on a machine with more RAM" if signame == "SIGKILL" else ""
+        hint = (
+            " — most often the out-of-memory killer; retry on a machine with more RAM" if signame == "SIGKILL" else ""
+        )
         return f"the export process was killed by {signame}{hint}"
     return f"the export process exited with code {returncode} without a result (see log_tail)"
 

@@ -45,7 +45,9 @@ class FetchedModel:
 # ── Stage 2: fetch ───────────────────────────────────────────────────────────
 
 
-def fetch(source: Source, allow_pickle: bool = False, trust_remote_code: bool = False, token: str | None = None) -> FetchedModel:
+def fetch(
+    source: Source, allow_pickle: bool = False, trust_remote_code: bool = False, token: str | None = None
+) -> FetchedModel:
     """Make the model available as a folder, pinned to `source.sha`, and check its weights.
 
     Raises:
@@ -61,7 +63,8 @@ def fetch(source: Source, allow_pickle: bool = False, trust_remote_code: bool = 
 
         api = HfApi(token=token)
         entries = retry(
-            f"list the files of {source.ref}", lambda: list(api.list_repo_tree(source.ref, revision=source.sha, recursive=True))
+            f"list the files of {source.ref}",
+            lambda: list(api.list_repo_tree(source.ref, revision=source.sha, recursive=True)),
         )
         sizes = {e.path: e.size for e in entries if isinstance(e, RepoFile)}
         names = list(sizes)
@@ -93,8 +96,14 @@ def fetch(source: Source, allow_pickle: bool = False, trust_remote_code: bool = 
     patterns = _SUPPORT_FILES + (["*.safetensors"] if safe else ["*.bin"])
     if trust_remote_code:
         patterns.append("*.py")
-    _check_sizes({n: size for n, size in sizes.items() if n.split("/")[0] not in folders
-                  and any(fnmatch.fnmatch(n, p) for p in patterns)}, source)
+    _check_sizes(
+        {
+            n: size
+            for n, size in sizes.items()
+            if n.split("/")[0] not in folders and any(fnmatch.fnmatch(n, p) for p in patterns)
+        },
+        source,
+    )
     folder = retry(
         f"download {source.ref}",
         lambda: snapshot_download(

@@ -51,9 +51,7 @@ def staging_folder(out_dir: Path):
         raise
 
 
-def package(
-    staging: Path, out_dir: Path, source: Source, plan: ExportPlan, results: list[BackendResult]
-) -> Report:
+def package(staging: Path, out_dir: Path, source: Source, plan: ExportPlan, results: list[BackendResult]) -> Report:
     """Drop failed backends' files, write the report, and move `staging` to `out_dir`."""
     out_dir = Path(out_dir).resolve()
     for result in results:

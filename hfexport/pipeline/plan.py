@@ -87,7 +87,8 @@ def make_plan(
             raise UnsupportedArchitectureError(
                 f"transformers {transformers.__version__} has no class {architectures[0]!r} "
                 f"(from config.json 'architectures').",
-                "Upgrade transformers if the architecture is newer, or pick a generic head (--task, or task= in Python).",
+                "Upgrade transformers if the architecture is newer, or pick a generic head (--task, or task= in "
+                "Python).",
             )
         else:
             model_class = _auto_class_for(config, "AutoModel")
@@ -168,9 +169,13 @@ def plan_isolated(
     with tempfile.TemporaryDirectory(prefix="hfexport-plan-") as home:
         lend(Path(home), user)  # the repo's code is copied and imported from here (HF_MODULES_CACHE)
         process = subprocess.run(
-            [sys.executable, "-m", "hfexport.worker.plan"], input=json.dumps(request), capture_output=True,
-            text=True, env=child_env({"HOME": home, "HF_MODULES_CACHE": str(Path(home) / "modules")}),
-            preexec_fn=sandboxed(user), timeout=600,
+            [sys.executable, "-m", "hfexport.worker.plan"],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            env=child_env({"HOME": home, "HF_MODULES_CACHE": str(Path(home) / "modules")}),
+            preexec_fn=sandboxed(user),
+            timeout=600,
         )
     try:
         answer = json.loads(process.stdout.strip().splitlines()[-1])
@@ -215,7 +220,9 @@ def check_request(model_dir: Path, task: str = "auto", trust_remote_code: bool =
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise ConfigError(f"config.json in {model_dir} is not valid JSON: {e}.", "Fix or re-download config.json.") from e
+        raise ConfigError(
+            f"config.json in {model_dir} is not valid JSON: {e}.", "Fix or re-download config.json."
+        ) from e
     if not isinstance(raw, dict):
         raise ConfigError(f"config.json in {model_dir} is not a JSON object.", "Fix or re-download config.json.")
     if raw.get("auto_map") and not trust_remote_code:
@@ -270,7 +277,8 @@ def _auto_class_for(config, auto_class: str, model_dir: Path | None = None):
     except KeyError:
         raise UnsupportedArchitectureError(
             f"{auto_class} has no class for model_type {config.model_type!r}.",
-            f"Pick a task this architecture supports, or 'auto' (--task / task=). Tasks: {', '.join(supported_tasks())}.",
+            "Pick a task this architecture supports, or 'auto' (--task / task=). Tasks: "
+            f"{', '.join(supported_tasks())}.",
         ) from None
 
 
@@ -303,11 +311,15 @@ def _task_of(model_class, auto_class: str | None) -> Task:
         spec = next((t for t in rows if (t.mode == "generation") == can_generate), rows[0] if rows else None)
     else:
         spec = task_of_head(name, can_generate)
-    fix = (f"hfexport exports these tasks: {', '.join(supported_tasks())}. To export the model without its head, "
-           "pass --task feature-extraction (task= in Python).")
+    fix = (
+        f"hfexport exports these tasks: {', '.join(supported_tasks())}. To export the model without its head, "
+        "pass --task feature-extraction (task= in Python)."
+    )
     if spec is None:
         holders = auto_classes_of(name) if auto_class is None else [auto_class]
-        where = f"transformers lists it under {', '.join(holders)}" if holders else "no transformers Auto class lists it"
+        where = (
+            f"transformers lists it under {', '.join(holders)}" if holders else "no transformers Auto class lists it"
+        )
         raise UnsupportedArchitectureError(f"{name}'s head is not one hfexport exports ({where}).", fix)
     if not spec.supported:
         raise UnsupportedArchitectureError(
@@ -319,7 +331,8 @@ def _task_of(model_class, auto_class: str | None) -> Task:
 def _has_processor(model_dir: Path) -> bool:
     files = {p.name for p in Path(model_dir).iterdir()}
     return bool(files & {"processor_config.json", "preprocessor_config.json"}) and bool(
-        files & {"tokenizer.json", "tokenizer_config.json", "tokenizer.model"})
+        files & {"tokenizer.json", "tokenizer_config.json", "tokenizer.model"}
+    )
 
 
 def _sliding_window(config) -> int | None:
@@ -337,8 +350,11 @@ def _fixed_image_size(config) -> bool:
     `patch_size` on its config, its vision config or its backbone's: ViT, CLIP, Swin) has position
     embeddings or windows sized for its `image_size`. Convolutional models take any size. A false
     "fixed" costs flexibility only (the export still validates); a false "any" would fail."""
-    return any(isinstance(getattr(c, "patch_size", None), int)
-               for c in (config, getattr(config, "vision_config", None), getattr(config, "backbone_config", None)) if c)
+    return any(
+        isinstance(getattr(c, "patch_size", None), int)
+        for c in (config, getattr(config, "vision_config", None), getattr(config, "backbone_config", None))
+        if c
+    )
 
 
 def _max_positions(config) -> int:

@@ -32,10 +32,14 @@ def resolve(source: str, revision: str | None = None, token: str | None = None, 
     path = Path(source).expanduser()
     looks_like_path = source.startswith((".", "/", "~")) or source.endswith("/") or source.count("/") > 1
     if looks_like_path and not path.exists():
-        raise SourceNotFoundError(f"No folder {source!r} exists.", "Check the path; it must hold config.json and weights.")
+        raise SourceNotFoundError(
+            f"No folder {source!r} exists.", "Check the path; it must hold config.json and weights."
+        )
     if path.exists():
         if not path.is_dir():
-            raise SourceNotFoundError(f"{source} is a file, not a model folder.", "Pass the folder that holds config.json.")
+            raise SourceNotFoundError(
+                f"{source} is a file, not a model folder.", "Pass the folder that holds config.json."
+            )
         if revision:
             raise SourceNotFoundError(
                 f"A revision ({revision}) was given for a local folder ({source}).",
@@ -65,11 +69,15 @@ def _resolve_hub(repo_id: str, revision: str | None, token: str | None) -> Sourc
     try:
         info = retry(f"resolve {repo_id}", lambda: api.model_info(repo_id, revision=revision))
     except GatedRepoError as e:
-        raise AuthError(f"{repo_id} is gated and this token has no access.", "Accept its terms on the Hub, or use a token that has.") from e
+        raise AuthError(
+            f"{repo_id} is gated and this token has no access.", "Accept its terms on the Hub, or use a token that has."
+        ) from e
     except RepositoryNotFoundError as e:
         raise SourceNotFoundError(
-            f"No folder {repo_id!r} here, and the Hub at {constants.ENDPOINT} has no repo {repo_id!r} this token can see.",
-            "Check the spelling; for a private repo pass a token with read access (--token or token=, or set HF_TOKEN).",
+            f"No folder {repo_id!r} here, and the Hub at {constants.ENDPOINT} has no repo {repo_id!r} this token can "
+            "see.",
+            "Check the spelling; for a private repo pass a token with read access (--token or token=, or set "
+            "HF_TOKEN).",
         ) from e
     except HubRevisionNotFound as e:
         raise RevisionNotFoundError(
@@ -79,7 +87,9 @@ def _resolve_hub(repo_id: str, revision: str | None, token: str | None) -> Sourc
     except HfHubHTTPError as e:
         status = e.response.status_code if e.response is not None else None
         if status in (401, 403):
-            raise AuthError(f"The Hub refused the token for {repo_id} (HTTP {status}).", "Pass a valid token with read access.") from e
+            raise AuthError(
+                f"The Hub refused the token for {repo_id} (HTTP {status}).", "Pass a valid token with read access."
+            ) from e
         raise SourceNotFoundError(f"The Hub failed to answer for {repo_id}: HTTP {status}.", "Retry later.") from e
     except OSError as e:  # connection refused, DNS, timeouts
         raise SourceNotFoundError(

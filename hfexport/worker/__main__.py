@@ -25,6 +25,7 @@ from pathlib import Path
 
 _STARTED = time.perf_counter()
 
+
 def main(job_dir: str) -> int:
     job_path = Path(job_dir)
     marks: list[tuple[str, float]] = [("starting", _STARTED)]
@@ -192,15 +193,19 @@ def run_job(job: dict, backend, result, stage) -> None:
             # each a graph of its own here, feeding the one decoder over embeddings.
             token_inputs = {"input_ids": sample["input_ids"]}
             graphs = {
-                "vision_encoder": exporter.export(ImageFeatures(model), {"pixel_values": sample["pixel_values"][:1]},
-                                                  backend.make_config(None)),
-                "embed_tokens": exporter.export(TokenEmbeddings(model), token_inputs,
-                                                backend.make_config(dynamic_shapes_for(token_inputs))),
+                "vision_encoder": exporter.export(
+                    ImageFeatures(model), {"pixel_values": sample["pixel_values"][:1]}, backend.make_config(None)
+                ),
+                "embed_tokens": exporter.export(
+                    TokenEmbeddings(model), token_inputs, backend.make_config(dynamic_shapes_for(token_inputs))
+                ),
                 "decode": export_program(model, sample, make_config()),
             }
             exported = ExportedModel(
                 {name: next(iter(graph.components.values())) for name, graph in graphs.items()},
-                exporter.export_format, config=model.config, generation_config=model.generation_config,
+                exporter.export_format,
+                config=model.config,
+                generation_config=model.generation_config,
             )
         else:
             generate_inputs = dict(sample)
@@ -246,9 +251,16 @@ def run_job(job: dict, backend, result, stage) -> None:
     if plan.variants and validation.passed:
         stage("variants")
         result.variants = run_variants(
-            plan, backend, model, loaded, out_dir, sample, other,
+            plan,
+            backend,
+            model,
+            loaded,
+            out_dir,
+            sample,
+            other,
             calibration=[build_inputs(model_dir, model.config, plan, _CALIBRATION, seed=seed) for seed in (2, 3)],
-            export=export_program, make_config=make_config,
+            export=export_program,
+            make_config=make_config,
             stage=stage,
         )
 
@@ -267,8 +279,15 @@ def run_job(job: dict, backend, result, stage) -> None:
             validation.checks.append(compare_generation("loaders_layout", model, run, traced, other, plan))
             for variant in result.variants:
                 if variant.ok:  # the published file's own figures, from the file as the loaders run it
-                    rejudge_published(variant, decoder_with_past_run(out_dir / variant.file, model.config),
-                                      model, traced, other, plan, out_dir)
+                    rejudge_published(
+                        variant,
+                        decoder_with_past_run(out_dir / variant.file, model.config),
+                        model,
+                        traced,
+                        other,
+                        plan,
+                        out_dir,
+                    )
 
     files = sorted(p for p in out_dir.rglob("*") if p.is_file())
     result.status = Status.OK if validation.passed else Status.FAILED
@@ -314,8 +333,20 @@ from ..report import Shape  # noqa: E402
 _CALIBRATION = Shape(batch=4, sequence=16)
 
 
-def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, other: dict, *, calibration: list[dict],
-                 export, make_config, stage) -> list:
+def run_variants(
+    plan,
+    backend,
+    model,
+    loaded,
+    out_dir: Path,
+    sample: dict,
+    other: dict,
+    *,
+    calibration: list[dict],
+    export,
+    make_config,
+    stage,
+) -> list:
     """Derive each variant the plan asks for and this backend offers (`hfexport.variants`), judge it
     against eager fp32 on the validation inputs (another shape than trace and calibration), time
     it against the fp32 artifact on the same runtime, and keep its file only if it passed.
@@ -348,7 +379,10 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
         thresholds = thresholds_for(variant.kind, plan.min_quality)
         outcome = VariantResult(str(variant.kind), Status.FAILED, thresholds=thresholds)
         if not single and not variant.generation:
-            outcome.status, outcome.error = Status.SKIPPED, f"no {variant.kind} variant of {backend.name} generation exports yet"
+            outcome.status, outcome.error = (
+                Status.SKIPPED,
+                f"no {variant.kind} variant of {backend.name} generation exports yet",
+            )
             results.append(outcome)
             continue
         if single and not variant.single:
@@ -357,10 +391,14 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
             continue
         if len(components) > 1 and not variant.per_component:
             each = ", ".join(str(v.kind) for v in VARIANTS.values() if v.backend == backend.name and v.per_component)
-            outcome.status, outcome.error = Status.SKIPPED, (
-                f"{variant.kind} re-exports the model as one program; an export of several components "
-                f"({', '.join(components)}) gets the variants derived from each saved program "
-                f"({each or 'none on ' + backend.name})")
+            outcome.status, outcome.error = (
+                Status.SKIPPED,
+                (
+                    f"{variant.kind} re-exports the model as one program; an export of several components "
+                    f"({', '.join(components)}) gets the variants derived from each saved program "
+                    f"({each or 'none on ' + backend.name})"
+                ),
+            )
             results.append(outcome)
             continue
         with tempfile.TemporaryDirectory(prefix=f"variant-{variant.kind}-") as work:
@@ -368,8 +406,17 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
 
             def job_for(component: str) -> VariantJob:
                 (work / component).mkdir()
-                return VariantJob(model, dict(sample), calibration, out_dir, work / component, make_config, export, component,
-                                  shared_dir=Path(shared.name))
+                return VariantJob(
+                    model,
+                    dict(sample),
+                    calibration,
+                    out_dir,
+                    work / component,
+                    make_config,
+                    export,
+                    component,
+                    shared_dir=Path(shared.name),
+                )
 
             try:
                 if len(components) == 1:
@@ -382,8 +429,10 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
                 candidate = ExportedModel.from_pretrained(folder, device=backend.runner_device)
                 if single:
                     dtype = options.get("float_inputs")  # a float16 program takes float16 pixels/audio
-                    feed = {k: v.to(getattr(torch, dtype)) if dtype and v.is_floating_point() else v
-                            for k, v in other.items()}
+                    feed = {
+                        k: v.to(getattr(torch, dtype)) if dtype and v.is_floating_point() else v
+                        for k, v in other.items()
+                    }
                     with torch.inference_mode():
                         figures = quality_figures(plan.task, reference, candidate(**feed), other)
                     speedup = paired_speedup(loaded, candidate, other, feed)
@@ -395,11 +444,20 @@ def run_variants(plan, backend, model, loaded, out_dir: Path, sample: dict, othe
 
                     dtype = getattr(torch, options.get("float_inputs", "float32"))
                     figures = generation_quality(model, runner(candidate), traced, other, plan, cache_dtype=dtype)
-                    loop = {"run": None, "traced": traced, "prompt": other, "config": model.config,
-                            "is_encoder_decoder": plan.is_encoder_decoder, "new_tokens": plan.validation.new_tokens}
-                    speedup = paired_speedup(lambda: greedy_loop(**{**loop, "run": runner(loaded)}),
-                                             lambda: greedy_loop(**{**loop, "run": runner(candidate), "cache_dtype": dtype}), {})
-                del candidate
+                    loop = {
+                        "run": None,
+                        "traced": traced,
+                        "prompt": other,
+                        "config": model.config,
+                        "is_encoder_decoder": plan.is_encoder_decoder,
+                        "new_tokens": plan.validation.new_tokens,
+                    }
+                    speedup = paired_speedup(
+                        lambda: greedy_loop(**{**loop, "run": runner(loaded)}),
+                        lambda: greedy_loop(**{**loop, "run": runner(candidate), "cache_dtype": dtype}),
+                        {},
+                    )
+                candidate = None  # the program released before the next variant loads
                 outcome.quality = _reported(figures)
                 outcome.speedup = round(speedup, 3)
                 if len(components) == 1:

@@ -64,7 +64,10 @@ def decoder_prompt(config, shape: Shape, seed: int, generation_config=None) -> t
     if generation_config is not None and speaks_languages(generation_config):
         languages = generation_config.lang_to_id
         tasks = generation_config.task_to_id
-        tokens += [languages.get("<|en|>", next(iter(languages.values()))), tasks.get("transcribe", next(iter(tasks.values())))]
+        tokens += [
+            languages.get("<|en|>", next(iter(languages.values()))),
+            tasks.get("transcribe", next(iter(tasks.values()))),
+        ]
         if getattr(generation_config, "no_timestamps_token_id", None) is not None:
             tokens.append(generation_config.no_timestamps_token_id)
     head = torch.tensor(tokens[: shape.decoder_prompt], dtype=torch.long).expand(shape.batch, -1)
@@ -111,7 +114,9 @@ def text_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: i
         tokenizer.padding_side = "left" if left else "right"
         # Pick sentences so the longest tokenises to exactly `shape.sequence` tokens: the shape is a promise.
         texts = [_SENTENCES[(seed + i) % len(_SENTENCES)] for i in range(shape.batch)]
-        encoded = tokenizer(texts, padding="max_length", truncation=True, max_length=shape.sequence, return_tensors="pt")
+        encoded = tokenizer(
+            texts, padding="max_length", truncation=True, max_length=shape.sequence, return_tensors="pt"
+        )
         inputs = {k: v for k, v in encoded.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
         if shape.padded:
             _ensure_padding(inputs, tokenizer.pad_token_id, left)

@@ -22,7 +22,9 @@ def main() -> int:
     request = json.loads(sys.stdin.read())
     try:
         plan = make_plan(
-            Path(request["model_dir"]), request["backends"], task=request["task"],
+            Path(request["model_dir"]),
+            request["backends"],
+            task=request["task"],
             trust_remote_code=request["trust_remote_code"],
         )
     except HfExportError as e:

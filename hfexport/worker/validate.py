@@ -213,8 +213,9 @@ def greedy_loop(
     return torch.cat(tokens, dim=-1), logits_per_step
 
 
-def _token_inputs(call: Run, traced: dict[str, set[str]], ids: torch.Tensor, prompt: dict | None = None,
-                  config=None) -> dict[str, torch.Tensor]:
+def _token_inputs(
+    call: Run, traced: dict[str, set[str]], ids: torch.Tensor, prompt: dict | None = None, config=None
+) -> dict[str, torch.Tensor]:
     """What the decoder takes for these tokens: their ids, or — a decoder over embeddings
     (image-text) — their embeddings, with each of the prompt's images, one `vision_encoder` call
     each, in its placeholder tokens' places (the merge `decompose_multimodal` leaves to the caller)."""
@@ -223,8 +224,9 @@ def _token_inputs(call: Run, traced: dict[str, set[str]], ids: torch.Tensor, pro
     embeds = _tensor(call("embed_tokens", input_ids=ids))
     if prompt is not None and "pixel_values" in prompt:
         images = prompt["pixel_values"]
-        features = torch.cat([_tensor(call("vision_encoder", pixel_values=images[i : i + 1]))
-                              for i in range(images.shape[0])])
+        features = torch.cat(
+            [_tensor(call("vision_encoder", pixel_values=images[i : i + 1])) for i in range(images.shape[0])]
+        )
         placeholders = (ids == config.image_token_id).unsqueeze(-1)
         embeds = embeds.masked_scatter(placeholders, features.to(embeds.dtype))
     return {"inputs_embeds": embeds}
@@ -248,7 +250,9 @@ def decoder_with_past_run(path, config) -> Run:
     inputs = [i.name for i in session.get_inputs()]
     outputs = [o.name for o in session.get_outputs()]
     # A float16 graph (`model_fp16.onnx`) takes its cache in float16, as transformers.js feeds it.
-    cache_dtype = torch.float16 if "float16" in session.get_inputs()[inputs.index("past_key_values.0.key")].type else None
+    cache_dtype = (
+        torch.float16 if "float16" in session.get_inputs()[inputs.index("past_key_values.0.key")].type else None
+    )
 
     def run(component: str, cache, **kwargs):
         feed = {name: value.numpy() for name, value in kwargs.items()}
@@ -259,14 +263,17 @@ def decoder_with_past_run(path, config) -> Run:
         got = dict(zip(outputs, session.run(None, {name: feed[name] for name in inputs})))
         present = DynamicCache(config=config)
         for index in range(len(cache.layers)):
-            present.update(torch.from_numpy(got[f"present.{index}.key"]), torch.from_numpy(got[f"present.{index}.value"]), index)
+            present.update(
+                torch.from_numpy(got[f"present.{index}.key"]), torch.from_numpy(got[f"present.{index}.value"]), index
+            )
         return {"logits": torch.from_numpy(got["logits"]), "cache": present}
 
     return run
 
 
-def _pick(output: Any, processors: Callable | None, sequence: torch.Tensor,
-          logits_per_step: list[torch.Tensor]) -> torch.Tensor:
+def _pick(
+    output: Any, processors: Callable | None, sequence: torch.Tensor, logits_per_step: list[torch.Tensor]
+) -> torch.Tensor:
     logits = (output["logits"] if isinstance(output, Mapping) else output.logits)[:, -1, :].float().clone()
     logits_per_step.append(logits.clone())
     if processors is not None:
@@ -384,8 +391,9 @@ def quality_figures(task: str, reference: Any, candidate: Any, inputs: dict) -> 
     return figures
 
 
-def generation_quality(model, run: Run, traced: dict[str, set[str]], prompt: dict, plan,
-                       cache_dtype: torch.dtype = torch.float32) -> dict[str, float]:
+def generation_quality(
+    model, run: Run, traced: dict[str, set[str]], prompt: dict, plan, cache_dtype: torch.dtype = torch.float32
+) -> dict[str, float]:
     """A generation variant against eager fp32: `token_agreement`, the share of the new tokens its
     greedy loop picks as eager `generate()` does, position by position; `logprob_delta_mean`, the
     mean |Δ log-prob| of eager's tokens when both are fed eager's continuation. `cache_dtype`: the
@@ -402,9 +410,12 @@ def generation_quality(model, run: Run, traced: dict[str, set[str]], prompt: dic
     with torch.inference_mode():
         encoder_decoder = plan.is_encoder_decoder
         tokens, _ = greedy_loop(run, traced, prompt, config, encoder_decoder, n, processors, cache_dtype=cache_dtype)
-        _, eager_logits = greedy_loop(eager_run, traced, prompt, config, encoder_decoder, n, processors, force=reference)
-        _, logits = greedy_loop(run, traced, prompt, config, encoder_decoder, n, processors, force=reference,
-                                cache_dtype=cache_dtype)
+        _, eager_logits = greedy_loop(
+            eager_run, traced, prompt, config, encoder_decoder, n, processors, force=reference
+        )
+        _, logits = greedy_loop(
+            run, traced, prompt, config, encoder_decoder, n, processors, force=reference, cache_dtype=cache_dtype
+        )
     deltas = []
     for step, (a, b) in enumerate(zip(eager_logits, logits)):
         picked = reference[:, step : step + 1]
@@ -417,8 +428,9 @@ def generation_quality(model, run: Run, traced: dict[str, set[str]], prompt: dic
     }
 
 
-def paired_speedup(baseline: Callable, variant: Callable, inputs: dict, variant_inputs: dict | None = None,
-                   rounds: int = 5) -> float:
+def paired_speedup(
+    baseline: Callable, variant: Callable, inputs: dict, variant_inputs: dict | None = None, rounds: int = 5
+) -> float:
     """Baseline time over variant time, median of paired rounds (one of each, alternating, after a
     warm-up of both): >1 means the variant is faster on this runtime and these inputs."""
     import time

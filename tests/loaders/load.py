@@ -24,11 +24,16 @@ def optimum_causal_lm(repo: str, revision: str, ids: str, new_tokens: str) -> li
 
     model = ORTModelForCausalLM.from_pretrained(repo, revision=revision)
     prompt = torch.tensor([json.loads(ids)])
-    out = model.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=int(new_tokens),
-                         do_sample=False)
-    return out[0, prompt.shape[1]:].tolist()
+    out = model.generate(
+        input_ids=prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=int(new_tokens), do_sample=False
+    )
+    return out[0, prompt.shape[1] :].tolist()
 
 
 if __name__ == "__main__":
     loader, *args = sys.argv[1:]
-    print(json.dumps({"sentence-transformers": sentence_transformers, "optimum-causal-lm": optimum_causal_lm}[loader](*args)))
+    print(
+        json.dumps(
+            {"sentence-transformers": sentence_transformers, "optimum-causal-lm": optimum_causal_lm}[loader](*args)
+        )
+    )

@@ -93,7 +93,9 @@ def parse_event(payload: object, watch: set[str], branch: str = "main") -> tuple
         updates = [r for r in refs if isinstance(r, dict) and r.get("ref") == branch_ref and r.get("newSha")]
         if not updates:
             # Our own PR commits arrive as refs/pr/N updates: never a trigger.
-            raise IgnoredEvent(f"no update of {branch_ref} (refs: {[r.get('ref') for r in refs if isinstance(r, dict)]})")
+            raise IgnoredEvent(
+                f"no update of {branch_ref} (refs: {[r.get('ref') for r in refs if isinstance(r, dict)]})"
+            )
         head = updates[-1]["newSha"]
     else:
         head = repo.get("headSha")
@@ -160,7 +162,9 @@ def create_app(config: ServiceConfig, queue: JobQueue) -> Starlette:
             log.info(json.dumps({"msg": "ignored", "reason": str(e)}))
             return JSONResponse({"ignored": str(e)})
         if queue.full():
-            return JSONResponse({"error": "the queue is full; retry later"}, status_code=503, headers={"Retry-After": "60"})
+            return JSONResponse(
+                {"error": "the queue is full; retry later"}, status_code=503, headers={"Retry-After": "60"}
+            )
         job_id, created = queue.enqueue(repo_id, head, config.plan_key)
         log.info(json.dumps({"msg": "queued" if created else "duplicate", "job": job_id, "repo": repo_id, "sha": head}))
         return JSONResponse({"job": job_id, "queued": created}, status_code=202 if created else 200)
@@ -198,7 +202,9 @@ class Workers:
     def __init__(self, config: ServiceConfig, queue: JobQueue, executor, idle_s: float = 0.5):
         self.config, self.queue, self.executor, self.idle_s = config, queue, executor, idle_s
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._loop, name=f"worker-{i}", daemon=True) for i in range(config.workers)]
+        self._threads = [
+            threading.Thread(target=self._loop, name=f"worker-{i}", daemon=True) for i in range(config.workers)
+        ]
 
     def start(self) -> Workers:
         recovered = self.queue.recover()
@@ -237,11 +243,19 @@ class Workers:
 
     def _run(self, job, token: str) -> None:
         started = time.perf_counter()
-        log.info(json.dumps({"msg": "running", "job": job.id, "repo": job.repo_id, "sha": job.head_sha, "attempt": job.attempts}))
+        log.info(
+            json.dumps(
+                {"msg": "running", "job": job.id, "repo": job.repo_id, "sha": job.head_sha, "attempt": job.attempts}
+            )
+        )
         try:
             result = self.executor.run(job)
         except JobFailed as e:
-            retry_in = self.config.backoff_s * 2 ** (job.attempts - 1) if e.retryable and job.attempts < self.config.max_attempts else None
+            retry_in = (
+                self.config.backoff_s * 2 ** (job.attempts - 1)
+                if e.retryable and job.attempts < self.config.max_attempts
+                else None
+            )
             self.queue.fail(job.id, token, without_local_paths(str(e)), retry_in)
             log.warning(json.dumps({"msg": "failed", "job": job.id, "error": str(e), "retry_in_s": retry_in}))
             return

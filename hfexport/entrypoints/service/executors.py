@@ -31,7 +31,18 @@ def push_arguments(job: Job, backends: str | None = None) -> list[str]:
     (it travels in the environment)."""
     planned, _, task = job.plan_key.partition("|")
     # `--` ends the options: whatever the repo id is, it is read as the REPO_ID argument.
-    return ["push", "--revision", job.head_sha, "--backends", backends or planned, "--task", task or "auto", "--json", "--", job.repo_id]
+    return [
+        "push",
+        "--revision",
+        job.head_sha,
+        "--backends",
+        backends or planned,
+        "--task",
+        task or "auto",
+        "--json",
+        "--",
+        job.repo_id,
+    ]
 
 
 def hardware_groups(job: Job) -> dict[str, list[str]]:
@@ -68,7 +79,10 @@ class LocalExecutor:
                 raise JobFailed(f"push printed no JSON: {tail}", retryable=True) from None
             return {"action": str(result.action), "pr_url": result.pr_url, "exit_code": process.returncode}
         # 2: bad input and 4: a bug (retrying repeats them); 3: the Hub kept failing, or a crash: retry.
-        raise JobFailed(f"push exited with {process.returncode}: {tail}", retryable=process.returncode not in (2, INTERNAL_ERROR_EXIT))
+        raise JobFailed(
+            f"push exited with {process.returncode}: {tail}",
+            retryable=process.returncode not in (2, INTERNAL_ERROR_EXIT),
+        )
 
 
 @dataclass
@@ -115,18 +129,29 @@ class HfJobsExecutor:
         running, done, failed = dict(started), {}, []
         while running:
             for hardware, info in list(running.items()):
-                current = retry("follow the HF Job", lambda info=info: api.inspect_job(job_id=info.id, namespace=self.namespace))
+                current = retry(
+                    "follow the HF Job", lambda info=info: api.inspect_job(job_id=info.id, namespace=self.namespace)
+                )
                 stage = str(current.status.stage)
                 if stage.endswith("COMPLETED"):
-                    done[hardware] = {"hf_job": info.id, "hf_job_url": getattr(current, "url", None), "flavor": current.flavor}
+                    done[hardware] = {
+                        "hf_job": info.id,
+                        "hf_job_url": getattr(current, "url", None),
+                        "flavor": current.flavor,
+                    }
                     del running[hardware]
                 elif stage.endswith(("ERROR", "CANCELED", "DELETED")):
                     failed.append(f"HF Job {info.id} ({hardware}) ended {stage}: {current.status.message or ''}")
                     del running[hardware]
             if running and time.monotonic() > deadline:
                 for info in running.values():
-                    retry("cancel the HF Job", lambda info=info: api.cancel_job(job_id=info.id, namespace=self.namespace))
-                raise JobFailed(f"HF Jobs {[i.id for i in running.values()]} ran past {self.timeout_s:g} s and were cancelled", retryable=False)
+                    retry(
+                        "cancel the HF Job", lambda info=info: api.cancel_job(job_id=info.id, namespace=self.namespace)
+                    )
+                raise JobFailed(
+                    f"HF Jobs {[i.id for i in running.values()]} ran past {self.timeout_s:g} s and were cancelled",
+                    retryable=False,
+                )
             if running:
                 time.sleep(self.poll_s)
         if failed:

@@ -96,7 +96,8 @@ class JobQueue:
         now = time.time()
         db = self._connect()
         cursor = db.execute(
-            "INSERT OR IGNORE INTO jobs (dedup_key, repo_id, head_sha, plan_key, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT OR IGNORE INTO jobs (dedup_key, repo_id, head_sha, plan_key, created_at, updated_at) VALUES (?, ?, "
+            "?, ?, ?, ?)",
             (key, repo_id, head_sha, plan_key, now, now),
         )
         created = cursor.rowcount == 1
@@ -107,7 +108,8 @@ class JobQueue:
         """On start-up: jobs a dead process left `running` go back to the queue."""
         now = time.time()
         cursor = self._connect().execute(
-            "UPDATE jobs SET status='queued', lease_until=NULL, lease_owner=NULL, updated_at=? WHERE status='running'", (now,)
+            "UPDATE jobs SET status='queued', lease_until=NULL, lease_owner=NULL, updated_at=? WHERE status='running'",
+            (now,),
         )
         return cursor.rowcount
 
@@ -121,7 +123,8 @@ class JobQueue:
             db.execute("BEGIN IMMEDIATE")
             try:
                 row = db.execute(
-                    "SELECT * FROM jobs WHERE (status='queued' AND next_run_at <= ?) OR (status='running' AND lease_until < ?) "
+                    "SELECT * FROM jobs WHERE (status='queued' AND next_run_at <= ?) OR (status='running' AND "
+                    "lease_until < ?) "
                     "ORDER BY id LIMIT 1",
                     (now, now),
                 ).fetchone()
@@ -139,7 +142,8 @@ class JobQueue:
                     continue
                 token = secrets.token_hex(8)
                 db.execute(
-                    "UPDATE jobs SET status='running', attempts=attempts+1, lease_until=?, lease_owner=?, updated_at=? WHERE id=?",
+                    "UPDATE jobs SET status='running', attempts=attempts+1, lease_until=?, lease_owner=?, updated_at=? "
+                    "WHERE id=?",
                     (now + self.lease_s, token, now, row["id"]),
                 )
                 db.execute("COMMIT")

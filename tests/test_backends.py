@@ -1,0 +1,33 @@
+"""hfexport/backends.py on its own: the registry and the backend list a user passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from hfexport.backends import BACKENDS, DEFAULT_BACKENDS, export_folders, get_backend, offered_backends, parse_backends
+from hfexport.errors import UnknownBackendError
+
+
+def test_the_default_is_the_three_cpu_backends_in_order():
+    assert parse_backends(None) == list(DEFAULT_BACKENDS) == ["dynamo", "onnx", "executorch"]
+
+
+def test_names_are_trimmed_deduplicated_and_kept_in_order():
+    assert parse_backends(" onnx, dynamo ,onnx,,") == ["onnx", "dynamo"]
+    assert parse_backends(["executorch", "onnx"]) == ["executorch", "onnx"]
+
+
+@pytest.mark.parametrize("spec", ["", " , ", [], "onnx,tensorrt"])
+def test_an_empty_or_unknown_list_is_bad_input_naming_what_exists(spec):
+    with pytest.raises(UnknownBackendError) as raised:
+        parse_backends(spec)
+    assert "dynamo" in raised.value.fix and "onnx" in raised.value.fix
+
+
+def test_every_backend_has_a_folder_of_its_own_a_file_suffix_and_tags():
+    folders = [b.subfolder for b in BACKENDS.values()]
+    assert len(folders) == len(set(folders))
+    for name, backend in BACKENDS.items():
+        assert get_backend(name) is backend and backend.suffix and backend.tags
+    assert {"dynamo", "onnx", "executorch"} <= set(export_folders())
+    assert set(DEFAULT_BACKENDS) <= set(offered_backends())

@@ -1,0 +1,62 @@
+"""hfexport/layouts.py on its own: a decoder graph renamed as optimum and transformers.js read a
+decoder with past, on a small graph built here (no export)."""
+
+from __future__ import annotations
+
+import onnx
+import onnx_ir
+from onnx import TensorProto, helper
+
+from hfexport.layouts import as_decoder_with_past
+
+
+def _decoder(extra_input: bool = False) -> onnx_ir.Model:
+    """What the exporter leaves: its own cache names, head axes as symbols named by their size."""
+    f, i = TensorProto.FLOAT, TensorProto.INT64
+    cache = ["s0", "2", "s1", "8"]
+    inputs = [
+        helper.make_tensor_value_info("input_ids", i, ["s0", "s2"]),
+        helper.make_tensor_value_info("attention_mask", i, ["s0", "s3"]),
+        helper.make_tensor_value_info("input.cache.layers.0.keys", f, cache),
+        helper.make_tensor_value_info("input.cache.layers.0.values", f, cache),
+    ]
+    if extra_input:  # a sliding layer's fill level: no decoder-with-past layout has it
+        inputs.append(helper.make_tensor_value_info("input.cache.layers.0._sliding_window_tensor", i, [1]))
+    present = ["s0", "2", "s1 + s2", "8"]
+    outputs = [
+        helper.make_tensor_value_info("logits", f, ["s0", "s2", 16]),
+        helper.make_tensor_value_info("output.cache.layers.0.keys", f, present),
+        helper.make_tensor_value_info("output.cache.layers.0.values", f, present),
+    ]
+    nodes = [
+        helper.make_node("Cast", ["input_ids"], ["ids_f"], to=f),
+        helper.make_node("Expand", ["ids_f", "shape"], ["logits"]),
+        helper.make_node("Identity", ["input.cache.layers.0.keys"], ["output.cache.layers.0.keys"]),
+        helper.make_node("Identity", ["input.cache.layers.0.values"], ["output.cache.layers.0.values"]),
+    ]
+    shape = helper.make_tensor("shape", i, [3], [1, 1, 16])
+    graph = helper.make_graph(nodes, "decode", inputs, outputs, initializer=[shape])
+    return onnx_ir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def test_a_decoder_is_renamed_as_the_loaders_read_it():
+    model = _decoder()
+    assert as_decoder_with_past(model)
+    inputs = {v.name: [d if isinstance(d, int) else d.value for d in v.shape] for v in model.graph.inputs}
+    outputs = {v.name: [d if isinstance(d, int) else d.value for d in v.shape] for v in model.graph.outputs}
+    assert inputs == {
+        "input_ids": ["batch_size", "sequence_length"],
+        "attention_mask": ["batch_size", "total_sequence_length"],
+        "past_key_values.0.key": ["batch_size", 2, "past_sequence_length", 8],
+        "past_key_values.0.value": ["batch_size", 2, "past_sequence_length", 8],
+    }
+    assert outputs["present.0.key"] == ["batch_size", 2, "past_sequence_length + sequence_length", 8]
+    assert outputs["logits"] == ["batch_size", "sequence_length", 16]
+    onnx.checker.check_model(onnx_ir.to_proto(model))
+
+
+def test_a_graph_with_more_cache_state_is_left_as_it_is():
+    model = _decoder(extra_input=True)
+    before = onnx_ir.to_proto(model).SerializeToString()
+    assert not as_decoder_with_past(model)
+    assert onnx_ir.to_proto(model).SerializeToString() == before

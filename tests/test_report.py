@@ -1,0 +1,114 @@
+"""hfexport/report.py on its own: the contract every stage reads, round-tripped and formatted
+without any export."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+
+from hfexport.report import (
+    ArtifactFile,
+    BackendResult,
+    Check,
+    ExportPlan,
+    Report,
+    Source,
+    Status,
+    Validation,
+    format_diff,
+    format_size,
+    without_local_paths,
+)
+
+
+def _report() -> Report:
+    plan = ExportPlan(
+        "feature-extraction", "BertModel", "BertModel", "bert", "single", "text", False, ["model"], ["onnx"]
+    )
+    checks = [Check("sample", {"last_hidden_state": 2e-6}), Check("other_shape", {"last_hidden_state": float("inf")})]
+    ok = BackendResult(
+        "onnx",
+        Status.OK,
+        "onnx",
+        files=[ArtifactFile("model.onnx", 3, "a" * 64, "b" * 40)],
+        validation=Validation(1e-3, checks[:1]),
+        source_sha="c" * 40,
+        log_tail="/tmp/x/.out.partial-1/onnx failed",
+    )
+    bad = BackendResult(
+        "dynamo",
+        Status.FAILED,
+        "dynamo",
+        error="boom at /home/user/.cache/hfexport/x/model.pt2",
+        validation=Validation(1e-3, checks),
+    )
+    return Report(source=Source("hub", "o/m", "c" * 40), plan=plan, backends=[ok, bad])
+
+
+def test_a_report_survives_its_own_json_whole():
+    report = _report()
+    again = Report.from_dict(json.loads(report.to_json()))
+    assert again.to_dict() == report.to_dict()
+    assert again.backends[0].files[0] == ArtifactFile("model.onnx", 3, "a" * 64, "b" * 40)
+    assert again.backends[1].validation.checks[1].max_abs_diff == {"last_hidden_state": float("inf")}
+
+
+def test_a_report_from_before_content_ids_still_reads():
+    data = _report().to_dict()
+    for f in data["backends"][0]["files"]:
+        del f["sha256"], f["git_oid"]
+    data["backends"][0]["a_field_from_the_future"] = 1
+    old = Report.from_dict(data)
+    assert old.backends[0].files == [ArtifactFile("model.onnx", 3)]
+
+
+def test_artifact_file_ids_are_the_hubs_sha256_and_gits_blob_id(tmp_path):
+    path = tmp_path / "model.onnx"
+    path.write_bytes(b"\x00graph bytes\n" * 1000)
+    entry = ArtifactFile.of("model.onnx", path)
+    assert entry.size == path.stat().st_size
+    assert entry.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert (
+        entry.git_oid
+        == subprocess.run(["git", "hash-object", str(path)], capture_output=True, text=True).stdout.strip()
+    )
+
+
+def test_validation_names_the_first_problem():
+    assert Validation(1e-3, [Check("sample", {"x": 1e-4})]).first_problem() is None
+    over = Validation(1e-3, [Check("sample", {"x": 1e-4}), Check("other_shape", {"x": 0.5})])
+    assert (
+        not over.passed and over.first_problem() == "validation 'other_shape': max abs diff 5.00e-01 > tolerance 0.001"
+    )
+    tokens = Validation(1e-3, [Check("generation", {}, tokens_equal=False)])
+    assert "generated tokens differ" in tokens.first_problem()
+    crashed = Validation(1e-3, [Check("sample", error="Got invalid dimensions")])
+    assert crashed.first_problem() == "validation 'sample' could not run the export: Got invalid dimensions"
+
+
+def test_report_ok_ignores_skipped_backends_and_needs_one_that_ran():
+    report = _report()
+    assert not report.ok and [b.backend for b in report.succeeded] == ["onnx"]
+    report.backends[1].status = Status.SKIPPED
+    assert report.ok
+    report.backends[0].status = Status.SKIPPED
+    assert not report.ok
+
+
+def test_what_is_published_holds_no_local_path_nor_log():
+    public = [b.public() for b in _report().backends]
+    assert public[0].log_tail is None and public[1].error == "boom at …/model.pt2"
+    assert without_local_paths("see /tmp/a/b/c.txt and https://x.co/a/b") == "see …/c.txt and https://x.co/a/b"
+
+
+def test_sizes_and_diffs_are_formatted_one_way():
+    assert [format_size(n) for n in (None, 0, 999, 1000, 2_500_000, 3.2e9)] == [
+        "-",
+        "-",
+        "999 B",
+        "1.0 KB",
+        "2.5 MB",
+        "3.2 GB",
+    ]
+    assert [format_diff(v) for v in (None, 0.0, 1.234e-6, float("nan"))] == ["-", "0.00e+00", "1.23e-06", "nan"]
