@@ -28,6 +28,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hfexport.backends import DEFAULT_BACKENDS
+from hfexport.errors import ExitCode
+from hfexport.pipeline.resolve import is_repo_id
 from hfexport.report import REPORT_FILE, PublishResult, Status, markdown_table
 
 
@@ -61,9 +64,6 @@ def _check_inputs() -> None:
     Raises:
         BadInput: naming the input and the fix.
     """
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
     for name in INPUTS:
         if _CONTROL.search(_input(name)):
             raise BadInput(
@@ -72,10 +72,8 @@ def _check_inputs() -> None:
     repo_id = _input("repo-id")
     if not repo_id:
         raise BadInput("input 'repo-id' is required (org/name)")
-    try:
-        validate_repo_id(repo_id)
-    except HFValidationError:
-        raise BadInput("input 'repo-id' is not a Hub repo id; pass one such as org/name") from None
+    if not is_repo_id(repo_id):
+        raise BadInput("input 'repo-id' is not a Hub repo id; pass one such as org/name")
 
 
 def _flag(name: str, default: bool) -> bool:
@@ -120,7 +118,7 @@ def main() -> int:
     except BadInput as e:
         print(f"::error title=hfexport::{_escape(str(e))}", flush=True)
         _set_output("status", "error")
-        return 2
+        return ExitCode.BAD_INPUT
     if token:
         print(f"::add-mask::{token}", flush=True)
     repo_id = _input("repo-id")
@@ -130,7 +128,7 @@ def main() -> int:
         "hfexport",
         "push",
         "--backends",
-        _input("backends", "dynamo,onnx,executorch"),
+        _input("backends", ",".join(DEFAULT_BACKENDS)),
         "--task",
         _input("task", "auto"),
         "--json",
@@ -163,7 +161,7 @@ def main() -> int:
             f"### hfexport: {_markdown(repo_id)}\n\nFailed before publishing (exit {process.returncode}); see the "
             "log.\n",
         )
-        return process.returncode or 1
+        return process.returncode or ExitCode.BACKEND_FAILED
 
     report = result.report
     report_path = ""
@@ -182,8 +180,8 @@ def main() -> int:
     _append("GITHUB_STEP_SUMMARY", _summary(repo_id, result))
 
     if failed and _flag("fail-on-validation-error", True):
-        return 1
-    return 0
+        return ExitCode.BACKEND_FAILED
+    return ExitCode.OK
 
 
 def _summary(repo_id: str, result: PublishResult) -> str:

@@ -15,7 +15,7 @@ from .entrypoints.api import export, push
 from .errors import (
     AuthError,
     ConfigError,
-    ExportFailedError,
+    ExitCode,
     HfExportError,
     HubUnavailableError,
     NoWeightsError,
@@ -45,7 +45,7 @@ __all__ = [
     "HfExportError",
     "AuthError",
     "ConfigError",
-    "ExportFailedError",
+    "ExitCode",
     "HubUnavailableError",
     "NoWeightsError",
     "OutputDirError",

@@ -7,11 +7,31 @@ level: it is a `failed` entry in the report (see `report.py`), so the other back
 
 from __future__ import annotations
 
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What every hfexport process's exit status means: the CLI, the Action and the webhook
+    service's executors read it from here alone."""
+
+    OK = 0
+    BACKEND_FAILED = 1  # a backend failed to export or validate; the report (and a PR, for the others) exists
+    BAD_INPUT = 2  # an `HfExportError`: nothing was written
+    HUB_UNAVAILABLE = 3  # the Hub kept failing after every retry
+    INTERNAL_ERROR = 4  # an unexpected exception, a bug: not 1 nor 2, so it is told apart (and not retried)
+    INTERRUPTED = 130  # Ctrl-C
+
+
+def retryable_exit(code: int) -> bool:
+    """Whether running the same job again can end otherwise: not after bad input or a bug (the
+    Hub failing, a crash or a kill by signal: yes)."""
+    return code not in (ExitCode.BAD_INPUT, ExitCode.INTERNAL_ERROR)
+
 
 class HfExportError(Exception):
     """Base class: `cause` says what is wrong, `fix` what to do about it."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT
 
     def __init__(self, cause: str, fix: str):
         super().__init__(cause)
@@ -70,21 +90,10 @@ class AuthError(HfExportError):
     """The Hub refused the token (missing, wrong, or without access)."""
 
 
-class ExportFailedError(HfExportError):
-    """At least one backend failed to export or validate. The report was still written."""
-
-    exit_code = 1
-
-
 class HubUnavailableError(HfExportError):
     """The Hub kept failing after every retry."""
 
-    exit_code = 3
-
-
-# Exit code of an unexpected exception (a bug): not 1 ("a backend failed") nor 2 (bad input), so
-# the webhook service does not retry it and a workflow can tell it apart.
-INTERNAL_ERROR_EXIT = 4
+    exit_code = ExitCode.HUB_UNAVAILABLE
 
 
 def error_class(name: str) -> type[HfExportError]:

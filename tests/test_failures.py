@@ -103,11 +103,11 @@ def _worker_processes() -> list[int]:
 
 
 def test_warm_workers_are_bounded_and_never_left_behind(tmp_path, tiny_bert_folder):
-    """Workers start before the plan exists so their imports overlap it: one idle worker ahead per
+    """Backend workers start before the plan exists so their imports overlap it: one idle worker ahead per
     job slot, not one per backend, and none survives a run that turns out to need no export."""
-    from hfexport.pipeline.export import Workers
+    from hfexport.pipeline.export import BackendWorkers
 
-    with Workers(3, jobs=1) as workers:
+    with BackendWorkers(3, jobs=1) as workers:
         assert len(_worker_processes()) == 1
         with workers.take():
             assert len(_worker_processes()) == 2  # the next backend's worker imports while this one runs

@@ -328,7 +328,7 @@ def test_push_from_webhook_env(hub, accounts, workspace):
 def test_a_job_running_past_its_lease_is_not_started_twice(tmp_path):
     """Two workers, a 1 s lease, a job that takes 3.5 s: the heartbeat keeps the lease, so the
     second worker never claims it (without the heartbeat it would, after 1 s)."""
-    from hfexport.entrypoints.service import ServiceConfig, Workers
+    from hfexport.entrypoints.service import ServiceConfig, QueueWorkers
     from hfexport.entrypoints.service.queue import JobQueue
 
     calls = []
@@ -342,7 +342,7 @@ def test_a_job_running_past_its_lease_is_not_started_twice(tmp_path):
     queue = JobQueue(tmp_path / "q.sqlite", lease_s=1, max_attempts=4)
     job_id, _ = queue.enqueue("alice-svc/slow", "a" * 40, "dynamo|auto")
     config = ServiceConfig(secret=SECRET, watch={"*"}, plan_key="dynamo|auto", workers=2)
-    workers = Workers(config, queue, SlowExecutor(), idle_s=0.05).start()
+    workers = QueueWorkers(config, queue, SlowExecutor(), idle_s=0.05).start()
     try:
         deadline = time.monotonic() + 30
         while queue.get(job_id).status != "done" and time.monotonic() < deadline:

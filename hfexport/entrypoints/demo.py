@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..errors import HfExportError
+from ..errors import ExitCode, HfExportError
 
 REPO_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -85,7 +85,7 @@ def _run(hub, model: Path, backends: str, console: Console) -> int:
         print_report(report)
     console.print(f"\n[bold]4.[/] {result.action} PR: [link]{result.pr_url}[/link]")
     if result.pr_num is None:
-        return 1
+        return ExitCode.BACKEND_FAILED
     revision = f"refs/pr/{result.pr_num}"
     bot = HfApi(endpoint=hub.url, token=bot_token)
     console.print("files in the PR:")
@@ -111,7 +111,7 @@ def _run(hub, model: Path, backends: str, console: Console) -> int:
             expected = AutoModel.from_pretrained(model).eval()(**inputs).last_hidden_state
         diff = (onnx(**inputs).last_hidden_state - expected).abs().max().item()
         console.print(f"\nreloaded onnx/ from {revision} on ONNX Runtime: max abs diff vs eager {diff:.2e}")
-    return 0 if report is None or report.ok else 1
+    return ExitCode.OK if report is None or report.ok else ExitCode.BACKEND_FAILED
 
 
 def _mb(folder: Path) -> int:

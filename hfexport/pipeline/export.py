@@ -59,13 +59,13 @@ def run_backends(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     progress: Progress | None = None,
     *,
-    workers: Workers,
+    workers: BackendWorkers,
 ) -> list[BackendResult]:
     """Export and validate every backend of the plan into `staging/<subfolder>`, one process each.
 
     Backends that cannot run here (a missing package, no CUDA), or whose exporter cannot export this
     model (`Backend.limits`), are `skipped` with the reason.
-    `workers` are the processes the caller started ahead, while it planned (see `Workers`); their
+    `workers` are the processes the caller started ahead, while it planned (see `BackendWorkers`); their
     `jobs` backends run at once: much of ExecuTorch lowering and ONNX translation is
     single-threaded Python, so they overlap well; each worker then gets its share of the cores for
     torch's thread pool instead of all of them.
@@ -113,7 +113,7 @@ def run_backends(
         return list(pool.map(one, plan.backends))
 
 
-class Workers:
+class BackendWorkers:
     """Worker processes started before their job exists, each to run one backend and exit.
 
     A worker spends ~8 s importing torch, transformers and the exporters before it can do anything,
@@ -145,7 +145,7 @@ class Workers:
         # Each worker gets its share of the cores for torch's thread pool when several run at once.
         self._threads = str(max(1, (os.cpu_count() or 1) // self.jobs)) if self.jobs > 1 else None
 
-    def __enter__(self) -> Workers:
+    def __enter__(self) -> BackendWorkers:
         with self._lock:
             self._top_up()
         return self

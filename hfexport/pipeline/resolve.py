@@ -4,14 +4,24 @@ the commit sha its revision points at *now* (a branch moves; the sha is what we 
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 
 from ..backends import export_folders
 from ..errors import AuthError, RevisionNotFoundError, SourceNotFoundError
 from ..report import Source
 
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+
+def is_repo_id(text: str) -> bool:
+    """Whether `text` is a Hub repo id (`name` or `namespace/name`), by huggingface_hub's own rule:
+    the one check every entry point (CLI, Action, webhooks) applies."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(text)
+    except HFValidationError:
+        return False
+    return True
 
 
 # ── Stage 1: resolve ─────────────────────────────────────────────────────────
@@ -26,7 +36,7 @@ def resolve(source: str, revision: str | None = None, token: str | None = None, 
         AuthError: the repo exists but the token cannot see it (private or gated).
     """
     if hub_only:  # never a local path, whatever exists on this disk
-        if not _REPO_ID.match(source) or source.startswith(("-", ".")) or ".." in source:
+        if not is_repo_id(source):
             raise SourceNotFoundError(f"{source!r} is not a Hub repo id.", "Pass a repo id such as org/model.")
         return _resolve_hub(source, revision, token)
     path = Path(source).expanduser()
@@ -46,7 +56,7 @@ def resolve(source: str, revision: str | None = None, token: str | None = None, 
                 "Drop --revision (revision= in Python) for a folder, or pass a Hub repo id.",
             )
         return Source("local", str(path.resolve()), folder_digest(path))
-    if not _REPO_ID.match(source):
+    if not is_repo_id(source):
         raise SourceNotFoundError(
             f"No folder {source!r} exists, and it is not a Hub repo id either.",
             "Pass an existing model folder, or a repo id such as 'org/model'.",

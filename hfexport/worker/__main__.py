@@ -75,7 +75,7 @@ def main(job_dir: str) -> int:
 
 
 def _preload() -> None:
-    """The imports every backend needs, done while the parent is still planning (`export.Workers`)."""
+    """The imports every backend needs, done while the parent is still planning (`export.BackendWorkers`)."""
     import torch  # noqa: F401
     import transformers  # noqa: F401
     from transformers.exporters import AutoHfExporter  # noqa: F401

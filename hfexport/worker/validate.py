@@ -1,14 +1,16 @@
 """Stage 5 — validate: compare a reloaded export with the eager model.
 
 Runs inside the backend's worker process (`hfexport/worker/`), on the artifact as a user would load
-it: `ExportedModel.from_pretrained(folder)` on the backend's own runtime. Three checks:
+it: `ExportedModel.from_pretrained(folder)` on the backend's own runtime. The checks:
 
 - sample: the inputs the graph was traced with;
 - other shape: a different batch, sequence and (encoder-decoders) decoder prompt length, which is
   what catches an axis torch.export specialised;
 - generation: the exported components (encoder, prefill, decode; or vision encoder, embeddings and
   decode) driven in a greedy loop must produce exactly the token ids of eager `generate()`, for
-  `Shape.new_tokens` tokens.
+  `Shape.new_tokens` tokens (the plan's `validation` shape);
+- loaders_layout (a decoder LLM's ONNX): the same greedy loop on the graph renamed as a decoder
+  with past, fed as optimum and transformers.js feed it (`decoder_with_past_run`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 What triggers work: a `repo.content` update of the `main` branch of a watched model repo. Our
 own PR refs (`refs/pr/N`) and discussion events never do, so the bot's PRs cannot loop. Events
 are deduplicated by (repo, head sha, plan) in the durable queue (`queue.py`): a replay is
-harmless. Workers run the jobs with bounded concurrency, retrying with backoff.
+harmless. QueueWorkers run the jobs with bounded concurrency, retrying with backoff.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from ...pipeline.resolve import is_repo_id
 from ...report import without_local_paths
 from .executors import JobFailed
 from .queue import JobQueue
@@ -36,7 +37,6 @@ MIN_SECRET_LENGTH = 16
 MAX_JSON_DEPTH = 32
 BODY_DEADLINE_S = 10.0
 # A Hub repo id: namespace/name, each starting with a letter or digit (never a flag, never a path).
-REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 SHA = re.compile(r"[0-9a-f]{40}")
 
 
@@ -83,7 +83,7 @@ def parse_event(payload: object, watch: set[str], branch: str = "main") -> tuple
     if repo.get("type", "model") != "model":
         raise IgnoredEvent(f"{repo.get('type')} repos are not exported")
     name = repo["name"]
-    if not REPO_ID.fullmatch(name) or ".." in name or "--" in name:
+    if not isinstance(name, str) or "/" not in name or not is_repo_id(name):
         raise BadPayload(f"repo name {name[:100]!r} is not a Hub repo id (namespace/name)")
     if "*" not in watch and name not in watch:
         raise IgnoredEvent(f"{name} is not watched")
@@ -195,7 +195,7 @@ def create_app(config: ServiceConfig, queue: JobQueue) -> Starlette:
     )
 
 
-class Workers:
+class QueueWorkers:
     """`config.workers` threads that claim jobs from the queue and run them on the executor, each
     renewing its job's lease while the executor runs (so a long export is never claimed twice)."""
 
@@ -206,7 +206,7 @@ class Workers:
             threading.Thread(target=self._loop, name=f"worker-{i}", daemon=True) for i in range(config.workers)
         ]
 
-    def start(self) -> Workers:
+    def start(self) -> QueueWorkers:
         recovered = self.queue.recover()
         if recovered:
             log.info(json.dumps({"msg": "recovered", "jobs": recovered}))

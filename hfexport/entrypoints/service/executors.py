@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from ...backends import get_backend
-from ...errors import INTERNAL_ERROR_EXIT
+from ...errors import ExitCode, retryable_exit
 from ...proc import die_with_parent
 from ...report import PublishResult
 from .queue import Job
@@ -72,17 +72,13 @@ class LocalExecutor:
             env={**os.environ, **self.env},
         )
         tail = "\n".join(process.stderr.strip().splitlines()[-5:])
-        if process.returncode in (0, 1):  # 1: some backend failed validation; the PR says which
+        if process.returncode in (ExitCode.OK, ExitCode.BACKEND_FAILED):  # the PR says which backend failed
             try:
                 result = PublishResult.from_dict(json.loads(process.stdout))
             except (ValueError, KeyError, TypeError):
                 raise JobFailed(f"push printed no JSON: {tail}", retryable=True) from None
             return {"action": str(result.action), "pr_url": result.pr_url, "exit_code": process.returncode}
-        # 2: bad input and 4: a bug (retrying repeats them); 3: the Hub kept failing, or a crash: retry.
-        raise JobFailed(
-            f"push exited with {process.returncode}: {tail}",
-            retryable=process.returncode not in (2, INTERNAL_ERROR_EXIT),
-        )
+        raise JobFailed(f"push exited with {process.returncode}: {tail}", retryable=retryable_exit(process.returncode))
 
 
 @dataclass

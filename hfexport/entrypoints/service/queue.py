@@ -1,7 +1,7 @@
 """A durable job queue on SQLite (WAL mode): a restart, or a `kill -9`, loses nothing.
 
 One row per export job, unique by its dedup key (repo, head sha, plan): a replayed or repeated
-webhook inserts nothing new. Workers claim a row by moving it to `running` inside a write
+webhook inserts nothing new. QueueWorkers claim a row by moving it to `running` inside a write
 transaction, so two workers never take the same job, and get a lease token: only the holder can
 renew the lease (a heartbeat while the job runs), finish or fail the job. Rows left `running` by a
 process that died are handed out again when their lease expires (and at once on start-up, see
