@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .settings import FAULT, WORKER_USER, faults, testing, worker_user_name
 from .errors import ConfigError
 
 # Variable names that carry a credential, whatever tool set them.
@@ -62,7 +63,7 @@ def die_with_parent() -> None:
         pass
 
 
-WORKER_USER_ENV = "HFEXPORT_WORKER_USER"
+WORKER_USER_ENV = WORKER_USER
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def worker_user() -> WorkerUser | None:
     Raises:
         ConfigError: the user does not exist, or this process is not root and so cannot switch.
     """
-    value = os.environ.get(WORKER_USER_ENV, "").strip()
+    value = worker_user_name()
     if not value:
         return None
     try:
@@ -183,16 +184,15 @@ def _granted(path: Path, user: WorkerUser, bits: int) -> bool:
 # backend's worker die by SIGKILL (as the OOM killer does) or hang, to prove isolation;
 # "run:raise" makes the run itself raise an unexpected exception (the internal-error path). It
 # works only under the explicit switch HFEXPORT_TESTING=1, and the report records it when it fired.
-FAULT_ENV = "HFEXPORT_FAULT"
-TESTING_ENV = "HFEXPORT_TESTING"
+FAULT_ENV = FAULT
 
 
 def injected_fault(backend: str) -> str | None:
     """The fault the test hook injects into `backend`'s worker (`crash`, `hang`), or into the
     run (`injected_fault("run") == "raise"`), or None."""
-    if os.environ.get(TESTING_ENV) != "1":
+    if not testing():
         return None
-    for item in os.environ.get(FAULT_ENV, "").split(","):
+    for item in faults().split(","):
         name, _, fault = item.partition(":")
         if name.strip() == backend and fault.strip() in ("crash", "hang", "raise"):
             return fault.strip()

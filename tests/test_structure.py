@@ -4,6 +4,7 @@ package of its own, no cycles), and a backend is one registered entry."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -162,3 +163,16 @@ def test_a_backend_registered_alone_shows_in_the_table_the_card_and_the_pr(hub, 
         assert "plugin-format" in yaml.safe_load(card.split("---\n")[1])["tags"]
     finally:
         BACKENDS.pop("pt2-plugin", None)
+
+
+def test_hfexport_settings_are_read_in_settings_py_alone():
+    """Every HFEXPORT_* variable is named and read in hfexport/settings.py; elsewhere its name
+    appears only in texts (help, errors), never as an environment lookup."""
+    lookup = re.compile(r"""(?:environ(?:\.get|\.setdefault)?\s*[\(\[]|getenv\()\s*["']HFEXPORT_""")
+    offenders = [
+        str(path.relative_to(ROOT))
+        for package in ("hfexport", "action")
+        for path in (ROOT / package).rglob("*.py")
+        if path.name != "settings.py" and lookup.search(path.read_text())
+    ]
+    assert offenders == []

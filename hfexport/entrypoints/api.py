@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
+from ..settings import cache_dir
+from ..settings import variants as default_variants
 from ..backends import parse_backends
 from ..errors import ConfigError, HubUnavailableError
 from ..pipeline.export import DEFAULT_TIMEOUT_S, Progress, BackendWorkers, run_backends
@@ -98,11 +99,6 @@ def _export_into(
 
 
 PUBLISH_ATTEMPTS = 8
-
-
-def cache_dir() -> Path:
-    """Where exports are kept between runs (`HFEXPORT_CACHE`, default `~/.cache/hfexport`)."""
-    return Path(os.environ.get("HFEXPORT_CACHE") or Path.home() / ".cache" / "hfexport")
 
 
 def push(
@@ -206,7 +202,7 @@ def push(
 def _variants_request(variants, min_quality) -> dict:
     """The plan's `variants` and `min_quality`, checked (bad names are bad input, before any work)."""
     if variants is None:
-        variants = os.environ.get("HFEXPORT_VARIANTS")
+        variants = default_variants()
     if isinstance(variants, str) and not variants.strip():
         variants = "none"
     return {"variants": parse_variants(variants), "min_quality": parse_thresholds(min_quality)}

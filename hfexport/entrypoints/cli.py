@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..settings import READ_TOKEN, WEBHOOK_SECRET, action_dir, quiet_noise, set_quiet_noise
 from ..backends import DEFAULT_BACKENDS
 from ..errors import ExitCode, HfExportError
 from ..pipeline.export import DEFAULT_TIMEOUT_S
@@ -69,10 +70,10 @@ def _options(
     ] = False,
 ) -> None:
     if not verbose:
-        os.environ.setdefault("HFEXPORT_QUIET_NOISE", "1")  # the export workers read it too
+        set_quiet_noise(True, only_if_unset=True)
         quiet_known_noise()
     else:
-        os.environ["HFEXPORT_QUIET_NOISE"] = "0"
+        set_quiet_noise(False)
 
 
 @app.command()
@@ -295,7 +296,6 @@ def push(
 
 def _from_webhook_env(expected: str | None) -> tuple[str | None, str]:
     """`(repo id, sha)` from $WEBHOOK_PAYLOAD, or `(None, why it is ignored)`."""
-    import os
 
     from .service import BadPayload, IgnoredEvent, parse_event
 
@@ -320,9 +320,7 @@ def _from_webhook_env(expected: str | None) -> tuple[str | None, str]:
 def serve(
     secret: Annotated[
         str,
-        typer.Option(
-            envvar="HFEXPORT_WEBHOOK_SECRET", help="The webhook's secret (X-Webhook-Secret).", show_default=False
-        ),
+        typer.Option(envvar=WEBHOOK_SECRET, help="The webhook's secret (X-Webhook-Secret).", show_default=False),
     ],
     watch: Annotated[
         list[str], typer.Option(help="Repo id to act on (repeatable); '*' for every repo the webhook sends.")
@@ -351,7 +349,7 @@ def serve(
     read_token: Annotated[
         Optional[str],
         typer.Option(
-            envvar="HFEXPORT_READ_TOKEN",
+            envvar=READ_TOKEN,
             help="A token that may read /jobs (Authorization: Bearer) besides the webhook secret.",
             show_default=False,
         ),
@@ -363,7 +361,6 @@ def serve(
     The token comes from HF_TOKEN. Jobs survive restarts (SQLite, WAL); a replayed event is
     deduplicated by (repo, sha, plan); our own PRs never trigger work."""
     import logging
-    import os
 
     import uvicorn
 
@@ -424,11 +421,10 @@ def demo(
 def github_action() -> None:
     """Run as the GitHub Action (action.yml): action/entrypoint.py, found through HFEXPORT_ACTION_DIR
     in the image, or beside the package in a source checkout."""
-    import os
     import runpy
 
     default = Path(__file__).resolve().parents[2] / "action"
-    script = Path(os.environ.get("HFEXPORT_ACTION_DIR") or default) / "entrypoint.py"
+    script = (action_dir() or default) / "entrypoint.py"
     raise typer.Exit(runpy.run_path(str(script))["main"]())
 
 
@@ -438,7 +434,7 @@ def main() -> None:
     except Exception as e:  # a bug (ours or a library's): its own exit code, never mistaken for bad input
         err.print(f"[bold red]internal error:[/] {type(e).__name__}: {e}", highlight=False)
         err.print("[bold]fix:[/] this is a bug, not your input: retry once, then report it with --verbose's traceback.")
-        if os.environ.get("HFEXPORT_QUIET_NOISE") == "0":
+        if not quiet_noise():
             import traceback
 
             traceback.print_exc()

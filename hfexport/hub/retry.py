@@ -9,11 +9,11 @@ dropped connections are retried with exponential backoff, honouring Retry-After.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from ..settings import hub_retries
 from ..errors import HubUnavailableError
 
 T = TypeVar("T")
@@ -68,7 +68,7 @@ def retry(
     commenting): it looks for what the failed attempt may have done anyway (a dropped reply) and
     returns that instead of doing it twice, or None to try again.
     """
-    attempts = attempts or int(os.environ.get("HFEXPORT_HUB_RETRIES", "8"))
+    attempts = attempts or hub_retries()
     for attempt in range(1, attempts + 1):
         try:
             if attempt > 1 and before_retry is not None:

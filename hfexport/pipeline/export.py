@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..settings import jobs as configured_jobs
 from ..backends import get_backend
 from ..proc import (
     FAULT_ENV,
@@ -49,7 +50,7 @@ Progress = Callable[[str, str], None]  # progress(backend, message)
 
 def default_jobs() -> int:
     """Backends exported at once: `HFEXPORT_JOBS`, else 1 (peak memory is then one backend's)."""
-    return max(1, int(os.environ.get("HFEXPORT_JOBS", "1")))
+    return configured_jobs()
 
 
 def run_backends(

@@ -7,11 +7,11 @@ bot that exports other people's repos must not do by default.
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..settings import MAX_DOWNLOAD_MB, MAX_SUPPORT_FILE_MB, limit_bytes
 from ..backends import export_folders
 from ..errors import DownloadLimitError, NoWeightsError, PickleWeightsError, UnsafePathError
 from ..hub.retry import retry
@@ -22,10 +22,9 @@ SAFE_WEIGHTS = (".safetensors",)
 PICKLE_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 # What a model folder needs besides weights: configs, tokenizers, processors (and code if trusted).
 _SUPPORT_FILES = ["*.json", "*.txt", "*.model", "*.tiktoken", "*.jinja"]
-# Caps on what is downloaded from a repo, in MB (the environment variable overrides each): a
+# Caps on what is downloaded from a repo (`settings.LIMITS_MB`; the environment overrides each): a
 # support file (config, tokenizer, code) and the whole download. Real tokenizers stay far below
 # the first; the second is a 50 B-parameter fp16 model with room to spare.
-LIMITS_MB = {"HFEXPORT_MAX_SUPPORT_FILE_MB": 100, "HFEXPORT_MAX_DOWNLOAD_MB": 200_000}
 # A repo path we are willing to put on disk: relative, no `.`/`..`/empty segment, no backslash or
 # control character, not absurdly long.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")
@@ -126,17 +125,10 @@ def _check_path(name: str, source: Source) -> None:
         )
 
 
-def _limit(variable: str) -> int:
-    """A cap in bytes, from its environment variable (MB) or the default."""
-    try:
-        return int(float(os.environ.get(variable) or LIMITS_MB[variable]) * 1_000_000)
-    except ValueError:
-        return LIMITS_MB[variable] * 1_000_000
-
-
 def _check_sizes(sizes: dict[str, int], source: Source) -> None:
     """Refuse before downloading: a support file over its cap, or a download over the total cap."""
-    support_cap, total_cap = _limit("HFEXPORT_MAX_SUPPORT_FILE_MB"), _limit("HFEXPORT_MAX_DOWNLOAD_MB")
+    support_cap = limit_bytes(MAX_SUPPORT_FILE_MB)
+    total_cap = limit_bytes(MAX_DOWNLOAD_MB)
     for name, size in sorted(sizes.items()):
         if not name.endswith(SAFE_WEIGHTS + PICKLE_WEIGHTS) and size > support_cap:
             raise DownloadLimitError(

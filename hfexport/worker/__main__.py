@@ -23,13 +23,15 @@ import time
 import traceback
 from pathlib import Path
 
+from ..settings import quiet_noise
+
 _STARTED = time.perf_counter()
 
 
 def main(job_dir: str) -> int:
     job_path = Path(job_dir)
     marks: list[tuple[str, float]] = [("starting", _STARTED)]
-    if os.environ.get("HFEXPORT_QUIET_NOISE", "1") != "0":
+    if quiet_noise():
         from ..logs import quiet_known_noise
 
         quiet_known_noise()

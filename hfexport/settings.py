@@ -1,0 +1,94 @@
+"""Every `HFEXPORT_*` setting, named and read here alone.
+
+Each is read from the environment when asked for, not at import: the CLI sets some for the
+processes it starts (`quiet_noise`), and tests set others per test. Defaults live beside the names.
+
+| variable | what | default |
+|---|---|---|
+| `HFEXPORT_CACHE` | where exports are kept between runs | `~/.cache/hfexport` |
+| `HFEXPORT_JOBS` | backends exported at once | 1 |
+| `HFEXPORT_VARIANTS` | the variants asked for when the caller names none | (the registry's default) |
+| `HFEXPORT_HUB_RETRIES` | attempts of one Hub call | 8 |
+| `HFEXPORT_MAX_SUPPORT_FILE_MB` | cap on a config/tokenizer/code file | 100 |
+| `HFEXPORT_MAX_DOWNLOAD_MB` | cap on a whole download | 200000 |
+| `HFEXPORT_WORKER_USER` | the user a repo's code runs as when hfexport is root | (none) |
+| `HFEXPORT_QUIET_NOISE` | hide the libraries' known-harmless log lines ("0": show them) | "1" |
+| `HFEXPORT_TESTING`, `HFEXPORT_FAULT` | the fault-injection test hook, live only with TESTING=1 | off |
+| `HFEXPORT_WEBHOOK_SECRET`, `HFEXPORT_READ_TOKEN` | `hfexport serve`'s secret and read token | (none) |
+| `HFEXPORT_ACTION_DIR` | where the Action's entrypoint lives | `action/` beside the package |
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CACHE = "HFEXPORT_CACHE"
+JOBS = "HFEXPORT_JOBS"
+VARIANTS = "HFEXPORT_VARIANTS"
+HUB_RETRIES = "HFEXPORT_HUB_RETRIES"
+MAX_SUPPORT_FILE_MB = "HFEXPORT_MAX_SUPPORT_FILE_MB"
+MAX_DOWNLOAD_MB = "HFEXPORT_MAX_DOWNLOAD_MB"
+WORKER_USER = "HFEXPORT_WORKER_USER"
+QUIET_NOISE = "HFEXPORT_QUIET_NOISE"
+TESTING = "HFEXPORT_TESTING"
+FAULT = "HFEXPORT_FAULT"
+WEBHOOK_SECRET = "HFEXPORT_WEBHOOK_SECRET"
+READ_TOKEN = "HFEXPORT_READ_TOKEN"
+ACTION_DIR = "HFEXPORT_ACTION_DIR"
+
+LIMITS_MB = {MAX_SUPPORT_FILE_MB: 100, MAX_DOWNLOAD_MB: 200_000}
+
+
+def cache_dir() -> Path:
+    """Where exports are kept between runs."""
+    return Path(os.environ.get(CACHE) or Path.home() / ".cache" / "hfexport")
+
+
+def jobs() -> int:
+    return max(1, int(os.environ.get(JOBS, "1")))
+
+
+def variants() -> str | None:
+    return os.environ.get(VARIANTS)
+
+
+def hub_retries() -> int:
+    return int(os.environ.get(HUB_RETRIES, "8"))
+
+
+def limit_bytes(variable: str) -> int:
+    """A download cap in bytes, from its variable (in MB) or its default."""
+    try:
+        return int(float(os.environ.get(variable) or LIMITS_MB[variable]) * 1_000_000)
+    except ValueError:
+        return LIMITS_MB[variable] * 1_000_000
+
+
+def worker_user_name() -> str:
+    return os.environ.get(WORKER_USER, "").strip()
+
+
+def quiet_noise() -> bool:
+    return os.environ.get(QUIET_NOISE, "1") != "0"
+
+
+def set_quiet_noise(quiet: bool, *, only_if_unset: bool = False) -> None:
+    """For this process and the workers it starts (they read it too)."""
+    if only_if_unset:
+        os.environ.setdefault(QUIET_NOISE, "1" if quiet else "0")
+    else:
+        os.environ[QUIET_NOISE] = "1" if quiet else "0"
+
+
+def testing() -> bool:
+    return os.environ.get(TESTING) == "1"
+
+
+def faults() -> str:
+    return os.environ.get(FAULT, "")
+
+
+def action_dir() -> Path | None:
+    value = os.environ.get(ACTION_DIR)
+    return Path(value) if value else None
