@@ -7,12 +7,16 @@ graphs beside `model.onnx`. A variant is derived from the backend's validated fp
 same worker, with the tools `transformers.exporters` ships (ONNX Runtime's quantizer through
 `OnnxRuntimeQuantizer`, the ORT fusions through `OnnxConfig(ort_fusions=...)`, the exporter itself for a
 float16 program); hfexport adds the choice of what to keep in float (a sensitivity pass), the
-quality check against eager fp32 and the packaging. Adding one is "write a function and decorate
-it":
+quality check against eager fp32 and the packaging. Adding one is "write a recipe in the worker
+and register it here by its dotted path" (the parent never imports the worker's modules):
 
-    @register_variant("onnx", VariantKind.INT8, file="model_quantized.onnx", package=package_onnx)
-    def onnx_int8(job: VariantJob) -> Path:
+    # hfexport/worker/onnx_variants.py
+    def int8(job: VariantJob) -> Path:
         ...  # write a folder `ExportedModel.from_pretrained` loads; return it
+
+    # here
+    register_variant("onnx", VariantKind.INT8, file="model_quantized.onnx", package=package_onnx,
+                     recipe="hfexport.worker.onnx_variants:int8")
 
 A variant that misses its quality thresholds is reported and not published.
 """
@@ -26,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .layouts import load_onnx as _load_onnx
 from .layouts import package_onnx, package_pte
 
 
@@ -124,11 +127,11 @@ class Variant:
     kind: VariantKind
     # The file in the backend's folder, under the name the ecosystem's loaders look for.
     file: str
-    make: Callable[[VariantJob], Path]
+    # `module:function`, the recipe `fn(job) -> folder`: resolved in the worker (`make`), never here.
+    recipe: str
     # `package(folder, out_dir, component, file) -> files`: the validated program of `component`
     # from `make`'s folder, written into the backend's folder under `file`.
     package: Callable[[Path, Path, str, str], list[Path]]
-    module: str
     # Also derived from generation exports (its quality then judged by greedy tokens and log-probs).
     generation: bool = False
     # Derived from single-graph exports (encoders, classifiers) too; False: generation alone.
@@ -137,6 +140,13 @@ class Variant:
     # and decode; an image-text model's): it transforms each saved program, no re-export. Those are
     # published together in `folder`.
     per_component: bool = False
+
+    def make(self, job: VariantJob) -> Path:
+        """Run the recipe (in the export worker: it imports torch and the runtimes)."""
+        import importlib
+
+        module, _, function = self.recipe.partition(":")
+        return getattr(importlib.import_module(module), function)(job)
 
     def file_for(self, component: str) -> str:
         """The published name for `component`'s program: `model_quantized.onnx`, `decode_quantized.onnx`."""
@@ -158,19 +168,15 @@ def register_variant(
     *,
     file: str,
     package: Callable[[Path, Path, str, str], list[Path]],
+    recipe: str,
     generation: bool = False,
     single: bool = True,
     per_component: bool = False,
-) -> Callable:
-    """Decorator: register `fn(job) -> folder` as the `kind` variant of `backend`."""
-
-    def decorate(fn: Callable[[VariantJob], Path]) -> Callable:
-        VARIANTS[(backend, VariantKind(kind))] = Variant(
-            backend, VariantKind(kind), file, fn, package, fn.__module__, generation, single, per_component
-        )
-        return fn
-
-    return decorate
+) -> Variant:
+    """Register the recipe at `recipe` (`module:function`, `fn(job) -> folder`) as the `kind` variant of `backend`."""
+    variant = Variant(backend, VariantKind(kind), file, recipe, package, generation, single, per_component)
+    VARIANTS[(backend, variant.kind)] = variant
+    return variant
 
 
 def variants_of(backend: str, names: list[str]) -> list[Variant]:
@@ -247,330 +253,47 @@ def thresholds_for(kind: str, overrides: dict[str, dict[str, float]]) -> dict[st
 
 # ── The built-in variants ────────────────────────────────────────────────────
 
-# ONNX Runtime's own operator domain (the fusions' and the quantizer's ops: Attention, QAttention…).
-_MS_DOMAIN = "com.microsoft"
+# Each recipe lives in the worker (`hfexport/worker/*_variants.py`), named here by dotted path: the parent
+# process reads this registry without importing torch, onnxruntime or the recipes.
 
-# An int8 graph may keep its most outlier-prone projections in float while it stays within this
-# share of the fp32 bytes (what sentence-transformers' own qint8 files weigh: ~25 %). Each one kept
-# costs speed too (MiniLM: ~4 % per FFN output projection): one lifts the mean cosine from 0.9906
-# to 0.992 and keeps the file faster than sentence-transformers' qint8 graph; two would not.
-INT8_BYTE_BUDGET = 0.30
-INT8_MAX_KEPT_IN_FLOAT = 1
-
-
-def _loadable(model, descriptors: Path, job: VariantJob) -> Path:
-    """A folder `ExportedModel.from_pretrained` loads, as it loads the fp32 export: `model`
-    saved the exporter's way (`<component>.onnx` + `.onnx.data`) beside the descriptors of
-    `descriptors`. What is published is repacked from it by `package_onnx`."""
-    import shutil
-
-    import onnx_ir
-
-    folder = job.work_dir / "variant"
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in ("export.json", "config.json"):
-        if (descriptors / name).exists():
-            shutil.copy(descriptors / name, folder / name)
-    name = f"{job.component}.onnx"
-    onnx_ir.save(model, folder / name, external_data=f"{name}.data")
-    job.options["runtime_ops"] = sorted({n.op_type for n in model.graph.all_nodes() if n.domain == _MS_DOMAIN})
-    return folder
-
-
-@register_variant("onnx", VariantKind.OPTIMIZED, file="model_optimized.onnx", package=package_onnx, generation=True)
-def _onnx_optimized(job: VariantJob) -> Path:
-    """The exporter's own fusion into ONNX Runtime's CPU ops: `_fused_for_ort`."""
-    graph, _ = _fused_for_ort(job)
-    return _loadable(_load_onnx(graph), graph.parent, job)
-
-
-def _fused_for_ort(job: VariantJob) -> tuple[Path, bool]:
-    """The model exported with its eager attention and fused by the exporter into ONNX Runtime's
-    CPU ops (`OnnxConfig(ort_fusions="cpu")`), on the program as it is converted: fusing a graph read
-    back from disk trips onnx_ir's passes. Eager attention, because the fusions recognise attention
-    written out (into ORT's `Attention`), not the SDPA lowering, which they leave as a dozen ops per
-    layer (MiniLM, paired rounds against optimum's graph: 1.01x with SDPA, 1.12x eager).
-
-    An encoder's `Attention` nodes are then fed its padding mask as ORT's `mask_index`, where that is
-    proven to be the same graph (`_padding_as_mask_index`, `_same_outputs`). Built once per export
-    in `job.shared_dir`, beside the export's manifest and configs. Returns the graph's path, and
-    whether it was so rewired (its `Attention` nodes are then ones ORT's quantizer makes `QAttention`)."""
-    import copy
-    import dataclasses
-    import shutil
-
-    import onnx_ir
-
-    folder = (job.shared_dir or job.work_dir) / f"fused-{job.component}"
-    rewired = folder / f"{job.component}_mask_index.onnx"
-    if not folder.exists():
-        staging = job.work_dir / "fused"  # moved into place whole, or not at all
-        model = copy.deepcopy(job.model)
-        model.set_attn_implementation("eager")
-        exported = job.export(model, job.sample, dataclasses.replace(job.make_config(), ort_fusions="cpu"))
-        exported.save_pretrained(staging)
-        fused = staging / f"{job.component}.onnx"
-        graph = _load_onnx(fused)
-        if job.component == "model" and _padding_as_mask_index(graph):  # one graph, never a decoder's cache loop
-            onnx_ir.save(graph, staging / rewired.name, external_data=f"{rewired.name}.data")
-            if not _same_outputs(fused, staging / rewired.name, job.calibration):
-                for path in staging.glob(f"{rewired.name}*"):
-                    path.unlink()
-        shutil.move(staging, folder)
-    return (rewired, True) if rewired.exists() else (folder / f"{job.component}.onnx", False)
-
-
-def _padding_as_mask_index(model) -> bool:
-    """Feed each fused `Attention` the graph's 2-D `attention_mask` as its `mask_index` instead of
-    the additive `attention_bias` the exporter's fusion builds from it, in place; False (and the
-    graph unchanged) unless every `Attention` takes such a bias.
-
-    Why: ORT's dynamic quantizer turns `Attention` into its int8 `QAttention` (one kernel for the QKV
-    projection and the attention: MiniLM's int8 graph runs 1.07x sentence-transformers' qint8 one
-    with it, 0.89x without), but `QAttention` has no `attention_bias` input, and the quantizer skips
-    any node with `qkv_hidden_sizes` (equal sizes say nothing the weight's shape does not). Only a
-    bias computed from `attention_mask` alone (shapes aside) in a bidirectional attention is replaced."""
-    import onnx_ir as ir
-    import onnxscript.optimizer
-
-    mask = next((v for v in model.graph.inputs if v.name == "attention_mask"), None)
-    attentions = [n for n in model.graph if n.op_type == "Attention" and n.domain == _MS_DOMAIN]
-    if mask is None or mask.shape is None or len(mask.shape) != 2 or not attentions:
-        return False
-    for node in attentions:
-        inputs = [*node.inputs, *[None] * 6]
-        bias = inputs[5]
-        if (
-            inputs[3] is not None
-            or inputs[4] is not None
-            or bias is None
-            or len(node.inputs) > 6
-            or node.attributes.get_int("unidirectional", 0)
-            or _data_sources(bias) != {mask.name}
-        ):
-            return False
-    # The QKV weight is a Concat of the three projections until folded: the quantizer takes initializers.
-    onnxscript.optimizer.fold_constants(model, input_size_limit=1 << 62, output_size_limit=1 << 62)
-    cast = ir.node("Cast", [mask], attributes={"to": ir.DataType.INT32}, name="hfexport_mask_index")
-    cast.outputs[0].name = "hfexport_mask_index"
-    model.graph.insert_before(next(iter(model.graph)), cast)
-    for node in attentions:
-        node.replace_input_with(3, cast.outputs[0])
-        node.replace_input_with(5, None)
-        sizes = node.attributes.get_ints("qkv_hidden_sizes")
-        if sizes is not None and len(set(sizes)) == 1:
-            del node.attributes["qkv_hidden_sizes"]
-    ir.passes.common.RemoveUnusedNodesPass()(model)
-    return True
-
-
-def _data_sources(value) -> set[str]:
-    """The graph inputs `value` is computed from, reads of a shape (Shape, Size) left out."""
-    sources, seen, stack = set(), set(), [value]
-    while stack:
-        v = stack.pop()
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        node = v.producer()
-        if node is None:
-            if v.is_graph_input():
-                sources.add(v.name)
-        elif node.op_type not in ("Shape", "Size"):
-            stack.extend(i for i in node.inputs if i is not None)
-    return sources
-
-
-def _same_outputs(original: Path, rewired: Path, calibration: list[dict]) -> bool:
-    """Whether the graph at `rewired` computes what the one at `original` does, on the (padded)
-    calibration inputs."""
-    import numpy as np
-    import onnxruntime as ort
-
-    sessions = [ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]) for p in (original, rewired)]
-    for sample in calibration:
-        feed = {i.name: np.asarray(sample[i.name]) for i in sessions[0].get_inputs()}
-        want, got = (s.run(None, feed) for s in sessions)
-        if not all(np.allclose(a, b, rtol=1e-3, atol=1e-4) for a, b in zip(want, got)):
-            return False
-    return True
-
-
-@register_variant("onnx", VariantKind.FP16, file="model_fp16.onnx", package=package_onnx, generation=True)
-def _onnx_fp16(job: VariantJob) -> Path:
-    import copy
-
-    import torch
-
-    # The exporter's own float16 program: float inputs (pixels, audio) are float16 too, as users feed them.
-    sample = {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in job.sample.items()}
-    job.options["float_inputs"] = "float16"
-    exported = job.export(copy.deepcopy(job.model).to(torch.float16), sample, job.make_config())
-    exported.save_pretrained(job.work_dir / "exported")
-    model = _load_onnx(job.work_dir / "exported" / f"{job.component}.onnx")
-    return _loadable(model, job.work_dir / "exported", job)
-
-
-@register_variant(
-    "onnx", VariantKind.INT8, file="model_quantized.onnx", package=package_onnx, generation=True, per_component=True
+register_variant(
+    "onnx",
+    VariantKind.OPTIMIZED,
+    file="model_optimized.onnx",
+    package=package_onnx,
+    generation=True,
+    recipe="hfexport.worker.onnx_variants:optimized",
 )
-def _onnx_int8(job: VariantJob) -> Path:
-    """ONNX Runtime dynamic quantization: per-channel symmetric int8 weights (the kernels' fast path;
-    on MiniLM uint8 weights scored 0.001 more cosine and ran 7 % slower), activations quantized at
-    run time. Of the encoder's graph fused into ORT's ops where its attention quantizes whole
-    (`QAttention`, see `_fused_for_ort`), else of the fp32 export's graph.
-
-    Dynamic per-tensor activation ranges are what hurts: a projection whose input has a few huge
-    values (the FFN output projections of BERT-like models) loses its bulk to rounding. A
-    sensitivity pass on the calibration inputs ranks projections by that outlier ratio and keeps
-    the worst in float, within `INT8_BYTE_BUDGET` and `INT8_MAX_KEPT_IN_FLOAT`."""
-    import sys
-
-    from onnxruntime.quantization import QuantType
-    from transformers.exporters import OnnxRuntimeDynamicConfig, OnnxRuntimeQuantizer
-    from transformers.exporters.configs import ExportFormat
-
-    graph = job.base_dir / f"{job.component}.onnx"
-    if job.component == "model" and "attention_mask" in job.sample:  # an encoder whose attention may quantize whole
-        try:
-            fused, whole = _fused_for_ort(job)
-        except Exception as e:
-            # A model without eager attention, a graph the fusions refuse: the plain one is quantized.
-            fused, whole = None, False
-            print(
-                f"int8: the fused graph failed ({type(e).__name__}: {e}); quantizing the fp32 export's", file=sys.stderr
-            )
-        if whole and fused is not None:
-            graph = fused
-
-    def quantized(keep: list[str]):
-        config = OnnxRuntimeDynamicConfig(per_channel=True, weight_type=QuantType.QInt8, nodes_to_exclude=keep or None)
-        return OnnxRuntimeQuantizer(config).quantize(_load_onnx(graph), job.sample, ExportFormat.ONNX)
-
-    everything = _loadable(quantized([]), job.base_dir, job)
-    budget = INT8_BYTE_BUDGET * _onnx_bytes(job.base_dir, job.component) - _onnx_bytes(everything, job.component)
-    keep = _outlier_projections(graph, job, budget)
-    job.options["kept_in_float"] = keep
-    return _loadable(quantized(keep), job.base_dir, job) if keep else everything
-
-
-def _onnx_bytes(folder: Path, component: str) -> int:
-    return sum(
-        p.stat().st_size for p in (folder / f"{component}.onnx", folder / f"{component}.onnx.data") if p.exists()
-    )
-
-
-def _outlier_projections(graph: Path, job: VariantJob, budget: float) -> list[str]:
-    """The MatMul/Gemm nodes with a weight whose input's max/mean |x| on the calibration inputs is
-    largest, while keeping their weights in float costs at most `budget` bytes more (and at most
-    `INT8_MAX_KEPT_IN_FLOAT` of them)."""
-    import numpy as np
-    import onnx
-    import onnxruntime as ort
-
-    proto = onnx.load(str(graph))
-    weights = {i.name: int(np.prod(i.dims)) * 4 for i in proto.graph.initializer}
-    projections = [
-        (n.name, n.input[0], weights[n.input[1]])
-        for n in proto.graph.node
-        if n.op_type in ("MatMul", "Gemm") and len(n.input) > 1 and n.input[1] in weights
-    ]
-    if not projections or budget <= 0:
-        return []
-    for _, activation, _ in projections:  # expose each projection's input as an output of the probe
-        proto.graph.output.append(onnx.helper.make_empty_tensor_value_info(activation))
-    probe = job.work_dir / "probe" / "model.onnx"
-    probe.parent.mkdir(parents=True)
-    onnx.save(proto, str(probe), save_as_external_data=True, location="model.onnx_data")
-    session = ort.InferenceSession(str(probe))
-    if any(i.name not in job.calibration[0] for i in session.get_inputs()):
-        return []  # a decoder's graph takes cache tensors, not generate() inputs: quantize it all
-    names = [o.name for o in session.get_outputs()]
-    ratio = {name: 0.0 for name, _, _ in projections}
-    for sample in job.calibration:
-        # A program traced on one example (an image-text model's vision encoder) takes that many rows.
-        feed = {
-            i.name: np.asarray(sample[i.name])[: i.shape[0] if i.shape and isinstance(i.shape[0], int) else None]
-            for i in session.get_inputs()
-            if i.name in sample
-        }
-        outputs = dict(zip(names, session.run(None, feed)))
-        for name, activation, _ in projections:
-            x = np.abs(outputs[activation])
-            ratio[name] = max(ratio[name], float(x.max() / (x.mean() + 1e-12)))
-    kept: list[str] = []
-    for name, _, size in sorted(projections, key=lambda p: ratio[p[0]], reverse=True):
-        if len(kept) == INT8_MAX_KEPT_IN_FLOAT or 0.75 * size > budget:  # int8 weights: a quarter of fp32's
-            break
-        kept.append(name)
-        budget -= 0.75 * size
-    return kept
-
-
-@register_variant("executorch", VariantKind.INT8, file="model_int8.pte", package=package_pte)
-def _executorch_int8(job: VariantJob) -> Path:
-    """XNNPACK's own PT2E quantizer through the exporter (`PT2EQuantizer`): per-channel int8 weights,
-    int8 activations quantized at run time — XNNPACK's dynamically quantized linear kernels."""
-    import dataclasses
-
-    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-        XNNPACKQuantizer,
-        get_symmetric_quantization_config,
-    )
-    from transformers.exporters import PT2EQuantizer
-
-    xnnpack = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True))
-    config = dataclasses.replace(
-        job.make_config(), quantizer=PT2EQuantizer(xnnpack, calibration_dataset=job.calibration)
-    )
-    job.export(job.model, job.sample, config).save_pretrained(job.work_dir / "variant")
-    return job.work_dir / "variant"
-
-
-def _quantized_kernels(program: Path) -> list[str]:
-    """The operators of ExecuTorch's quantized kernel library a `.pte` calls (its operator table
-    names them), which a Python runtime registers only when told (`Backend.runtime_ops_import`)."""
-    import re
-
-    return sorted({m.decode() for m in re.findall(rb"quantized_decomposed::[A-Za-z0-9_]+", program.read_bytes())})
-
-
-# Linears whose input width is a multiple of this are int4 in groups of it (XNNPACK's blockwise
-# kernels); others (an odd FFN width) stay in float.
-INT4_GROUP_SIZE = 32
-
-
-@register_variant(
-    "executorch", VariantKind.DA8W4, file="model_8da4w.pte", package=package_pte, generation=True, single=False
+register_variant(
+    "onnx",
+    VariantKind.FP16,
+    file="model_fp16.onnx",
+    package=package_onnx,
+    generation=True,
+    recipe="hfexport.worker.onnx_variants:fp16",
 )
-def _executorch_8da4w(job: VariantJob) -> Path:
-    """optimum-executorch's `--qlinear 8da4w --qembedding 8w`. torchao's
-    `Int8DynamicActivationIntxWeightConfig` on the decoder's linears (the LM head included): int4
-    weights in groups of `INT4_GROUP_SIZE`, activations quantized per token at run time, which
-    XNNPACK's partitioner lowers to its own kernels. The embedding table: int8 weights with a scale
-    per row, through ExecuTorch's own `EmbeddingQuantHandler`, whose `quantized_decomposed`
-    embedding op the runtime's quantized kernels run (torchao's weight-only embedding would leave
-    an op with no ExecuTorch kernel, and the pinned exporter takes no pass that would fuse it)."""
-    import copy
-
-    import executorch.kernels.quantized  # noqa: F401  (registers the quantized ops' out variants for to_executorch)
-    import torch
-    from executorch.examples.models.llama.source_transformation.quantize import EmbeddingQuantHandler
-    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
-    from torchao.quantization.granularity import PerGroup
-
-    model = copy.deepcopy(job.model)
-    config = Int8DynamicActivationIntxWeightConfig(
-        weight_dtype=torch.int4,  # type: ignore[attr-defined]  # torch has it, its stubs do not
-        weight_granularity=PerGroup(INT4_GROUP_SIZE),
-    )
-    quantize_(
-        model,
-        config,
-        filter_fn=lambda module, _: isinstance(module, torch.nn.Linear) and module.in_features % INT4_GROUP_SIZE == 0,
-    )
-    # Embeddings last: the LM head of a model with tied embeddings is quantized from the float table.
-    model = EmbeddingQuantHandler(model, bitwidth=8, group_size=None, packed=False).quantized_model()
-    job.export(model, job.sample, job.make_config()).save_pretrained(job.work_dir / "variant")
-    job.options["runtime_ops"] = _quantized_kernels(job.work_dir / "variant" / f"{job.component}.pte")
-    return job.work_dir / "variant"
+register_variant(
+    "onnx",
+    VariantKind.INT8,
+    file="model_quantized.onnx",
+    package=package_onnx,
+    generation=True,
+    per_component=True,
+    recipe="hfexport.worker.onnx_variants:int8",
+)
+register_variant(
+    "executorch",
+    VariantKind.INT8,
+    file="model_int8.pte",
+    package=package_pte,
+    recipe="hfexport.worker.executorch_variants:int8",
+)
+register_variant(
+    "executorch",
+    VariantKind.DA8W4,
+    file="model_8da4w.pte",
+    package=package_pte,
+    generation=True,
+    single=False,
+    recipe="hfexport.worker.executorch_variants:da8w4",
+)

@@ -176,3 +176,19 @@ def test_hfexport_settings_are_read_in_settings_py_alone():
         if path.name != "settings.py" and lookup.search(path.read_text())
     ]
     assert offenders == []
+
+
+def test_every_variant_names_a_recipe_the_worker_has_and_the_parent_never_imports_it():
+    import importlib
+
+    from hfexport.variants import VARIANTS
+
+    assert VARIANTS
+    for variant in VARIANTS.values():
+        module, _, function = variant.recipe.partition(":")
+        assert _is_in(module, "hfexport.worker"), variant.recipe
+        assert callable(getattr(importlib.import_module(module), function)), variant.recipe
+    graph = _graph()
+    for module, targets in graph.items():
+        if not _is_in(module, "hfexport.worker"):
+            assert not any(_is_in(t, "hfexport.worker") for t in targets), f"{module} imports the worker"

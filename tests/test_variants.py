@@ -250,7 +250,7 @@ def test_an_encoders_attention_takes_its_padding_as_mask_index_only_where_the_ma
     import onnxruntime as ort
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from hfexport.variants import _padding_as_mask_index
+    from hfexport.worker.onnx_variants import _padding_as_mask_index
 
     rng = np.random.default_rng(1)
     mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], np.int64)
