@@ -670,6 +670,17 @@ def without_local_paths(text: str) -> str:
     return _LOCAL_PATH.sub(lambda m: "…/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
 
 
+def describe_error(e: BaseException) -> str:
+    """An exception's first line, and its causes' (exporters wrap the real error), as a report keeps it."""
+    parts: list[str] = []
+    current: BaseException | None = e
+    while current is not None and len(parts) < 3:
+        line = (str(current).strip().splitlines() or [""])[0][:400]
+        parts.append(line or type(current).__name__)
+        current = current.__cause__
+    return " <- ".join(parts)
+
+
 def one_line(text: str, limit: int = 300) -> str:
     return " ".join(text.split())[:limit]
 

@@ -112,3 +112,16 @@ def test_sizes_and_diffs_are_formatted_one_way():
         "3.2 GB",
     ]
     assert [format_diff(v) for v in (None, 0.0, 1.234e-6, float("nan"))] == ["-", "0.00e+00", "1.23e-06", "nan"]
+
+
+def test_an_error_is_described_by_its_first_line_and_its_causes():
+    from hfexport.report import describe_error
+
+    try:
+        try:
+            raise ValueError("Got invalid dimensions\nfull ORT dump")
+        except ValueError as inner:
+            raise RuntimeError("export failed") from inner
+    except RuntimeError as e:
+        assert describe_error(e) == "export failed <- Got invalid dimensions"
+    assert describe_error(KeyError()) == "KeyError"

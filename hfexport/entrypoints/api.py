@@ -10,24 +10,22 @@ then `hfexport/hub/` for publishing); all of them meet in `hfexport.report`.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
-from ..settings import cache_dir
-from ..settings import variants as default_variants
 from ..backends import parse_backends
 from ..errors import ConfigError, HubUnavailableError
-from ..pipeline.export import DEFAULT_TIMEOUT_S, Progress, BackendWorkers, run_backends
+from ..pipeline import cache
+from ..pipeline.export import DEFAULT_TIMEOUT_S, BackendWorkers, Progress, run_backends
 from ..pipeline.fetch import FetchedModel, fetch
 from ..pipeline.package import package, staging_folder
 from ..pipeline.plan import check_request, plan_isolated
 from ..pipeline.resolve import resolve
-from ..report import REPORT_FILE, ExportPlan, PublishResult, Report, Source
 from ..proc import FAULT_ENV, injected_fault
+from ..report import ExportPlan, PublishResult, Report, Source
+from ..settings import variants as default_variants
 from ..variants import parse_thresholds, parse_variants
-from ..versions import runtime_versions
 
 
 def export(
@@ -79,14 +77,25 @@ def export(
         raise RuntimeError(f"injected by the {FAULT_ENV} test hook")
     resolved = resolve(source, revision=revision, token=token)
     fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
-    checked = check_request(fetched.model_dir, task, trust_remote_code)
-    # The workers import torch and the exporters while this process plans (which imports them too).
-    with BackendWorkers(len(names), jobs) as workers:
-        plan = dataclasses.replace(plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked), **wanted)
+    with _planned(fetched, names, task, trust_remote_code, wanted, jobs) as (plan, workers):
         if adjust_plan is not None:
             plan = adjust_plan(dataclasses.replace(plan))
         out_dir = Path(out) if out is not None else Path("hfexport-out") / Path(resolved.ref).name
         return _export_into(out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress)
+
+
+@contextmanager
+def _planned(fetched: FetchedModel, names: list[str], task: str, trust_remote_code: bool, wanted: dict, jobs=None):
+    """The plan for `fetched` (what both jobs export), and the backend workers, started before it
+    so that they import torch and the exporters while this process plans (it imports them too).
+
+    Raises:
+        HfExportError subclasses: a task or model that cannot be planned, before any worker starts.
+    """
+    checked = check_request(fetched.model_dir, task, trust_remote_code)
+    with BackendWorkers(len(names), jobs) as workers:
+        plan = plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked)
+        yield dataclasses.replace(plan, **wanted), workers
 
 
 def _export_into(
@@ -122,7 +131,7 @@ def push(
 
     The revision is resolved to a sha and the Hub's state read once (`hub.publish.read_state`).
     Nothing is exported when the repo opted out, when our open PR already holds that sha and plan,
-    or when a maintainer closed our PR (without `force`). Exports are cached under `cache_dir()`
+    or when a maintainer closed our PR (without `force`). Exports are cached (`pipeline/cache.py`)
     by model content, plan digest and runtime versions, so a README-only commit, or a rerun after a
     failed upload, does not export again. A new PR branches from the commit that was read; if the
     owner changed a path it writes meanwhile, the state is read again at main's new head and the
@@ -160,19 +169,12 @@ def push(
 
     def exported(resolved: Source) -> Report:
         fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
-        checked = check_request(fetched.model_dir, task, trust_remote_code)
-        with BackendWorkers(len(names)) as workers:  # importing while the plan is made
-            plan = dataclasses.replace(
-                plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked), **wanted
-            )
-            # Keyed by content, plan and versions: the same weights exported the same way are reused.
-            out_dir = cache_dir() / "exports" / f"{fetched.content_digest[:24]}-{plan.digest()}-{_versions_digest()}"
-            cached = Report.load(out_dir) if (out_dir / REPORT_FILE).exists() else None
-            if cached is not None and cached.ok:  # failures are retried, not cached
+        with _planned(fetched, names, task, trust_remote_code, wanted) as (plan, workers):
+            out_dir = cache.export_dir(fetched, plan)
+            kept = cache.cached(out_dir, resolved)
+            if kept is not None:
                 log(f"reusing the cached exports in {out_dir}")
-                # The same files, built from content this commit holds too (e.g. after a README-only commit).
-                backends = [dataclasses.replace(b, source_sha=resolved.sha) for b in cached.backends]
-                return dataclasses.replace(cached, source=resolved, backends=backends, out_dir=str(out_dir))
+                return kept
             return _export_into(out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress)
 
     report = exported(resolved)
@@ -206,8 +208,3 @@ def _variants_request(variants, min_quality) -> dict:
     if isinstance(variants, str) and not variants.strip():
         variants = "none"
     return {"variants": parse_variants(variants), "min_quality": parse_thresholds(min_quality)}
-
-
-def _versions_digest() -> str:
-    versions = runtime_versions(("executorch", "onnx", "onnxscript", "onnxruntime"))
-    return hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:8]
