@@ -314,6 +314,27 @@ class VariantResult:
         return cls(**_known(cls, data))
 
 
+@dataclass(frozen=True)
+class WorkerJob:
+    """What the parent hands one backend's worker (`job.json`): the other direction of the process
+    boundary is the `BackendResult` it writes back."""
+
+    backend: str
+    backend_module: str  # imported first in the worker: a backend registered outside hfexport is found
+    plan: ExportPlan
+    model_dir: str
+    out_dir: str
+    use_safetensors: bool = True
+
+    def to_json(self) -> str:
+        return json.dumps({**{f.name: getattr(self, f.name) for f in fields(self)}, "plan": self.plan.to_dict()})
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerJob:
+        data = _known(cls, json.loads(text))
+        return cls(**{**data, "plan": ExportPlan.from_dict(data["plan"])})
+
+
 @dataclass
 class BackendResult:
     """What one backend produced: the worker writes it, the parent packages it, publishing reads it."""

@@ -36,7 +36,7 @@ from ..proc import (
     sandboxed,
     worker_user,
 )
-from ..report import BackendResult, ExportPlan, Status
+from ..report import BackendResult, ExportPlan, Status, WorkerJob
 from .fetch import FetchedModel
 
 DEFAULT_TIMEOUT_S = 1800
@@ -94,14 +94,7 @@ def run_backends(
         out_dir = staging / backend.subfolder
         out_dir.mkdir(parents=True)
         lend(out_dir, user)
-        job = {
-            "backend": name,
-            "backend_module": backend.module,
-            "plan": plan.to_dict(),
-            "model_dir": str(fetched.model_dir),
-            "out_dir": str(out_dir),
-            "use_safetensors": fetched.use_safetensors,
-        }
+        job = WorkerJob(name, backend.module, plan, str(fetched.model_dir), str(out_dir), fetched.use_safetensors)
         with workers.take() as worker:
             result = _run(worker, job, timeout_s, progress)
         reclaim(out_dir, user)  # the worker has exited: its files are ours now, out of its user's reach
@@ -220,9 +213,9 @@ class _Worker:
     def path(self) -> Path:
         return Path(self.job_dir.name)
 
-    def hand(self, job: dict) -> None:
+    def hand(self, job: WorkerJob) -> None:
         """Give the worker its job: the file first, then the line on stdin it is waiting for."""
-        (self.path / "job.json").write_text(json.dumps(job))
+        (self.path / "job.json").write_text(job.to_json())
         try:
             self.process.stdin.write(b"start\n")
             self.process.stdin.close()
@@ -243,9 +236,9 @@ class _Worker:
         self.close()
 
 
-def _run(worker: _Worker, job: dict, timeout_s: float, progress: Progress) -> BackendResult:
+def _run(worker: _Worker, job: WorkerJob, timeout_s: float, progress: Progress) -> BackendResult:
     """Hand `job` to `worker`, watch it to the end and read its result (the caller closes `worker`)."""
-    name = job["backend"]
+    name = job.backend
     backend = get_backend(name)
     started = time.perf_counter()  # the backend's own time: a warm worker's imports came before
     worker.hand(job)

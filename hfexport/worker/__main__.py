@@ -23,7 +23,7 @@ import time
 import traceback
 from pathlib import Path
 
-from ..report import describe_error
+from ..report import WorkerJob, describe_error
 from ..settings import quiet_noise
 
 _STARTED = time.perf_counter()
@@ -40,14 +40,14 @@ def main(job_dir: str) -> int:
     marks.append(("waiting for the plan", time.perf_counter()))
     if sys.stdin.readline().strip() != "start":
         return 0  # the parent needed no worker after all (bad input, cached exports)
-    job = json.loads((job_path / "job.json").read_text())
-    backend_name = job["backend"]
+    job = WorkerJob.from_json((job_path / "job.json").read_text())
+    backend_name = job.backend
     from ..backends import get_backend
     from ..proc import injected_fault
     from ..report import BackendResult, Status
 
     # A backend registered outside hfexport is found by importing the module that registered it.
-    importlib.import_module(job.get("backend_module") or "hfexport.backends")
+    importlib.import_module(job.backend_module or "hfexport.backends")
     backend = get_backend(backend_name)
 
     def stage(name: str) -> None:
@@ -84,7 +84,7 @@ def _preload() -> None:
     from transformers.exporters import AutoHfExporter  # noqa: F401
 
 
-def run_job(job: dict, backend, result, stage) -> None:
+def run_job(job: WorkerJob, backend, result, stage) -> None:
     """Export, save, reload and validate one backend, filling in `result` (a `BackendResult`)."""
     import dataclasses
     import types
@@ -95,7 +95,7 @@ def run_job(job: dict, backend, result, stage) -> None:
     from transformers.exporters import AutoHfExporter, ExportedModel
     from transformers.exporters.utils import decompose_for_generation
 
-    from ..report import ArtifactFile, ExportPlan, Layout, Status, Validation
+    from ..report import ArtifactFile, Layout, Status, Validation
     from ..versions import runtime_versions
     from .components import ImageFeatures, TokenEmbeddings, on_embeddings
     from .derive import CALIBRATION, rejudge_published, run_variants
@@ -103,11 +103,11 @@ def run_job(job: dict, backend, result, stage) -> None:
     from .validate import compare_forward, compare_generation, decoder_with_past_run
 
     torch.manual_seed(0)
-    plan = ExportPlan.from_dict(job["plan"])
+    plan = job.plan
     if backend.fixed_image_size:
         plan = plan.with_fixed_image_size()
-    model_dir = Path(job["model_dir"])
-    out_dir = Path(job["out_dir"])
+    model_dir = Path(job.model_dir)
+    out_dir = Path(job.out_dir)
 
     stage("loading model")
     model_class = getattr(transformers, plan.model_class, None)
@@ -117,7 +117,7 @@ def run_job(job: dict, backend, result, stage) -> None:
         model_dir,
         dtype=getattr(torch, plan.dtype),
         trust_remote_code=plan.trust_remote_code,
-        use_safetensors=job.get("use_safetensors", True),
+        use_safetensors=job.use_safetensors,
     ).eval()
     if plan.mode == "single" and hasattr(model.config, "use_cache"):
         model.config.use_cache = False  # one graph, no cache in or out
