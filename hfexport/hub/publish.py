@@ -58,6 +58,7 @@ import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -124,12 +125,21 @@ class RemoteFile:
         return self.blob_id == recorded.git_oid
 
 
+class ThreadStatus(StrEnum):
+    """A discussion's or PR's status, as the Hub reports it (huggingface_hub's `DiscussionStatus`)."""
+
+    OPEN = "open"
+    DRAFT = "draft"
+    CLOSED = "closed"
+    MERGED = "merged"
+
+
 @dataclass
 class OurThread:
     """A PR or discussion we opened, with the state its latest marker of ours carries."""
 
     num: int
-    status: str
+    status: ThreadStatus
     is_pull_request: bool
     backends: dict[str, dict]  # backend → {"sha": ..., "request": ...}
     nonces: set[str]
@@ -137,7 +147,7 @@ class OurThread:
 
     @property
     def is_open(self) -> bool:
-        return self.status in ("open", "draft")
+        return self.status in (ThreadStatus.OPEN, ThreadStatus.DRAFT)
 
 
 @dataclass
@@ -221,7 +231,7 @@ def read_state(api, repo_id: str, sha: str, log: Log = lambda message: None, *, 
     if REPORT_FILE in state.base_files:
         state.base_report = _read_report(api, repo_id, base, log)
     latest = next((t for t in state.threads if t.is_pull_request and not t.closed_by_us), None)
-    if latest is not None and latest.status in ("open", "draft", "closed"):
+    if latest is not None and latest.status != ThreadStatus.MERGED:
         head, tree = _tree(api, repo_id, f"refs/pr/{latest.num}")
         report = _read_report(api, repo_id, head, log) if REPORT_FILE in tree else None
         card = _read_file(api, repo_id, "README.md", head) if "README.md" in tree else None
@@ -282,7 +292,7 @@ def decide(
     if state.opted_out:
         return Decision(PublishAction.OPTED_OUT)
     pr = state.pr
-    if pr is not None and pr.thread.status == "closed" and not force:
+    if pr is not None and pr.thread.status == ThreadStatus.CLOSED and not force:
         return Decision(PublishAction.CLOSED_RESPECTED, pr.thread)
     if report is None:
         if (
@@ -474,8 +484,8 @@ def apply(
         return adds + [CommitOperationDelete(p) for p in decision.deletes]
 
     if decision.action == PublishAction.UPDATED:
-        if decision.thread.status == "closed":
-            retry("reopen the pull request", lambda: api.change_discussion_status(repo_id, num, "open"))
+        if decision.thread.status == ThreadStatus.CLOSED:
+            retry("reopen the pull request", lambda: api.change_discussion_status(repo_id, num, ThreadStatus.OPEN))
 
         def commit():
             try:
@@ -676,7 +686,7 @@ def _our_threads(api, repo_id: str, me: str, log: Log = lambda message: None) ->
         markers, closed_by = [], None
         for event in details.events:
             if event.type == "status-change":
-                closed_by = event.author if getattr(event, "new_status", None) == "closed" else None
+                closed_by = event.author if getattr(event, "new_status", None) == ThreadStatus.CLOSED else None
             content = getattr(event, "content", None) or ""
             for raw in _MARKER.findall(content):
                 parsed = _parse_marker(raw) if event.author == me else None
@@ -692,11 +702,11 @@ def _our_threads(api, repo_id: str, me: str, log: Log = lambda message: None) ->
             found.append(
                 OurThread(
                     d.num,
-                    details.status,
+                    ThreadStatus(details.status),
                     details.is_pull_request,
                     markers[-1]["backends"],
                     {m["nonce"] for m in markers},
-                    closed_by_us=details.status == "closed" and closed_by == me,
+                    closed_by_us=details.status == ThreadStatus.CLOSED and closed_by == me,
                 )
             )
     return sorted(found, key=lambda t: t.num, reverse=True)
