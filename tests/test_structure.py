@@ -192,3 +192,11 @@ def test_every_variant_names_a_recipe_the_worker_has_and_the_parent_never_import
     for module, targets in graph.items():
         if not _is_in(module, "hfexport.worker"):
             assert not any(_is_in(t, "hfexport.worker") for t in targets), f"{module} imports the worker"
+
+
+def test_the_readme_lists_every_exit_code_the_enum_defines():
+    from hfexport.errors import ExitCode
+
+    readme = (ROOT / "README.md").read_text()
+    listed = readme[readme.index("Exit codes (`hfexport.ExitCode`):") :].split("\n\n", 1)[0]
+    assert {int(code) for code in re.findall(r"`(\d+)`", listed)} == {int(c) for c in ExitCode}
