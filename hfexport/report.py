@@ -32,6 +32,17 @@ Mode = Literal["single", "generation"]
 Modality = Literal["text", "vision", "audio", "text-vision", "image-text"]
 
 
+class Figure(StrEnum):
+    """The quality figures a variant is judged by against eager fp32 (`worker/validate.py` measures
+    them, `variants.py` holds their thresholds, `format_quality` shows them)."""
+
+    COSINE_MEAN = "cosine_mean"  # embeddings: cosine to eager over real tokens
+    COSINE_MIN = "cosine_min"
+    TOP1_AGREEMENT = "top1_agreement"  # heads: arg-max as eager's
+    TOKEN_AGREEMENT = "token_agreement"  # generation: greedy tokens as eager generate()'s
+    LOGPROB_DELTA_MEAN = "logprob_delta_mean"  # generation: mean |Δ log-prob| of eager's tokens (lower is better)
+
+
 class Status(StrEnum):
     """How one backend ended."""
 
@@ -651,14 +662,15 @@ def markdown_variant_table(report: Report, columns: list[str]) -> list[str]:
 def format_quality(quality: dict) -> str:
     """The figures a user judges a variant by: cosine for embeddings, top-1 agreement for heads."""
     parts = []
-    if "cosine_mean" in quality:
-        parts.append(f"cosine mean {_num(quality['cosine_mean'], '.4f')}, min {_num(quality.get('cosine_min'), '.4f')}")
-    if "top1_agreement" in quality:
-        parts.append(f"top-1 agreement {_num(quality['top1_agreement'], '.1%')}")
-    if "token_agreement" in quality:
-        parts.append(f"greedy tokens as eager {_num(quality['token_agreement'], '.1%')}")
-    if "logprob_delta_mean" in quality:
-        parts.append(f"mean |Δ log-prob| {_num(quality['logprob_delta_mean'], '.3f')}")
+    if Figure.COSINE_MEAN in quality:
+        mean, low = _num(quality[Figure.COSINE_MEAN], ".4f"), _num(quality.get(Figure.COSINE_MIN), ".4f")
+        parts.append(f"cosine mean {mean}, min {low}")
+    if Figure.TOP1_AGREEMENT in quality:
+        parts.append(f"top-1 agreement {_num(quality[Figure.TOP1_AGREEMENT], '.1%')}")
+    if Figure.TOKEN_AGREEMENT in quality:
+        parts.append(f"greedy tokens as eager {_num(quality[Figure.TOKEN_AGREEMENT], '.1%')}")
+    if Figure.LOGPROB_DELTA_MEAN in quality:
+        parts.append(f"mean |Δ log-prob| {_num(quality[Figure.LOGPROB_DELTA_MEAN], '.3f')}")
     return "; ".join(parts) or "-"
 
 

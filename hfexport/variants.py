@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .report import Figure
 from .layouts import package_onnx, package_pte
 
 
@@ -50,29 +51,29 @@ class VariantKind(StrEnum):
 # agreement with eager `generate()` and the mean |Δ log-prob| of eager's tokens (lower is better).
 DEFAULT_THRESHOLDS: dict[VariantKind, dict[str, float]] = {
     VariantKind.OPTIMIZED: {
-        "cosine_mean": 0.9999,
-        "cosine_min": 0.999,
-        "top1_agreement": 0.99,
-        "token_agreement": 1.0,
-        "logprob_delta_mean": 0.01,
+        Figure.COSINE_MEAN: 0.9999,
+        Figure.COSINE_MIN: 0.999,
+        Figure.TOP1_AGREEMENT: 0.99,
+        Figure.TOKEN_AGREEMENT: 1.0,
+        Figure.LOGPROB_DELTA_MEAN: 0.01,
     },
     VariantKind.FP16: {
-        "cosine_mean": 0.999,
-        "cosine_min": 0.99,
-        "top1_agreement": 0.98,
-        "token_agreement": 0.95,
-        "logprob_delta_mean": 0.05,
+        Figure.COSINE_MEAN: 0.999,
+        Figure.COSINE_MIN: 0.99,
+        Figure.TOP1_AGREEMENT: 0.98,
+        Figure.TOKEN_AGREEMENT: 0.95,
+        Figure.LOGPROB_DELTA_MEAN: 0.05,
     },
     VariantKind.INT8: {
-        "cosine_mean": 0.99,
-        "cosine_min": 0.95,
-        "top1_agreement": 0.9,
-        "token_agreement": 0.75,
-        "logprob_delta_mean": 0.25,
+        Figure.COSINE_MEAN: 0.99,
+        Figure.COSINE_MIN: 0.95,
+        Figure.TOP1_AGREEMENT: 0.9,
+        Figure.TOKEN_AGREEMENT: 0.75,
+        Figure.LOGPROB_DELTA_MEAN: 0.25,
     },
-    VariantKind.DA8W4: {"token_agreement": 0.5, "logprob_delta_mean": 0.5},
+    VariantKind.DA8W4: {Figure.TOKEN_AGREEMENT: 0.5, Figure.LOGPROB_DELTA_MEAN: 0.5},
 }
-LOWER_IS_BETTER = frozenset({"logprob_delta_mean"})
+LOWER_IS_BETTER = frozenset({Figure.LOGPROB_DELTA_MEAN})
 
 
 def misses(figures: dict[str, float], thresholds: dict[str, float]) -> list[str]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ..report import Check
+from ..report import Check, Figure
 
 Run = Callable[..., Any]  # run(component_name, **kwargs) -> model output
 
@@ -379,7 +379,7 @@ def quality_figures(task: str, reference: Any, candidate: Any, inputs: dict) -> 
         else:
             a, b = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
         cosine = torch.nn.functional.cosine_similarity(a, b, dim=-1)
-        figures.update(cosine_mean=float(cosine.mean()), cosine_min=float(cosine.min()))
+        figures.update({Figure.COSINE_MEAN: float(cosine.mean()), Figure.COSINE_MIN: float(cosine.min())})
         return figures
     heads = [n for n in primary if "logits" in n] or primary[:1]
     agree = []
@@ -389,7 +389,7 @@ def quality_figures(task: str, reference: Any, candidate: Any, inputs: dict) -> 
         if same.dim() == 2 and mask is not None and mask.shape == same.shape:
             same = same[mask.bool()]
         agree.append(same.reshape(-1))
-    figures["top1_agreement"] = float(torch.cat(agree).float().mean())
+    figures[Figure.TOP1_AGREEMENT] = float(torch.cat(agree).float().mean())
     return figures
 
 
@@ -425,8 +425,8 @@ def generation_quality(
         got = torch.log_softmax(b.float(), -1).gather(-1, picked)
         deltas.append((want - got).abs())
     return {
-        "token_agreement": float((tokens == reference).float().mean()),
-        "logprob_delta_mean": float(torch.cat(deltas).mean()),
+        Figure.TOKEN_AGREEMENT: float((tokens == reference).float().mean()),
+        Figure.LOGPROB_DELTA_MEAN: float(torch.cat(deltas).mean()),
     }
 
 
