@@ -75,8 +75,7 @@ def render_card(
     where, stray = our_section(body)
     if stray:
         warnings += (
-            "The card holds hfexport markers that do not pair up (`<!-- hfexport:start -->` then `<!-- hfexport:end "
-            "-->`): "
+            f"The card holds hfexport markers that do not pair up (`{START}` then `{END}`): "
             "they are left as they are"
             + (
                 ", and this section was appended after them."

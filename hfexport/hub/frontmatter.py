@@ -102,8 +102,7 @@ def add_tags(text: str | None, tags: list[str]) -> tuple[str, tuple[str, ...]]:
     card = split(text)
     nl = card.newline
     if card.yaml is None:
-        block = f"---{nl}tags:{nl}" + "".join(f"- {_scalar(t)}{nl}" for t in tags) + f"---{nl}"
-        return card.bom + block + card.body, ()
+        return card.bom + f"---{nl}" + _tags_block(tags, nl) + f"---{nl}" + card.body, ()
     try:
         data = load_yaml(card.yaml)
     except ValueError:
@@ -137,7 +136,7 @@ def _splice(yaml_text: str, nl: str, current: Any, existing: list, new: list[str
     """The YAML text with the new tags in its `tags` block (or a block added at its end)."""
     lines = yaml_text.splitlines(keepends=True)
     if current is _MISSING:  # the YAML ends with a line end (its closing `---` starts a line)
-        return yaml_text + f"tags:{nl}" + "".join(f"- {_scalar(t)}{nl}" for t in new)
+        return yaml_text + _tags_block(new, nl)
     starts = [i for i, line in enumerate(lines) if _TAGS_KEY.match(line)]
     if len(starts) != 1:
         return None
@@ -162,10 +161,12 @@ def _splice(yaml_text: str, nl: str, current: Any, existing: list, new: list[str
         added = "".join(f"{indent}-{gap}{_scalar(t)}{nl}" for t in new)
         return "".join(lines[: end + 1]) + added + "".join(lines[end + 1 :])
     # A flow list, a single string or an empty value: the block becomes a list of every tag.
-    items = [*existing, *new]
-    block = f"tags:{nl}" + "".join(f"- {_scalar(t)}{nl}" for t in items)
-    after = "".join(lines[end + 1 :])
-    return "".join(lines[:start]) + block + after
+    return "".join(lines[:start]) + _tags_block([*existing, *new], nl) + "".join(lines[end + 1 :])
+
+
+def _tags_block(tags: list, nl: str) -> str:
+    """A `tags` key written as a block list, the way we add one."""
+    return f"tags:{nl}" + "".join(f"- {_scalar(t)}{nl}" for t in tags)
 
 
 def _strip_comment(value: str) -> str:
