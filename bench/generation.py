@@ -104,12 +104,14 @@ def measure(rounds: int) -> list[dict]:
     from transformers import AutoModelForCausalLM
 
     from hfexport.report import ExportPlan
+    from hfexport.worker.splits import split_for
     from hfexport.worker.validate import decoder_with_past_run, generation_quality, greedy_loop, paired_speedup
 
     WORK.mkdir(parents=True, exist_ok=True)
     folder = llama_134m()
     graphs, report = export_all(folder)
     plan = ExportPlan.from_dict(report["plan"])
+    split = split_for(plan)
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     runs = {label: decoder_with_past_run(path, model.config) for label, path in graphs.items()}
     traced = {"decode": {"input_ids", "attention_mask", "position_ids", "cache"}}
@@ -126,11 +128,11 @@ def measure(rounds: int) -> list[dict]:
     safetensors = (folder / "model.safetensors").stat().st_size
 
     def loop(label: str):
-        return lambda: greedy_loop(runs[label], traced, timed, model.config, False, 32)
+        return lambda: greedy_loop(split, runs[label], traced, timed, model.config, 32)
 
     rows = []
     for label, path in graphs.items():
-        figures = generation_quality(model, runs[label], traced, judged, plan)
+        figures = generation_quality(model, split, runs[label], traced, judged)
         rows.append(
             {
                 "graph": label,

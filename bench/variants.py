@@ -347,8 +347,12 @@ def decode_step_speedup(folder: Path, steps: int = 32, rounds: int = 5) -> float
     from transformers import AutoConfig
     from transformers.exporters import ExportedModel
 
+    from hfexport.report import REPORT_FILE, Report
+    from hfexport.worker.splits import split_for
     from hfexport.worker.validate import greedy_loop
 
+    # The export's own report (two folders up: executorch/xnnpack) names its split.
+    split = split_for(Report.from_dict(json.loads((folder.parent.parent / REPORT_FILE).read_text())).plan)
     with tempfile.TemporaryDirectory() as tmp:
         quantized = Path(tmp) / "8da4w"
         shutil.copytree(folder, quantized, ignore=shutil.ignore_patterns("*.pte"))
@@ -360,7 +364,7 @@ def decode_step_speedup(folder: Path, steps: int = 32, rounds: int = 5) -> float
         def loop(model, new_tokens):
             traced = {name: set(r.metadata.kwargs) for name, r in model.runners.items()}
             started = time.perf_counter()
-            greedy_loop(lambda c, **kw: model.runners[c](**kw), traced, prompt, config, False, new_tokens)
+            greedy_loop(split, lambda c, **kw: model.runners[c](**kw), traced, prompt, config, new_tokens)
             return time.perf_counter() - started
 
         per_step = {label: [] for label in models}

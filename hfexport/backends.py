@@ -70,9 +70,10 @@ class Backend:
     # Offered only when its packages are installed (OpenVINO); others are always listed.
     optional: bool = False
     runner_device: str | None = None
-    # `layout(out_dir, components) -> (Layout, {old file: new})`: rewrite the validated files as the
-    # ecosystem's loaders read them (`hfexport.layouts`), in the worker, after validation.
-    layout: Callable[[Any, list[str]], tuple[Any, dict[str, str]]] | None = None
+    # `layout(out_dir, components, decoder) -> (Layout, {old file: new})`: rewrite the validated files
+    # as the ecosystem's loaders read them (`hfexport.layouts`), in the worker, after validation;
+    # `decoder`: the component the split publishes as a decoder with past, if any.
+    layout: Callable[[Any, list[str], str | None], tuple[Any, dict[str, str]]] | None = None
     # `limits(plan) -> reason | None`: a model this backend's pinned exporter cannot export, said
     # up front (the backend is reported skipped with the reason) instead of failing mid-lowering.
     limits: Callable[[Any], str | None] | None = None
@@ -207,7 +208,7 @@ def _dynamo_limits(plan) -> str | None:
 def _executorch_limits(plan) -> str | None:
     if plan.sliding_window is not None:
         return _sliding_window_limit(plan)
-    if plan.modality == "audio" and "1" in plan.dynamic_axes.get("input_values", {}):
+    if "1" in plan.dynamic_axes.get("input_values", {}):  # raw audio, its length dynamic
         # Measured with executorch 1.4.1: torch.export keeps the conv encoder's length guards as
         # runtime asserts that use `**`, which ExecuTorch's symbolic ops lack; tracing lengths as a
         # multiple of the strides instead lowers, but XNNPACK then fails to propagate the shapes.

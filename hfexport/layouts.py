@@ -107,13 +107,14 @@ def as_decoder_with_past(model) -> bool:
     return True
 
 
-def onnx_layout(out_dir: Path, components: list[str]) -> tuple[Layout, dict[str, str]]:
+def onnx_layout(out_dir: Path, components: list[str], decoder: str | None = None) -> tuple[Layout, dict[str, str]]:
     """Rewrite each validated `<component>.onnx` (+ `.onnx.data`) in the loaders' layout, in place.
-    A decoder LLM's graph (and its variants: `decode_quantized.onnx` …) is renamed as a decoder
-    with past where it is one (a cache of keys and values only). Returns the layout and the files
-    it renamed (old name → new)."""
-    if components == ["decode"]:
-        renamed = _decoder_with_past(out_dir)
+    `decoder`: the component a decoder LLM's split publishes as a decoder with past
+    (`ExportSplit.loaders_decoder`): its graph and variants (`<decoder>_quantized.onnx` …) are
+    renamed so where they are one (a cache of keys and values only). Returns the layout and the
+    files it renamed (old name → new)."""
+    if decoder is not None and components == [decoder]:
+        renamed = _decoder_with_past(out_dir, decoder)
         if renamed:
             return Layout.DECODER_WITH_PAST, renamed
     for component in components:
@@ -131,19 +132,19 @@ def onnx_layout(out_dir: Path, components: list[str]) -> tuple[Layout, dict[str,
     return Layout.EXPORTER, {}
 
 
-def _decoder_with_past(out_dir: Path) -> dict[str, str]:
-    """`decode.onnx` and its variants renamed as a decoder with past; {} (nothing touched) if the
-    fp32 graph is not one."""
+def _decoder_with_past(out_dir: Path, decoder: str) -> dict[str, str]:
+    """`<decoder>.onnx` and its variants renamed as a decoder with past (`model.onnx` …); {}
+    (nothing touched) if the fp32 graph is not one."""
     import onnx_ir
 
-    if not as_decoder_with_past(onnx_ir.load(out_dir / "decode.onnx")):  # the graph alone, not its weights
+    if not as_decoder_with_past(onnx_ir.load(out_dir / f"{decoder}.onnx")):  # the graph alone, not its weights
         return {}
     renamed = {}
-    for graph in sorted(out_dir.glob("decode*.onnx")):
+    for graph in sorted(out_dir.glob(f"{decoder}*.onnx")):
         model = load_onnx(graph)
         if not as_decoder_with_past(model):
             continue
-        name = graph.name.replace("decode", "model", 1)
+        name = graph.name.replace(decoder, "model", 1)
         staged = out_dir / ".layout"
         staged.mkdir()
         written = write_onnx(model, staged, name)

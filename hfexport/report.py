@@ -24,12 +24,23 @@ from pathlib import Path
 from typing import Any, Literal
 
 REPORT_FILE = "hfexport-report.json"
-REPORT_SCHEMA = 2
+REPORT_SCHEMA = 3  # 3: the plan names its split (schema 2 listed components)
 
 Mode = Literal["single", "generation"]
 # "text-vision": two towers (CLIP, SigLIP), each with a batch of its own. "image-text": a prompt
 # of text and images for one decoder (LLaVA), the images in it as placeholder tokens.
 Modality = Literal["text", "vision", "audio", "text-vision", "image-text"]
+
+
+class Split(StrEnum):
+    """How an export is split into components; `worker/splits.py` holds one class per split, the
+    only place that knows its components. The plan chooses it (`pipeline/plan.py`); a split
+    registered outside these (`splits.register_split`) is named by its own string."""
+
+    SINGLE = "single"  # one graph
+    DECODER = "decoder"  # a decoder LLM's one decode program (prompt on an empty cache, then each token)
+    ENCODER_DECODER = "encoder-decoder"  # encoder, prefill, decode
+    IMAGE_TEXT_DECODER = "image-text-decoder"  # vision encoder, token embeddings, decode over embeddings
 
 
 class Figure(StrEnum):
@@ -125,7 +136,8 @@ class ExportPlan:
     mode: Mode
     modality: Modality
     is_encoder_decoder: bool
-    components: list[str]
+    # Which components the export has and how each is exported and judged: a `Split`.
+    split: str
     backends: list[str]
     # Exports run on CPU runtimes in float32; the CUDA partitioner casts to bfloat16 on its own.
     dtype: str = "float32"
@@ -149,9 +161,13 @@ class ExportPlan:
 
     @classmethod
     def from_dict(cls, data: dict) -> ExportPlan:
-        data = _known(cls, data)
+        known = _known(cls, data)
+        known.setdefault("split", _split_of_schema_2(data))
+        data = known
         data["sample"] = Shape(**data["sample"])
         data["validation"] = Shape(**data["validation"])
+        if data["split"] in Split._value2member_map_:
+            data["split"] = Split(data["split"])
         return cls(**data)
 
     def with_fixed_image_size(self) -> ExportPlan:
@@ -720,6 +736,16 @@ def one_line(text: str, limit: int = 300) -> str:
 
 def _json_float(value: float) -> float | str:
     return value if math.isfinite(value) else str(value)
+
+
+def _split_of_schema_2(plan: dict) -> Split:
+    """The split of a plan written before plans named theirs (report schema 2: its components)."""
+    components = plan.get("components") or []
+    if plan.get("mode") == "single":
+        return Split.SINGLE
+    if plan.get("is_encoder_decoder"):
+        return Split.ENCODER_DECODER
+    return Split.DECODER if len(components) == 1 else Split.IMAGE_TEXT_DECODER
 
 
 def _known(cls, data: dict) -> dict[str, Any]:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 from hfexport.pipeline.cache import cached
-from hfexport.report import REPORT_FILE, BackendResult, ExportPlan, Report, Source, Status
+from hfexport.report import REPORT_FILE, BackendResult, ExportPlan, Report, Source, Split, Status
 
 
 def _kept(folder, status: Status) -> None:
     plan = ExportPlan(
-        "feature-extraction", "BertModel", "BertModel", "bert", "single", "text", False, ["model"], ["onnx"]
+        "feature-extraction", "BertModel", "BertModel", "bert", "single", "text", False, Split.SINGLE, ["onnx"]
     )
     backend = BackendResult("onnx", status, "onnx", source_sha="a" * 40)
     folder.mkdir()

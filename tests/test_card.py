@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from hfexport.hub.card import END, START, opted_out, render_card
-from hfexport.report import ArtifactFile, BackendResult, Check, ExportPlan, Report, Source, Validation
+from hfexport.report import ArtifactFile, BackendResult, Check, ExportPlan, Report, Source, Split, Validation
 
 
 def _report(sha: str = "a" * 40) -> Report:
@@ -30,7 +30,7 @@ def _report(sha: str = "a" * 40) -> Report:
         "single",
         "text",
         False,
-        ["model"],
+        Split.SINGLE,
         ["onnx", "executorch"],
     )
     return Report(source=Source("hub", "o/m", sha), plan=plan, backends=[ok, bad])

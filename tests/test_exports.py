@@ -122,10 +122,10 @@ def test_llama_generation_split_token_parity(llama_generation_export, workspace)
     # The validation batch really is left-padded: padding is part of what the decoder promises.
     from transformers import AutoConfig
 
-    from hfexport.worker.inputs import build_inputs
+    from hfexport.worker.splits import split_for
 
     plan = report.plan
-    other = build_inputs(folder, AutoConfig.from_pretrained(folder), plan, plan.validation, seed=1)
+    other = split_for(plan).inputs(folder, AutoConfig.from_pretrained(folder), plan.validation, seed=1)
     assert (other["attention_mask"][:, 0] == 0).any() and (other["attention_mask"][:, -1] == 1).all()
     # Random weights with a scaled head: the tokens vary, so parity is not a coincidence of one repeated id.
     tokens = checks["generation_other_shape"].eager_tokens

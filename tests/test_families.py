@@ -17,7 +17,7 @@ import pytest
 
 import tiny_models
 from conftest import _exported, run_cli
-from hfexport.report import Status
+from hfexport.report import Split, Status
 
 # name, builder, the task its head decides, the backends, and an output only the head produces.
 FAMILIES = [
@@ -95,7 +95,7 @@ def test_an_encoder_decoder_with_its_shipped_generation_config_matches_generate_
     shipped = json.loads((folder / "generation_config.json").read_text())
     assert all(shipped[key] == value for key, value in rules.items())
     task = "automatic-speech-recognition-with-past" if name == "whisper" else "text2text-generation-with-past"
-    assert report.plan.task == task and report.plan.components == ["encoder", "prefill", "decode"]
+    assert report.plan.task == task and report.plan.split == Split.ENCODER_DECODER
     for b in report.backends:
         assert b.status == Status.OK, (b.backend, b.error)
         for check in b.validation.checks:
@@ -137,7 +137,7 @@ def test_an_image_text_model_matches_generate_over_its_vision_encoder_embeddings
     generate() token for token, on another batch and length than traced, on every CPU runtime."""
     folder, report = _exported(workspace, "llava", tiny_models.llava, backends="dynamo,onnx,executorch")
     assert report.plan.task == "image-text-to-text" and report.plan.modality == "image-text"
-    assert report.plan.components == ["vision_encoder", "embed_tokens", "decode"]
+    assert report.plan.split == Split.IMAGE_TEXT_DECODER
     for b in report.backends:
         assert b.status == Status.OK, (b.backend, b.error)
         assert b.inputs["vision_encoder"] == ["pixel_values"] and "inputs_embeds" in b.inputs["decode"], b.inputs

@@ -5,22 +5,23 @@ from __future__ import annotations
 
 import torch
 
-from hfexport.worker.inputs import build_inputs
 from hfexport.pipeline.plan import Shape, make_plan
+from hfexport.report import Split
+from hfexport.worker.splits import split_for
 
 import tiny_models
 
 
 def test_plans_follow_the_architecture(tmp_path):
     bert = make_plan(tiny_models.bert(tmp_path / "bert"), ["onnx"])
-    assert (bert.task, bert.mode, bert.components, bert.modality) == ("feature-extraction", "single", ["model"], "text")
+    assert (bert.task, bert.mode, bert.split, bert.modality) == ("feature-extraction", "single", Split.SINGLE, "text")
     assert bert.dynamic_axes["input_ids"] == {"0": ["batch", 1, 64], "1": ["sequence", 1, 128]}
     llama = make_plan(tiny_models.llama(tmp_path / "llama"), ["onnx"])
-    assert (llama.task, llama.mode, llama.components) == ("text-generation-with-past", "generation", ["decode"])
+    assert (llama.task, llama.mode, llama.split) == ("text-generation-with-past", "generation", Split.DECODER)
     single = make_plan(tmp_path / "llama", ["onnx"], task="text-generation")
-    assert (single.mode, single.components) == ("single", ["model"])
+    assert (single.mode, single.split) == ("single", Split.SINGLE)
     t5 = make_plan(tiny_models.t5(tmp_path / "t5"), ["onnx"])
-    assert t5.components == ["encoder", "prefill", "decode"] and t5.is_encoder_decoder
+    assert t5.split == Split.ENCODER_DECODER and t5.is_encoder_decoder
     vit = make_plan(tiny_models.vit(tmp_path / "vit"), ["onnx"])
     assert (vit.modality, vit.task, vit.dynamic_axes) == (
         "vision",
@@ -41,7 +42,7 @@ def test_plans_follow_the_architecture(tmp_path):
 def test_text_inputs_use_the_tokenizer_and_pad(tmp_path):
     folder = tiny_models.minilm_folder()
     plan = make_plan(folder, ["onnx"])
-    inputs = build_inputs(folder, None, plan, plan.validation, seed=1)
+    inputs = split_for(plan).inputs(folder, None, plan.validation, seed=1)
     assert inputs["input_ids"].shape == (plan.validation.batch, plan.validation.sequence)
     assert inputs["input_ids"][:, 0].eq(101).all()  # [CLS]: real tokenizer output, not random ids
     assert (inputs["attention_mask"] == 0).any()  # a padded row
@@ -52,7 +53,7 @@ def test_decoders_are_left_padded(tmp_path):
 
     folder = tiny_models.llama(tmp_path / "llama")
     plan = make_plan(folder, ["onnx"])
-    inputs = build_inputs(folder, AutoConfig.from_pretrained(folder), plan, plan.sample, seed=0)
+    inputs = split_for(plan).inputs(folder, AutoConfig.from_pretrained(folder), plan.sample, seed=0)
     mask = inputs["attention_mask"]
     assert (mask[:, -1] == 1).all() and (mask[:, 0] == 0).any()
 
@@ -63,7 +64,9 @@ def test_vision_and_audio_inputs_go_through_the_repos_preprocessor(tmp_path):
     vit = tiny_models.vit(tmp_path / "vit")
     ViTImageProcessor(size={"height": 32, "width": 32}, image_mean=[0.5] * 3, image_std=[0.5] * 3).save_pretrained(vit)
     plan = make_plan(vit, ["onnx"])
-    pixels = build_inputs(vit, ViTConfig.from_pretrained(vit), plan, Shape(batch=3, sequence=8), seed=0)["pixel_values"]
+    pixels = split_for(plan).inputs(vit, ViTConfig.from_pretrained(vit), Shape(batch=3, sequence=8), seed=0)[
+        "pixel_values"
+    ]
     assert (
         pixels.shape == (3, 3, 32, 32) and -1.0 <= pixels.min() and pixels.max() <= 1.0
     )  # normalised by the processor
@@ -93,6 +96,6 @@ def test_vision_and_audio_inputs_go_through_the_repos_preprocessor(tmp_path):
     WhisperFeatureExtractor(feature_size=16).save_pretrained(whisper)
     plan = make_plan(whisper, ["onnx"])
     assert plan.modality == "audio" and plan.task == "automatic-speech-recognition-with-past"
-    inputs = build_inputs(whisper, config, plan, plan.sample, seed=0)
+    inputs = split_for(plan).inputs(whisper, config, plan.sample, seed=0)
     assert inputs["input_features"].shape == (plan.sample.batch, 16, 3000)
     assert inputs["decoder_input_ids"].shape == (plan.sample.batch, plan.sample.decoder_prompt)

@@ -14,6 +14,7 @@ from hfexport.report import (
     ExportPlan,
     Report,
     Source,
+    Split,
     Status,
     Validation,
     format_diff,
@@ -24,7 +25,7 @@ from hfexport.report import (
 
 def _report() -> Report:
     plan = ExportPlan(
-        "feature-extraction", "BertModel", "BertModel", "bert", "single", "text", False, ["model"], ["onnx"]
+        "feature-extraction", "BertModel", "BertModel", "bert", "single", "text", False, Split.SINGLE, ["onnx"]
     )
     checks = [Check("sample", {"last_hidden_state": 2e-6}), Check("other_shape", {"last_hidden_state": float("inf")})]
     ok = BackendResult(
@@ -132,3 +133,22 @@ def test_a_worker_job_crosses_the_process_boundary_whole():
 
     job = WorkerJob("onnx", "hfexport.backends", _report().plan, "/models/m", "/out/onnx", use_safetensors=False)
     assert WorkerJob.from_json(job.to_json()) == job
+
+
+def test_a_schema_2_plan_is_read_with_the_split_its_components_meant():
+    base = _report().plan.to_dict()
+    del base["split"]
+    cases = [
+        ({"mode": "single", "components": ["model"]}, Split.SINGLE),
+        ({"mode": "generation", "components": ["decode"]}, Split.DECODER),
+        (
+            {"mode": "generation", "is_encoder_decoder": True, "components": ["encoder", "prefill", "decode"]},
+            Split.ENCODER_DECODER,
+        ),
+        ({"mode": "generation", "components": ["vision_encoder", "embed_tokens", "decode"]}, Split.IMAGE_TEXT_DECODER),
+    ]
+    for fields_, split in cases:
+        plan = ExportPlan.from_dict({**base, **fields_})
+        assert plan.split is split, (fields_, plan.split)
+    # A split registered outside hfexport's own keeps its name.
+    assert ExportPlan.from_dict({**base, "split": "toy"}).split == "toy"

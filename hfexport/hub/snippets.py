@@ -16,8 +16,10 @@ says so and shows them, and a greedy step with ONNX Runtime alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..backends import get_backend
-from ..report import BackendResult, Layout, Report
+from ..report import BackendResult, Layout, Report, Split
 
 # Sentences of different lengths, so the batch is padded as real traffic is.
 _PROMPT = '"hfexport validated this file against the original model."'
@@ -32,6 +34,7 @@ def _header(repo_id: str) -> list[str]:
 
 
 # transformers.js's pipeline for our task, and the call that shows its output.
+_JS_FEEDS = "text"  # the modality the pipeline calls below feed (a vision model's feature-extraction takes images)
 _JS_PIPELINES = {
     "feature-extraction": ("feature-extraction", f'[{_PROMPT}, "Short one."]', "console.log(output.dims);"),
     "text-generation-with-past": (
@@ -46,15 +49,14 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
     """transformers.js (`@huggingface/transformers` on npm) running the ONNX folder's fp32 graph
     through its pipeline for the task, or None where it has none or the repo no preprocessor."""
     pipe = _JS_PIPELINES.get(report.plan.task)
-    # Text models only: the calls below feed text (a vision model's feature-extraction takes images).
     if (
         b.backend != "onnx"
         or pipe is None
-        or report.plan.modality != "text"
+        or report.plan.modality != _JS_FEEDS
         or not _has_preprocessor(report, repo_files)
     ):
         return None
-    if report.plan.mode != "single" and b.layout != Layout.DECODER_WITH_PAST:
+    if report.plan.split != Split.SINGLE and b.layout != Layout.DECODER_WITH_PAST:
         return None
     task, call, show = pipe
     # Past 2 GB the weights sit in `model.onnx_data`, which transformers.js fetches when told to (it
@@ -114,26 +116,31 @@ def _has_preprocessor(report: Report, repo_files: set[str] | None) -> bool:
     return repo_files is None or any(name in repo_files for name in wanted)
 
 
+# Lines making `inputs` (tensors of the given kind: "pt", "np") with the repo's own preprocessor,
+# by modality; the others (audio, two towers) get loading alone.
+_INPUT_LINES: dict[str, Callable[[str], list[str]]] = {
+    "text": lambda tensors: [
+        "from transformers import AutoTokenizer",
+        "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
+        f'inputs = tokenizer({_TEXTS}, padding=True, return_tensors="{tensors}")',
+    ],
+    "vision": lambda tensors: [
+        "from PIL import Image",
+        "from transformers import AutoImageProcessor",
+        "processor = AutoImageProcessor.from_pretrained(repo, revision=revision)",
+        f'inputs = processor(images=[Image.new("RGB", (96, 64), "teal")], return_tensors="{tensors}")',
+    ],
+}
+
+
 def _inputs(report: Report, tensors: str, repo_files: set[str] | None = None) -> list[str] | None:
     """Lines making `inputs` with the repo's own preprocessor, or None where hfexport cannot write
     them generically (generation, audio, a repo without a preprocessor: the card then shows loading alone)."""
     plan = report.plan
-    if plan.mode != "single" or not _has_preprocessor(report, repo_files):
+    lines = _INPUT_LINES.get(plan.modality)
+    if plan.split != Split.SINGLE or lines is None or not _has_preprocessor(report, repo_files):
         return None
-    if plan.modality == "text":
-        return [
-            "from transformers import AutoTokenizer",
-            "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
-            f'inputs = tokenizer({_TEXTS}, padding=True, return_tensors="{tensors}")',
-        ]
-    if plan.modality == "vision":
-        return [
-            "from PIL import Image",
-            "from transformers import AutoImageProcessor",
-            "processor = AutoImageProcessor.from_pretrained(repo, revision=revision)",
-            f'inputs = processor(images=[Image.new("RGB", (96, 64), "teal")], return_tensors="{tensors}")',
-        ]
-    return None
+    return lines(tensors)
 
 
 def _program(lines: list[str]) -> list[str]:
@@ -153,11 +160,14 @@ _DECODE_FEED = {
 }
 
 
-def _decode_call(b: BackendResult) -> list[str] | None:
-    """A decoder LLM's `decode` program run on a real prompt: on an empty cache (every layer
-    holding zero positions), as it takes any prompt before the tokens that follow it."""
-    traced = b.inputs.get("decode")
-    if b.components != ["decode"] or not traced or any(name not in _DECODE_FEED for name in traced):
+def _decode_call(report: Report, b: BackendResult) -> list[str] | None:
+    """A decoder LLM's one program run on a real prompt: on an empty cache (every layer holding
+    zero positions), as it takes any prompt before the tokens that follow it."""
+    if report.plan.split != Split.DECODER or len(b.components) != 1:
+        return None
+    component = b.components[0]
+    traced = b.inputs.get(component)
+    if not traced or any(name not in _DECODE_FEED for name in traced):
         return None
     feed = ", ".join(f"{name}={_DECODE_FEED[name]}" for name in traced)
     return [
@@ -175,7 +185,7 @@ def _decode_call(b: BackendResult) -> list[str] | None:
         "    empty = torch.zeros(1, heads, 0, head_dim)",
         "    cache.update(empty, empty.clone(), layer)",
         'length = inputs["input_ids"].shape[1]',
-        f'outputs = model.runners["decode"]({feed})',
+        f'outputs = model.runners["{component}"]({feed})',
         'print(tuple(outputs.logits.shape), "next token:", tokenizer.decode(outputs.logits[0, -1].argmax()))',
     ]
 
@@ -192,7 +202,7 @@ def exported_model_block(
         *_header(repo_id),
         f'model = ExportedModel.from_pretrained(repo, subfolder="{b.subfolder}", revision=revision{trust})',
     ]
-    decode = _decode_call(b) if report.plan.mode != "single" and _has_preprocessor(report, repo_files) else None
+    decode = _decode_call(report, b) if _has_preprocessor(report, repo_files) else None
     if inputs is not None:
         lines += [
             *inputs,

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..backends import parse_backends
 from ..errors import ConfigError, RemoteCodeError, UnsupportedArchitectureError
-from ..report import ExportPlan, Modality, Shape
+from ..report import ExportPlan, Modality, Shape, Split
 from ..tasks import TASKS, Task, auto_classes_of, supported_tasks, task_of_head
 
 __all__ = ["TASKS", "Task", "ExportPlan", "Shape", "check_request", "make_plan"]
@@ -116,12 +116,13 @@ def make_plan(
             "Add the model's processor to the repo (processor.save_pretrained(folder)), as its users need it too.",
         )
     is_enc_dec = bool(getattr(config, "is_encoder_decoder", False))
-    if mode == "generation" and modality == "image-text":
-        components = ["vision_encoder", "embed_tokens", "decode"]
-    elif mode == "generation":
-        components = ["encoder", "prefill", "decode"] if is_enc_dec else ["decode"]
+    # The one place the split is decided; `worker/splits.py` knows what each is made of.
+    if mode == "single":
+        split = Split.SINGLE
+    elif modality == "image-text":
+        split = Split.IMAGE_TEXT_DECODER
     else:
-        components = ["model"]
+        split = Split.ENCODER_DECODER if is_enc_dec else Split.DECODER
 
     plan = ExportPlan(
         task=task,
@@ -131,7 +132,7 @@ def make_plan(
         mode=mode,
         modality=modality,
         is_encoder_decoder=is_enc_dec,
-        components=components,
+        split=split,
         backends=list(backends),
         trust_remote_code=trust_remote_code,
         auto_class=auto_class,

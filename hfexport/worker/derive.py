@@ -10,7 +10,14 @@ from __future__ import annotations
 import traceback
 from pathlib import Path
 
-from ..report import Shape, describe_error
+from typing import TYPE_CHECKING, Any
+
+from ..report import Shape, VariantResult, describe_error
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .splits import Exporting, ExportSplit
 
 
 def _reported(figures: dict[str, float]) -> dict:
@@ -20,7 +27,9 @@ def _reported(figures: dict[str, float]) -> dict:
     return {k: round(v, 6) if math.isfinite(v) else str(v) for k, v in figures.items()}
 
 
-def rejudge_published(variant, run, model, traced: dict, prompt: dict, plan, out_dir: Path) -> None:
+def rejudge_published(
+    variant: VariantResult, split: ExportSplit, run, model, traced: dict, prompt: dict, out_dir: Path
+) -> None:
     """A generation variant judged again on its published file (renamed for the loaders): its
     figures are replaced by that file's, and a file that now misses its thresholds is removed."""
     from ..report import Status
@@ -28,14 +37,15 @@ def rejudge_published(variant, run, model, traced: dict, prompt: dict, plan, out
     from .validate import generation_quality
 
     try:
-        figures = generation_quality(model, run, traced, prompt, plan)
+        figures = generation_quality(model, split, run, traced, prompt)
         missed = misses(figures, variant.thresholds)
     except Exception as e:
         missed = [f"{type(e).__name__}: {describe_error(e)}"]
         figures = {}
     variant.quality = _reported(figures) or variant.quality
     if missed:
-        (out_dir / variant.file).unlink(missing_ok=True)
+        if variant.file:
+            (out_dir / variant.file).unlink(missing_ok=True)
         variant.status, variant.file = Status.FAILED, None
         variant.error = "as published for the loaders: " + ", ".join(missed) + " (not published)"
 
@@ -45,19 +55,17 @@ CALIBRATION = Shape(batch=4, sequence=16)
 
 
 def run_variants(
-    plan,
-    backend,
-    model,
-    loaded,
+    split: ExportSplit,
+    exporting: Exporting,
+    model: Any,
+    loaded: Any,
     out_dir: Path,
     sample: dict,
     other: dict,
     *,
     calibration: list[dict],
-    export,
-    make_config,
-    stage,
-) -> list:
+    stage: Callable[[str], None],
+) -> list[VariantResult]:
     """Derive each variant the plan asks for and this backend offers (`hfexport.variants`), judge it
     against eager fp32 on the validation inputs (another shape than trace and calibration), time
     it against the fp32 artifact on the same runtime, and keep its file only if it passed.
@@ -72,13 +80,21 @@ def run_variants(
     import torch
     from transformers.exporters import ExportedModel
 
-    from ..report import Status, VariantResult
+    from ..report import Status
     from ..variants import VARIANTS, VariantJob, misses, thresholds_for, variants_of
     from .validate import generation_quality, greedy_loop, paired_speedup, quality_figures
 
+    plan, backend = split.plan, exporting.backend
     wanted = variants_of(backend.name, plan.variants)
-    single = plan.mode == "single"
-    components = list(plan.components)
+    single = not split.generates
+    components = list(split.components)
+
+    def make_config():
+        return split.program_config(exporting, sample)
+
+    def export(of_model, inputs: dict, config):
+        return split.export_program(exporting, of_model, inputs, config)
+
     base_bytes = sum(p.stat().st_size for p in out_dir.iterdir() if p.is_file() and p.suffix != ".json")
     if single:
         with torch.inference_mode():
@@ -112,8 +128,8 @@ def run_variants(
             )
             results.append(outcome)
             continue
-        with tempfile.TemporaryDirectory(prefix=f"variant-{variant.kind}-") as work:
-            work = Path(work)
+        with tempfile.TemporaryDirectory(prefix=f"variant-{variant.kind}-") as work_name:
+            work = Path(work_name)
 
             def job_for(component: str) -> VariantJob:
                 (work / component).mkdir()
@@ -137,7 +153,7 @@ def run_variants(
                     folder, options = _derive_per_component(variant, job_for, components, out_dir, work)
                 outcome.kept_in_float = list(options.get("kept_in_float", []))
                 outcome.runtime_ops = list(options.get("runtime_ops", []))
-                candidate = ExportedModel.from_pretrained(folder, device=backend.runner_device)
+                candidate: Any = ExportedModel.from_pretrained(folder, device=backend.runner_device)
                 if single:
                     dtype = options.get("float_inputs")  # a float16 program takes float16 pixels/audio
                     feed = {
@@ -154,18 +170,13 @@ def run_variants(
                         return lambda component, **kwargs: of.runners[component](**kwargs)
 
                     dtype = getattr(torch, options.get("float_inputs", "float32"))
-                    figures = generation_quality(model, runner(candidate), traced, other, plan, cache_dtype=dtype)
-                    loop = {
-                        "run": None,
-                        "traced": traced,
-                        "prompt": other,
-                        "config": model.config,
-                        "is_encoder_decoder": plan.is_encoder_decoder,
-                        "new_tokens": plan.validation.new_tokens,
-                    }
+                    figures = generation_quality(model, split, runner(candidate), traced, other, cache_dtype=dtype)
+                    n = plan.validation.new_tokens
                     speedup = paired_speedup(
-                        lambda: greedy_loop(**{**loop, "run": runner(loaded)}),
-                        lambda: greedy_loop(**{**loop, "run": runner(candidate), "cache_dtype": dtype}),
+                        lambda: greedy_loop(split, runner(loaded), traced, other, model.config, n),
+                        lambda: greedy_loop(
+                            split, runner(candidate), traced, other, model.config, n, cache_dtype=dtype
+                        ),
                         {},
                     )
                 candidate = None  # the program released before the next variant loads
@@ -177,7 +188,7 @@ def run_variants(
                     outcome.size = sum(p.stat().st_size for p in packed)
                 else:  # the folder as a whole, its programs laid out as the fp32 ones are
                     if backend.layout is not None:
-                        backend.layout(folder, components)
+                        backend.layout(folder, components, None)
                     file = f"{variant.folder}/{components[0]}.{backend.suffix}"
                     packed = [folder.rename(work / variant.folder)]
                     outcome.size = sum(p.stat().st_size for p in packed[0].iterdir() if p.suffix != ".json")

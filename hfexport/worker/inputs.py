@@ -16,7 +16,8 @@ import torch
 
 from ..report import ExportPlan, Shape
 
-InputBuilder = Callable[[Path, object, ExportPlan, Shape, int], dict[str, torch.Tensor]]
+# builder(model_dir, config, plan, shape, seed, left) -> tensors; `left`: pad prompts on the left.
+InputBuilder = Callable[[Path, object, ExportPlan, Shape, int, bool], dict[str, torch.Tensor]]
 INPUT_BUILDERS: dict[str, InputBuilder] = {}
 
 
@@ -28,12 +29,12 @@ def register_inputs(modality: str) -> Callable[[InputBuilder], InputBuilder]:
     return decorate
 
 
-def build_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
-    """Inputs for the model's forward (single graph) or its `generate()` (generation split)."""
-    inputs = INPUT_BUILDERS[plan.modality](Path(model_dir), config, plan, shape, seed)
-    if plan.is_encoder_decoder and plan.mode == "generation":
-        inputs["decoder_input_ids"] = decoder_prompt(config, shape, seed, _generation_config(Path(model_dir)))
-    return inputs
+def build_inputs(
+    model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int, *, left: bool = False
+) -> dict[str, torch.Tensor]:
+    """The model's inputs of this modality and shape (the split adds what its components need:
+    `ExportSplit.inputs`). `left`: prompts padded on the left, as generation pads them."""
+    return INPUT_BUILDERS[plan.modality](Path(model_dir), config, plan, shape, seed, left)
 
 
 def speaks_languages(generation_config) -> bool:
@@ -41,7 +42,8 @@ def speaks_languages(generation_config) -> bool:
     return bool(getattr(generation_config, "lang_to_id", None)) and bool(getattr(generation_config, "task_to_id", None))
 
 
-def _generation_config(model_dir: Path):
+def generation_config_of(model_dir: Path):
+    """The repo's `generation_config.json`, or None (absent or unreadable)."""
     if not (model_dir / "generation_config.json").exists():
         return None
     from transformers import GenerationConfig
@@ -106,9 +108,10 @@ def _load_tokenizer(model_dir: Path):
 
 
 @register_inputs("text")
-def text_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
+def text_inputs(
+    model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
+) -> dict[str, torch.Tensor]:
     # Decoders are padded on the left (generation appends on the right); encoders on the right.
-    left = (plan.mode == "generation" and not plan.is_encoder_decoder) or plan.task == "text-generation"
     tokenizer = _load_tokenizer(model_dir)
     if tokenizer is not None:
         tokenizer.padding_side = "left" if left else "right"
@@ -145,7 +148,9 @@ def _ensure_padding(inputs: dict[str, torch.Tensor], pad_id: int, left: bool) ->
 
 
 @register_inputs("vision")
-def vision_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
+def vision_inputs(
+    model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
+) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     processor = _load_processor(model_dir, "AutoImageProcessor")
     vision = getattr(config, "vision_config", config)
@@ -164,7 +169,9 @@ def vision_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed:
 
 
 @register_inputs("audio")
-def audio_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
+def audio_inputs(
+    model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
+) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     extractor = _load_processor(model_dir, "AutoFeatureExtractor")
     if extractor is not None:
@@ -187,19 +194,23 @@ def audio_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: 
 
 
 @register_inputs("text-vision")
-def text_vision_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
+def text_vision_inputs(
+    model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
+) -> dict[str, torch.Tensor]:
     """Two towers (CLIP, SigLIP): texts through the text builder, and one image more than texts
     through the vision builder — the batches are independent, and equal ones would hide it."""
     from dataclasses import replace
 
     text_config = config.get_text_config()
-    texts = text_inputs(model_dir, text_config, plan, shape, seed)
-    images = vision_inputs(model_dir, config, plan, replace(shape, batch=shape.batch + 1), seed)
+    texts = text_inputs(model_dir, text_config, plan, shape, seed, left)
+    images = vision_inputs(model_dir, config, plan, replace(shape, batch=shape.batch + 1), seed, left)
     return {**texts, **images}
 
 
 @register_inputs("image-text")
-def image_text_inputs(model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
+def image_text_inputs(
+    model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
+) -> dict[str, torch.Tensor]:
     """A prompt of one image and a sentence per row, through the repo's own processor: it alone
     knows how many placeholder tokens an image takes (the plan refuses a repo without one).
     Sentences of different lengths, padded on the left as generation pads."""

@@ -6,8 +6,8 @@ it: `ExportedModel.from_pretrained(folder)` on the backend's own runtime. The ch
 - sample: the inputs the graph was traced with;
 - other shape: a different batch, sequence and (encoder-decoders) decoder prompt length, which is
   what catches an axis torch.export specialised;
-- generation: the exported components (encoder, prefill, decode; or vision encoder, embeddings and
-  decode) driven in a greedy loop must produce exactly the token ids of eager `generate()`, for
+- generation: the exported components driven in a greedy loop (each split's steps, from
+  `worker/splits.py`) must produce exactly the token ids of eager `generate()`, for
   `Shape.new_tokens` tokens (the plan's `validation` shape);
 - loaders_layout (a decoder LLM's ONNX): the same greedy loop on the graph renamed as a decoder
   with past, fed as optimum and transformers.js feed it (`decoder_with_past_run`).
@@ -78,62 +78,22 @@ def _first_line(e: Exception) -> str:
 # ── Generation: a greedy loop over components ────────────────────────────────
 
 
-def fresh_cache(config, is_encoder_decoder: bool):
-    """An empty cache like the one `generate()` hands the first forward."""
-    from transformers import DynamicCache, EncoderDecoderCache
-
-    if is_encoder_decoder:
-        return EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
-    return DynamicCache(config=config)
-
-
-def empty_cache(config, batch: int, dtype: torch.dtype = torch.float32):
-    """A cache whose every layer holds zero positions: what a decoder program traced on a filled
-    cache takes for the prompt (its inputs are the layers' tensors, so they must exist)."""
-    from transformers import DynamicCache
-
-    cache = DynamicCache(config=config)
-    text = config.get_text_config()
-    heads = text.num_attention_heads
-    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
-    kv_heads = getattr(text, "num_key_value_heads", None) or heads
-    for index in range(len(cache.layers)):
-        empty = torch.zeros(batch, kv_heads, 0, head_dim, dtype=dtype)
-        cache.update(empty, empty.clone(), index)
-    return cache
-
-
-def _positions(mask: torch.Tensor) -> torch.Tensor:
-    """Position ids as `generate()` derives them from a left-padded mask."""
-    positions = mask.long().cumsum(-1) - 1
-    return positions.masked_fill(mask == 0, 1)
-
-
-def _cache_of(output: Any):
-    for key in ("cache", "past_key_values"):
-        value = output.get(key) if isinstance(output, Mapping) else getattr(output, key, None)
-        if value is not None:
-            return value
-    raise ValueError("The prefill/decode output holds no cache to feed the next step.")
-
-
 def greedy_loop(
+    split,
     run: Run,
     traced: dict[str, set[str]],
     prompt: dict[str, torch.Tensor],
     config,
-    is_encoder_decoder: bool,
     new_tokens: int,
     processors: Callable | None = None,
     force: torch.Tensor | None = None,
     cache_dtype: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Greedy decoding over components: `encoder` (encoder-decoders), `prefill` (or, for one
-    decoder, `decode` on an empty cache), then `decode`. A decoder over embeddings (image-text)
-    gets its tokens through `embed_tokens`, and the prompt's images through `vision_encoder`, in
-    the places of their placeholder tokens.
+    """Greedy decoding over a split's components (`worker/splits.py`: its `start` on the prompt,
+    then a `step` per new token).
 
     Args:
+        split: the plan's `ExportSplit`, which knows its components and how each step feeds them.
         run: `run(component, **kwargs)` — an exported runner or the eager model, same interface.
         traced: per component, the kwargs it was traced with (only those are passed).
         prompt: `generate()` kwargs (input_ids/attention_mask, input_features, decoder_input_ids).
@@ -147,8 +107,10 @@ def greedy_loop(
 
     Returns:
         The new token ids `[batch, new_tokens]`, and the logits of each step.
+
+    Raises:
+        ValueError: a component takes inputs the split's steps do not build.
     """
-    from transformers.modeling_outputs import BaseModelOutput
 
     def call(component: str, **kwargs):
         known = traced[component]
@@ -157,88 +119,18 @@ def greedy_loop(
             raise ValueError(f"component {component!r} takes inputs the greedy loop cannot build: {missing}")
         return run(component, **{k: v for k, v in kwargs.items() if k in known})
 
-    tokens, logits_per_step = [], []
-    if is_encoder_decoder:
-        encoder_inputs = {k: v for k, v in prompt.items() if k != "decoder_input_ids"}
-        encoded = call("encoder", **encoder_inputs)
-        hidden = encoded["last_hidden_state"] if isinstance(encoded, Mapping) else encoded[0]
-        # The decoder graph was traced with the encoder's own output class (generate() ran the encoder):
-        # pass the same class, holding only the hidden state, or the program's input spec won't match.
-        output_class = type(encoded) if isinstance(encoded, Mapping) else BaseModelOutput
-        state = {
-            "attention_mask": prompt.get("attention_mask"),
-            "encoder_outputs": output_class(last_hidden_state=hidden),
-            "decoder_input_ids": prompt["decoder_input_ids"],
-        }
-        state = {k: v for k, v in state.items() if v is not None}
-        output = call("prefill", cache=fresh_cache(config, True), **state)
-        sequence = prompt["decoder_input_ids"]
-        for step in range(new_tokens):
-            next_token = _pick(output, processors, sequence, logits_per_step)
-            if force is not None:
-                next_token = force[:, step : step + 1]
-            tokens.append(next_token)
-            sequence = torch.cat([sequence, next_token], dim=-1)
-            if step + 1 < new_tokens:
-                state["decoder_input_ids"] = next_token
-                output = call("decode", cache=_cache_of(output), **state)
-    else:
-        mask = prompt["attention_mask"]
-        ids = prompt["input_ids"]
-        # One decoder (weights once): the prompt goes through `decode` on an empty cache.
-        merged = "prefill" not in traced
-        output = call(
-            "decode" if merged else "prefill",
-            **_token_inputs(call, traced, ids, prompt, config),
-            attention_mask=mask,
-            position_ids=_positions(mask),
-            cache_position=torch.arange(ids.shape[1]),
-            cache=empty_cache(config, ids.shape[0], cache_dtype) if merged else fresh_cache(config, False),
-        )
-        sequence = ids
-        for step in range(new_tokens):
-            next_token = _pick(output, processors, sequence, logits_per_step)
-            if force is not None:
-                next_token = force[:, step : step + 1]
-            tokens.append(next_token)
-            sequence = torch.cat([sequence, next_token], dim=-1)
-            if step + 1 < new_tokens:
-                mask = torch.cat([mask, torch.ones_like(next_token)], dim=-1)
-                output = call(
-                    "decode",
-                    **_token_inputs(call, traced, next_token),
-                    attention_mask=mask,
-                    position_ids=_positions(mask)[:, -1:],
-                    cache_position=torch.tensor([mask.shape[1] - 1]),
-                    cache=_cache_of(output),
-                )
+    tokens: list[torch.Tensor] = []
+    logits_per_step: list[torch.Tensor] = []
+    output, sequence, state = split.start(call, prompt, config, cache_dtype)
+    for step in range(new_tokens):
+        next_token = _pick(output, processors, sequence, logits_per_step)
+        if force is not None:
+            next_token = force[:, step : step + 1]
+        tokens.append(next_token)
+        sequence = torch.cat([sequence, next_token], dim=-1)
+        if step + 1 < new_tokens:
+            output = split.step(call, output, next_token, state)
     return torch.cat(tokens, dim=-1), logits_per_step
-
-
-def _token_inputs(
-    call: Run, traced: dict[str, set[str]], ids: torch.Tensor, prompt: dict | None = None, config=None
-) -> dict[str, torch.Tensor]:
-    """What the decoder takes for these tokens: their ids, or — a decoder over embeddings
-    (image-text) — their embeddings, with each of the prompt's images, one `vision_encoder` call
-    each, in its placeholder tokens' places (the merge `decompose_multimodal` leaves to the caller)."""
-    if "embed_tokens" not in traced:
-        return {"input_ids": ids}
-    embeds = _tensor(call("embed_tokens", input_ids=ids))
-    if prompt is not None and "pixel_values" in prompt:
-        images = prompt["pixel_values"]
-        features = torch.cat(
-            [_tensor(call("vision_encoder", pixel_values=images[i : i + 1])) for i in range(images.shape[0])]
-        )
-        placeholders = (ids == config.image_token_id).unsqueeze(-1)
-        embeds = embeds.masked_scatter(placeholders, features.to(embeds.dtype))
-    return {"inputs_embeds": embeds}
-
-
-def _tensor(output: Any) -> torch.Tensor:
-    """A one-output component's tensor, whichever way its runtime returns it."""
-    if isinstance(output, torch.Tensor):
-        return output
-    return next(iter(_named_tensors(output).values()))
 
 
 def decoder_with_past_run(path, config) -> Run:
@@ -319,26 +211,21 @@ def eager_generate(model, prompt: dict[str, torch.Tensor], new_tokens: int) -> t
     return out[:, start:], built[-1]
 
 
-def compare_generation(name: str, model, exported_run: Run, traced: dict[str, set[str]], prompt: dict, plan) -> Check:
-    """Token parity with eager `generate()` and logit diffs with the eager model in the same loop."""
-    from .components import eager_components
-
+def compare_generation(name: str, model, split, exported_run: Run, traced: dict[str, set[str]], prompt: dict) -> Check:
+    """Token parity with eager `generate()` and logit diffs with the eager model in the same loop
+    (`split`: the plan's `ExportSplit`, whose eager twins are the reference)."""
     check = Check(name)
-    config = model.config
-    eager = eager_components(model, plan)
+    config, n = model.config, split.plan.validation.new_tokens
+    eager = split.eager(model)
 
     def eager_run(component: str, **kwargs):
         return eager[component](**kwargs)
 
-    reference, processors = eager_generate(model, prompt, plan.validation.new_tokens)
+    reference, processors = eager_generate(model, prompt, n)
     with torch.inference_mode():
-        eager_tokens, eager_logits = greedy_loop(
-            eager_run, traced, prompt, config, plan.is_encoder_decoder, plan.validation.new_tokens, processors
-        )
+        eager_tokens, eager_logits = greedy_loop(split, eager_run, traced, prompt, config, n, processors)
         try:
-            tokens, logits = greedy_loop(
-                exported_run, traced, prompt, config, plan.is_encoder_decoder, plan.validation.new_tokens, processors
-            )
+            tokens, logits = greedy_loop(split, exported_run, traced, prompt, config, n, processors)
         except Exception as e:
             check.error = f"{type(e).__name__}: {_first_line(e)}"
             check.eager_tokens = reference.tolist()
@@ -394,29 +281,24 @@ def quality_figures(task: str, reference: Any, candidate: Any, inputs: dict) -> 
 
 
 def generation_quality(
-    model, run: Run, traced: dict[str, set[str]], prompt: dict, plan, cache_dtype: torch.dtype = torch.float32
+    model, split, run: Run, traced: dict[str, set[str]], prompt: dict, cache_dtype: torch.dtype = torch.float32
 ) -> dict[str, float]:
     """A generation variant against eager fp32: `token_agreement`, the share of the new tokens its
     greedy loop picks as eager `generate()` does, position by position; `logprob_delta_mean`, the
     mean |Δ log-prob| of eager's tokens when both are fed eager's continuation. `cache_dtype`: the
     variant's (float16 for a float16 program)."""
-    from .components import eager_components
-
-    config, n = model.config, plan.validation.new_tokens
-    eager = eager_components(model, plan)
+    config, n = model.config, split.plan.validation.new_tokens
+    eager = split.eager(model)
 
     def eager_run(component: str, **kwargs):
         return eager[component](**kwargs)
 
     reference, processors = eager_generate(model, prompt, n)
     with torch.inference_mode():
-        encoder_decoder = plan.is_encoder_decoder
-        tokens, _ = greedy_loop(run, traced, prompt, config, encoder_decoder, n, processors, cache_dtype=cache_dtype)
-        _, eager_logits = greedy_loop(
-            eager_run, traced, prompt, config, encoder_decoder, n, processors, force=reference
-        )
+        tokens, _ = greedy_loop(split, run, traced, prompt, config, n, processors, cache_dtype=cache_dtype)
+        _, eager_logits = greedy_loop(split, eager_run, traced, prompt, config, n, processors, force=reference)
         _, logits = greedy_loop(
-            run, traced, prompt, config, encoder_decoder, n, processors, force=reference, cache_dtype=cache_dtype
+            split, run, traced, prompt, config, n, processors, force=reference, cache_dtype=cache_dtype
         )
     deltas = []
     for step, (a, b) in enumerate(zip(eager_logits, logits)):

@@ -1,0 +1,431 @@
+"""How an export is split into components: one class per split, each the only place that knows
+its components' names, how they are exported, their eager twins and one greedy step.
+
+The plan names the split (`report.Split`, chosen once in `pipeline/plan.py`); the worker asks
+`split_for(plan)` and drives it without knowing which it is:
+
+- `SingleGraph` — one graph, `model`: encoders, classifiers, a causal LM head that cannot generate;
+- `Decoder` — a decoder LLM's one `decode` program: the prompt on an empty cache, then each new
+  token (weights once, no prefill copy);
+- `EncoderDecoder` — `encoder`, `prefill`, `decode` (T5, BART, Marian, Whisper): 5.24's
+  `export_for_generation` exports what `generate()` calls after the encoder, and the encoder is
+  exported on its own;
+- `ImageTextDecoder` — `vision_encoder`, `embed_tokens`, `decode` (LLaVA): the exporters leave an
+  image's features and the tokens' embeddings to the caller (`decompose_multimodal`), so each is
+  a graph of its own here, and the greedy loop merges them, as the runtime a user deploys does.
+
+Adding a split is writing one class here and decorating it with `@register_split(name)`; the
+tests register a toy one (`tests/test_structure.py`) and see it exported, validated and laid out.
+Every wrapper calls the model's own methods: nothing of the model is re-implemented here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+
+from ..report import Check, ExportPlan, Shape, Split
+from .inputs import build_inputs, decoder_prompt, generation_config_of, speaks_languages
+
+Call = Callable[..., Any]  # call(component, **kwargs) -> that component's output
+State = dict[str, Any]  # what a greedy loop carries from one step to the next
+
+SPLITS: dict[str, type[ExportSplit]] = {}
+
+
+def register_split(name: str) -> Callable[[type[ExportSplit]], type[ExportSplit]]:
+    """Register a split class under `name` (the plan's `split`)."""
+
+    def register(cls: type[ExportSplit]) -> type[ExportSplit]:
+        cls.name = name
+        SPLITS[name] = cls
+        return cls
+
+    return register
+
+
+def split_for(plan: ExportPlan) -> ExportSplit:
+    """The split the plan names, bound to that plan.
+
+    Raises:
+        KeyError: the plan names a split no class is registered for.
+    """
+    if plan.split not in SPLITS:
+        raise KeyError(f"no split {plan.split!r} is registered (known: {', '.join(sorted(SPLITS))})")
+    return SPLITS[plan.split](plan)
+
+
+@dataclasses.dataclass
+class Exporting:
+    """What every component is exported with: the backend's exporter and config, and torch.export
+    `Dim`s shared by name, so every input's batch axis is one symbol across the graph."""
+
+    plan: ExportPlan
+    backend: Any  # a `backends.Backend`
+    exporter: Any = None
+    dims: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from transformers.exporters import AutoHfExporter
+
+        self.exporter = AutoHfExporter.from_config({"export_format": self.backend.export_format})
+
+    def dynamic_shapes(self, inputs: Mapping[str, torch.Tensor]) -> dict:
+        """The plan's dynamic axes of these inputs, as torch.export takes them."""
+        from torch.export import Dim
+
+        shapes = {}
+        for name, tensor in inputs.items():
+            axes = self.plan.dynamic_axes.get(name, {})
+            shapes[name] = {
+                int(axis): self.dims.setdefault(dim, Dim(dim, min=low, max=high))
+                for axis, (dim, low, high) in axes.items()
+                if int(axis) < tensor.dim()
+            } or None
+        return shapes
+
+    def config(self, inputs: Mapping[str, torch.Tensor] | None = None, *, deferred: bool = False):
+        """The backend's export config: the plan's dynamic axes of `inputs`, or none (the exporter
+        marks every axis of a generation component itself: its cache is a pytree). `deferred`: a
+        conv encoder's guards become run-time checks (see below) where this exporter takes that."""
+        config = self.backend.make_config(self.dynamic_shapes(inputs) if inputs is not None else None)
+        sized = self.plan.modality == "audio" or "2" in self.plan.dynamic_axes.get("pixel_values", {})
+        if deferred and sized and hasattr(config, "prefer_deferred_runtime_asserts_over_guards"):
+            # A conv encoder's output length is a floor division of the samples (or pixels): torch.export
+            # cannot prove its guards for every length and would only take multiples of the strides.
+            # They hold for any real recording or processed image, so they become checks at run time.
+            config = dataclasses.replace(config, prefer_deferred_runtime_asserts_over_guards=True)
+        return config
+
+    def one(self, module, inputs: dict, config) -> Any:
+        """`module` exported as one graph: its program."""
+        exported = self.exporter.export(module, inputs, config)
+        return next(iter(exported.components.values()))
+
+
+class ExportSplit:
+    """One way of splitting an export into components. Subclasses declare their components and
+    override what differs; the worker calls these methods and nothing else decides by split."""
+
+    name: ClassVar[str]
+    components: ClassVar[tuple[str, ...]]
+    # Judged by a greedy loop against eager `generate()` (else by one forward per input set).
+    generates: ClassVar[bool] = True
+    # The component the ONNX layout publishes as a decoder with past (`Layout.DECODER_WITH_PAST`).
+    loaders_decoder: ClassVar[str | None] = None
+
+    def __init__(self, plan: ExportPlan):
+        self.plan = plan
+
+    # ── before export ──
+
+    def prepare(self, model) -> None:
+        """Set the eager model up as this split exports it (in place)."""
+        if speaks_languages(model.generation_config):
+            # Whisper's own generate() first runs a forward to detect the language, which the exporter
+            # would capture as the prefill. The language and task go in the decoder prompt explicitly
+            # (`inputs.decoder_prompt`), and transformers' base generate() is traced and judged.
+            from transformers.generation.utils import GenerationMixin
+
+            model.generate = types.MethodType(GenerationMixin.generate, model)
+
+    def pads_left(self) -> bool:
+        """Whether prompts are padded on the left (generation appends on the right)."""
+        return True
+
+    def inputs(self, model_dir: Path, config, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
+        """The inputs of one shape: the model's forward's, or its `generate()`'s."""
+        return build_inputs(model_dir, config, self.plan, shape, seed, left=self.pads_left())
+
+    # ── export ──
+
+    def export(self, x: Exporting, model, sample: dict):
+        """The `ExportedModel` of every component, traced on `sample`."""
+        return self.export_program(x, model, sample, self.program_config(x, sample))
+
+    def program_config(self, x: Exporting, sample: dict):
+        """The config `export_program` exports with (variants re-export through it)."""
+        return x.config(None, deferred=True)
+
+    def export_program(self, x: Exporting, model, inputs: dict, config):
+        """`model` exported as this split's one program: variants re-export a quantized or cast copy
+        of the model through it. A split of several programs has none (its variants transform each
+        saved program instead, `Variant.per_component`)."""
+        raise NotImplementedError(f"the {self.name} split exports several programs, not one")
+
+    # ── validate ──
+
+    def eager(self, model) -> dict[str, Callable]:
+        """The components on the eager model, by name: the reference the exports are run against."""
+        return {name: model for name in self.components}
+
+    def validate(self, model, loaded, traced: dict[str, set[str]], sample: dict, other: dict) -> list[Check]:
+        """The checks of a reloaded export: the sample, and inputs of another shape."""
+        from .validate import compare_generation
+
+        def exported_run(component: str, **kwargs):
+            return loaded.runners[component](**kwargs)
+
+        # The sample prompt and one of a different batch, length and (encoder-decoder) prompt length.
+        return [
+            compare_generation("generation_sample", model, self, exported_run, traced, sample),
+            compare_generation("generation_other_shape", model, self, exported_run, traced, other),
+        ]
+
+    def start(self, call: Call, prompt: dict, config, cache_dtype: torch.dtype) -> tuple[Any, torch.Tensor, State]:
+        """The greedy loop's first step on `prompt`: the output, the sequence it extends, the state."""
+        raise NotImplementedError
+
+    def step(self, call: Call, output: Any, token: torch.Tensor, state: State) -> Any:
+        """One greedy step: `token` (`[batch, 1]`) fed after the previous `output`."""
+        raise NotImplementedError
+
+
+@register_split(Split.SINGLE)
+class SingleGraph(ExportSplit):
+    components = ("model",)
+    generates = False
+
+    def prepare(self, model) -> None:
+        if hasattr(model.config, "use_cache"):
+            model.config.use_cache = False  # one graph, no cache in or out
+
+    def pads_left(self) -> bool:
+        return self.plan.task == "text-generation"  # a causal LM's logits, as generation pads
+
+    def program_config(self, x: Exporting, sample: dict):
+        return x.config(sample, deferred=True)
+
+    def export_program(self, x: Exporting, model, inputs: dict, config):
+        return x.exporter.export(model, inputs, config)
+
+    def validate(self, model, loaded, traced: dict[str, set[str]], sample: dict, other: dict) -> list[Check]:
+        from .validate import compare_forward
+
+        return [compare_forward("sample", model, loaded, sample), compare_forward("other_shape", model, loaded, other)]
+
+
+@register_split(Split.DECODER)
+class Decoder(ExportSplit):
+    components: ClassVar[tuple[str, ...]] = ("decode",)
+    loaders_decoder: ClassVar[str | None] = "decode"
+
+    def export_program(self, x: Exporting, model, inputs: dict, config):
+        from transformers.exporters.utils import decompose_for_generation
+
+        # Weights once: the exporter's multi-token decode takes the prompt on an empty cache as well
+        # as each new token, so this one program is the whole decoder (no prefill copy of the weights).
+        stages = decompose_for_generation(
+            model, dict(inputs), generation_config=model.generation_config, multi_token_decode=True
+        )
+        decoder, decoder_inputs = stages["decode"]
+        program = x.exporter.export(decoder, self.decode_inputs(model, decoder_inputs), config)
+        program.components = {"decode": program.components["model"]}
+        program.generation_config = model.generation_config
+        return program
+
+    def decode_inputs(self, model, inputs: dict) -> dict:
+        """The captured decode step's inputs as the program takes them."""
+        return inputs
+
+    def tokens(self, call: Call, ids: torch.Tensor, prompt: dict | None = None, config=None) -> dict:
+        """What the decoder takes for these tokens."""
+        return {"input_ids": ids}
+
+    def start(self, call: Call, prompt: dict, config, cache_dtype: torch.dtype) -> tuple[Any, torch.Tensor, State]:
+        mask, ids = prompt["attention_mask"], prompt["input_ids"]
+        # One decoder (weights once): the prompt goes through `decode` on an empty cache.
+        output = call(
+            "decode",
+            **self.tokens(call, ids, prompt, config),
+            attention_mask=mask,
+            position_ids=positions(mask),
+            cache_position=torch.arange(ids.shape[1]),
+            cache=empty_cache(config, ids.shape[0], cache_dtype),
+        )
+        return output, ids, {"mask": mask}
+
+    def step(self, call: Call, output: Any, token: torch.Tensor, state: State) -> Any:
+        state["mask"] = mask = torch.cat([state["mask"], torch.ones_like(token)], dim=-1)
+        return call(
+            "decode",
+            **self.tokens(call, token),
+            attention_mask=mask,
+            position_ids=positions(mask)[:, -1:],
+            cache_position=torch.tensor([mask.shape[1] - 1]),
+            cache=cache_of(output),
+        )
+
+
+@register_split(Split.IMAGE_TEXT_DECODER)
+class ImageTextDecoder(Decoder):
+    components = ("vision_encoder", "embed_tokens", "decode")
+    loaders_decoder = None  # transformers.js and optimum read such models' graphs by other names
+
+    def export(self, x: Exporting, model, sample: dict):
+        from transformers.exporters import ExportedModel
+
+        token_inputs = {"input_ids": sample["input_ids"]}
+        graphs = {
+            "vision_encoder": x.one(ImageFeatures(model), {"pixel_values": sample["pixel_values"][:1]}, x.config()),
+            "embed_tokens": x.one(TokenEmbeddings(model), token_inputs, x.config(token_inputs)),
+            "decode": self.export_program(x, model, sample, self.program_config(x, sample)).components["decode"],
+        }
+        return ExportedModel(
+            graphs, x.exporter.export_format, config=model.config, generation_config=model.generation_config
+        )
+
+    def decode_inputs(self, model, inputs: dict) -> dict:
+        # Fed the embeddings of its ids instead: the decoder of an image-text model reads embeddings,
+        # so the prompt's images can take their placeholders' places.
+        inputs = dict(inputs)
+        inputs["inputs_embeds"] = model.get_input_embeddings()(inputs.pop("input_ids"))
+        return inputs
+
+    def eager(self, model) -> dict[str, Callable]:
+        return {"vision_encoder": ImageFeatures(model), "embed_tokens": TokenEmbeddings(model), "decode": model}
+
+    def tokens(self, call: Call, ids: torch.Tensor, prompt: dict | None = None, config=None) -> dict:
+        # Their embeddings, with each of the prompt's images, one `vision_encoder` call each, in its
+        # placeholder tokens' places (the merge `decompose_multimodal` leaves to the caller).
+        embeds = one_tensor(call("embed_tokens", input_ids=ids))
+        if prompt is not None and "pixel_values" in prompt:
+            images = prompt["pixel_values"]
+            features = torch.cat(
+                [one_tensor(call("vision_encoder", pixel_values=images[i : i + 1])) for i in range(images.shape[0])]
+            )
+            placeholders = (ids == config.image_token_id).unsqueeze(-1)
+            embeds = embeds.masked_scatter(placeholders, features.to(embeds.dtype))
+        return {"inputs_embeds": embeds}
+
+
+@register_split(Split.ENCODER_DECODER)
+class EncoderDecoder(ExportSplit):
+    components = ("encoder", "prefill", "decode")
+
+    def pads_left(self) -> bool:
+        return False  # the encoder reads the whole prompt; the decoder has a prompt of its own
+
+    def inputs(self, model_dir: Path, config, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
+        inputs = super().inputs(model_dir, config, shape, seed)
+        inputs["decoder_input_ids"] = decoder_prompt(config, shape, seed, generation_config_of(Path(model_dir)))
+        return inputs
+
+    def export(self, x: Exporting, model, sample: dict):
+        exported = x.exporter.export_for_generation(
+            model, dict(sample), x.config(), generation_config=model.generation_config
+        )
+        # 5.24's export_for_generation leaves the encoder out: generate() runs it before the first
+        # captured forward. Export it on its own so the components run without the eager model.
+        encoder_inputs = self.encoder_inputs(sample)
+        encoder = x.one(model.get_encoder(), encoder_inputs, x.config(encoder_inputs))
+        exported.components = {"encoder": encoder, **exported.components}
+        return exported
+
+    @staticmethod
+    def encoder_inputs(prompt: dict) -> dict:
+        return {k: v for k, v in prompt.items() if k != "decoder_input_ids"}
+
+    def eager(self, model) -> dict[str, Callable]:
+        return {"encoder": model.get_encoder(), "prefill": model, "decode": model}
+
+    def start(self, call: Call, prompt: dict, config, cache_dtype: torch.dtype) -> tuple[Any, torch.Tensor, State]:
+        from transformers.modeling_outputs import BaseModelOutput
+
+        encoded = call("encoder", **self.encoder_inputs(prompt))
+        hidden = encoded["last_hidden_state"] if isinstance(encoded, Mapping) else encoded[0]
+        # The decoder graph was traced with the encoder's own output class (generate() ran the encoder):
+        # pass the same class, holding only the hidden state, or the program's input spec won't match.
+        output_class: Any = type(encoded) if isinstance(encoded, Mapping) else BaseModelOutput
+        state = {
+            "attention_mask": prompt.get("attention_mask"),
+            "encoder_outputs": output_class(last_hidden_state=hidden),
+            "decoder_input_ids": prompt["decoder_input_ids"],
+        }
+        state = {k: v for k, v in state.items() if v is not None}
+        return call("prefill", cache=fresh_cache(config, True), **state), prompt["decoder_input_ids"], state
+
+    def step(self, call: Call, output: Any, token: torch.Tensor, state: State) -> Any:
+        state["decoder_input_ids"] = token
+        return call("decode", cache=cache_of(output), **state)
+
+
+# ── Components the exporters leave to the caller, as modules that export as graphs of their own ──
+
+
+class ImageFeatures(torch.nn.Module):
+    """One image's features as the language model reads them: the vision tower, the layer and
+    tokens the config selects, the projector (`get_image_features`). One image per call: the
+    model returns a tensor per image, and torch.export cannot keep their number dynamic."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        return torch.stack(list(self.model.get_image_features(pixel_values=pixel_values).pooler_output))
+
+
+class TokenEmbeddings(torch.nn.Module):
+    """`input_ids` → the decoder's `inputs_embeds` (the model's own input embeddings)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.embeddings = model.get_input_embeddings()
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.embeddings(input_ids)
+
+
+# ── Caches and positions, as `generate()` builds them ────────────────────────
+
+
+def fresh_cache(config, is_encoder_decoder: bool):
+    """An empty cache like the one `generate()` hands the first forward."""
+    from transformers import DynamicCache, EncoderDecoderCache
+
+    if is_encoder_decoder:
+        return EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
+    return DynamicCache(config=config)
+
+
+def empty_cache(config, batch: int, dtype: torch.dtype = torch.float32):
+    """A cache whose every layer holds zero positions: what a decoder program traced on a filled
+    cache takes for the prompt (its inputs are the layers' tensors, so they must exist)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=config)
+    text = config.get_text_config()
+    heads = text.num_attention_heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    for index in range(len(cache.layers)):
+        empty = torch.zeros(batch, kv_heads, 0, head_dim, dtype=dtype)
+        cache.update(empty, empty.clone(), index)
+    return cache
+
+
+def positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids as `generate()` derives them from a left-padded mask."""
+    ids = mask.long().cumsum(-1) - 1
+    return ids.masked_fill(mask == 0, 1)
+
+
+def cache_of(output: Any):
+    for key in ("cache", "past_key_values"):
+        value = output.get(key) if isinstance(output, Mapping) else getattr(output, key, None)
+        if value is not None:
+            return value
+    raise ValueError("The prefill/decode output holds no cache to feed the next step.")
+
+
+def one_tensor(output: Any) -> torch.Tensor:
+    """A one-output component's tensor, whichever way its runtime returns it."""
+    if isinstance(output, torch.Tensor):
+        return output
+    return next(v for v in (output.values() if isinstance(output, Mapping) else output) if isinstance(v, torch.Tensor))
