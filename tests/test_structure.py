@@ -4,6 +4,7 @@ package of its own, no cycles), and a backend is one registered entry."""
 from __future__ import annotations
 
 import ast
+import json
 import re
 import subprocess
 import sys
@@ -200,3 +201,159 @@ def test_the_readme_lists_every_exit_code_the_enum_defines():
     readme = (ROOT / "README.md").read_text()
     listed = readme[readme.index("Exit codes (`hfexport.ExitCode`):") :].split("\n\n", 1)[0]
     assert {int(code) for code in re.findall(r"`(\d+)`", listed)} == {int(c) for c in ExitCode}
+
+
+# Names only `worker/splits.py` may spell as strings: the generation components, and the
+# modalities (which `pipeline/plan.py`, naming the split, reads too).
+_COMPONENTS = {"decode", "prefill", "encoder", "vision_encoder", "embed_tokens"}
+_MODALITIES = {"text", "vision", "audio", "text-vision", "image-text"}
+
+
+def _compared_strings(node: ast.Compare) -> set[str]:
+    found = set()
+    for side in [node.left, *node.comparators]:
+        items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+        found.update(i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str))
+    return found
+
+
+def test_only_splits_py_knows_component_names_and_only_it_and_the_plan_compare_modalities():
+    """A component's name is written in `worker/splits.py` alone (no `"decode"` anywhere else, not
+    even as a key); a modality is compared there and in the plan, which chooses the split."""
+    offenders = []
+    for path in (ROOT / "hfexport").rglob("*.py"):
+        where = str(path.relative_to(ROOT))
+        if where == "hfexport/worker/splits.py":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+            and isinstance(n.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in _COMPONENTS and id(node) not in docstrings:
+                offenders.append(f"{where}:{node.lineno} names component {node.value!r}")
+            if isinstance(node, ast.Compare) and where != "hfexport/pipeline/plan.py":
+                offenders += [
+                    f"{where}:{node.lineno} compares modality {s!r}" for s in _compared_strings(node) & _MODALITIES
+                ]
+    assert offenders == []
+
+
+# A toy split: a text encoder exported as two graphs, its token embeddings and the rest, chained.
+_TOY_SPLIT = """
+
+@register_split("toy-two-stage")
+class ToyTwoStage(ExportSplit):
+    components = ("embed", "body")
+    generates = False
+
+    def prepare(self, model) -> None:
+        model.config.use_cache = False
+
+    def pads_left(self) -> bool:
+        return False
+
+    def export(self, x: Exporting, model, sample: dict):
+        from transformers.exporters import ExportedModel
+
+        ids, mask = {"input_ids": sample["input_ids"]}, sample["attention_mask"]
+        axes = x.dynamic_shapes({"attention_mask": mask})["attention_mask"]  # batch and sequence, shared
+        body = {"inputs_embeds": model.get_input_embeddings()(ids["input_ids"]), "attention_mask": mask}
+        graphs = {
+            "embed": x.one(TokenEmbeddings(model), ids, x.config(ids)),
+            "body": x.one(model, body, x.backend.make_config({"inputs_embeds": axes, "attention_mask": axes})),
+        }
+        return ExportedModel(graphs, x.exporter.export_format, config=model.config)
+
+    def validate(self, model, loaded, traced, sample, other):
+        from .validate import compare_forward
+
+        def chained(**inputs):
+            embeds = one_tensor(loaded.runners["embed"](input_ids=inputs["input_ids"]))
+            return loaded.runners["body"](inputs_embeds=embeds, attention_mask=inputs["attention_mask"])
+
+        checks = (("sample", sample), ("other_shape", other))
+        return [compare_forward(name, model, chained, inputs) for name, inputs in checks]
+"""
+
+_TOY_RUN = """
+import json, sys
+import hfexport, hfexport.pipeline.plan as planning
+
+assert hfexport.__file__.startswith(sys.argv[3]), hfexport.__file__
+make_plan = planning.make_plan
+
+def named(*args, **kwargs):  # the plan naming the toy split, as it names the others
+    plan = make_plan(*args, **kwargs)
+    plan.split = "toy-two-stage"
+    return plan
+
+planning.make_plan = named
+report = hfexport.export(sys.argv[1], sys.argv[2], backends="onnx,dynamo")
+print(json.dumps(report.to_dict()))
+"""
+
+
+def test_a_split_registered_in_splits_py_alone_is_exported_validated_and_laid_out(tmp_path):
+    """A copy of hfexport whose only change is one class appended to `worker/splits.py`: the
+    worker exports its two components, validates them chained on another shape, and the ONNX
+    layout writes each as a self-contained graph that ONNX Runtime runs alone."""
+    import shutil
+
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+    from transformers import BertModel
+
+    import tiny_models
+
+    copy = tmp_path / "copy"
+    shutil.copytree(ROOT / "hfexport", copy / "hfexport", ignore=shutil.ignore_patterns("__pycache__"))
+    splits = copy / "hfexport" / "worker" / "splits.py"
+    splits.write_text(splits.read_text() + _TOY_SPLIT)
+    changed = [
+        str(p.relative_to(copy))
+        for p in (copy / "hfexport").rglob("*.py")
+        if p.read_bytes() != (ROOT / p.relative_to(copy)).read_bytes()
+    ]
+    assert changed == ["hfexport/worker/splits.py"]
+
+    folder = tiny_models.bert(tmp_path / "bert", seed=3)
+    out = tmp_path / "out"
+    env = {**__import__("os").environ, "PYTHONPATH": str(copy)}
+    run = subprocess.run(
+        [sys.executable, "-c", _TOY_RUN, str(folder), str(out), str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["plan"]["split"] == "toy-two-stage"
+    for b in report["backends"]:
+        assert b["status"] == "ok", (b["backend"], b["error"], b.get("log_tail"))
+        assert b["components"] == ["embed", "body"] and b["inputs"]["embed"] == ["input_ids"], b
+        checks = {c["name"]: c for c in b["validation"]["checks"]}
+        assert set(checks) == {"sample", "other_shape"} and all(c["error"] is None for c in checks.values())
+    onnx = next(b for b in report["backends"] if b["backend"] == "onnx")
+    assert onnx["layout"] == "transformers.exporters"
+    # Laid out: each graph alone in a plain ONNX Runtime session, chained, matches eager.
+    embed = ort.InferenceSession(str(out / "onnx" / "embed.onnx"), providers=["CPUExecutionProvider"])
+    body = ort.InferenceSession(str(out / "onnx" / "body.onnx"), providers=["CPUExecutionProvider"])
+    ids = torch.randint(5, 90, (3, 11))
+    mask = torch.ones_like(ids)
+    embeds = embed.run(None, {"input_ids": ids.numpy()})[0]
+    names = [i.name for i in body.get_inputs()]
+    got = body.run(
+        None, dict(zip(names, [embeds, mask.numpy()] if names[0] == "inputs_embeds" else [mask.numpy(), embeds]))
+    )[0]
+    with torch.inference_mode():
+        want = BertModel.from_pretrained(folder).eval()(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert np.abs(got - want.numpy()).max() < 1e-4
