@@ -208,7 +208,7 @@ def _dynamo_limits(plan) -> str | None:
 def _executorch_limits(plan) -> str | None:
     if plan.sliding_window is not None:
         return _sliding_window_limit(plan)
-    if "1" in plan.dynamic_axes.get("input_values", {}):  # raw audio, its length dynamic
+    if 1 in plan.dynamic_axes.get("input_values", {}):  # raw audio, its length dynamic
         # Measured with executorch 1.4.1: torch.export keeps the conv encoder's length guards as
         # runtime asserts that use `**`, which ExecuTorch's symbolic ops lack; tracing lengths as a
         # multiple of the strides instead lowers, but XNNPACK then fails to propagate the shapes.

@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 REPORT_FILE = "hfexport-report.json"
 REPORT_SCHEMA = 3  # 3: the plan names its split (schema 2 listed components)
@@ -125,6 +125,19 @@ class Shape:
     image: list[int] | None = None
 
 
+class Axis(NamedTuple):
+    """One dynamic axis of an input: the torch.export dimension it is (inputs sharing a name share
+    the symbol), and its bounds."""
+
+    dim: str
+    min: int
+    max: int
+
+
+# Per input name, per axis index: the axis. JSON keeps the index as a string; `ExportPlan` reads it back.
+DynamicAxes = dict[str, dict[int, Axis]]
+
+
 @dataclass
 class ExportPlan:
     """What to export and how; the contract between `plan`, `export` and `validate`."""
@@ -145,7 +158,7 @@ class ExportPlan:
     validation: Shape = field(default_factory=lambda: Shape(batch=3, sequence=13, decoder_prompt=4))
     # Per input name, per axis: [dim name, min, max]. Only for single graphs and the encoder; the
     # generation components let the exporter mark every axis (the cache is a pytree).
-    dynamic_axes: dict[str, dict[str, list]] = field(default_factory=dict)
+    dynamic_axes: DynamicAxes = field(default_factory=dict)
     trust_remote_code: bool = False
     # A model whose classes live in its repo: the Auto class (from config.json's auto_map) that loads it.
     auto_class: str | None = None
@@ -166,6 +179,10 @@ class ExportPlan:
         data = known
         data["sample"] = Shape(**data["sample"])
         data["validation"] = Shape(**data["validation"])
+        data["dynamic_axes"] = {
+            name: {int(axis): Axis(*bounds) for axis, bounds in axes.items()}
+            for name, axes in data.get("dynamic_axes", {}).items()
+        }
         if data["split"] in Split._value2member_map_:
             data["split"] = Split(data["split"])
         return cls(**data)
@@ -175,7 +192,7 @@ class ExportPlan:
         (`Backend.fixed_image_size`): only the batch of `pixel_values` varies."""
         plan = ExportPlan.from_dict(self.to_dict())
         if "pixel_values" in plan.dynamic_axes:
-            plan.dynamic_axes["pixel_values"] = {"0": plan.dynamic_axes["pixel_values"]["0"]}
+            plan.dynamic_axes["pixel_values"] = {0: plan.dynamic_axes["pixel_values"][0]}
         plan.sample.image = plan.validation.image = None
         return plan
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from hfexport.pipeline.plan import Shape, make_plan
-from hfexport.report import Split
+from hfexport.report import Axis, Split
 from hfexport.worker.splits import split_for
 
 import tiny_models
@@ -15,7 +15,7 @@ import tiny_models
 def test_plans_follow_the_architecture(tmp_path):
     bert = make_plan(tiny_models.bert(tmp_path / "bert"), ["onnx"])
     assert (bert.task, bert.mode, bert.split, bert.modality) == ("feature-extraction", "single", Split.SINGLE, "text")
-    assert bert.dynamic_axes["input_ids"] == {"0": ["batch", 1, 64], "1": ["sequence", 1, 128]}
+    assert bert.dynamic_axes["input_ids"] == {0: Axis("batch", 1, 64), 1: Axis("sequence", 1, 128)}
     llama = make_plan(tiny_models.llama(tmp_path / "llama"), ["onnx"])
     assert (llama.task, llama.mode, llama.split) == ("text-generation-with-past", "generation", Split.DECODER)
     single = make_plan(tmp_path / "llama", ["onnx"], task="text-generation")
@@ -26,7 +26,7 @@ def test_plans_follow_the_architecture(tmp_path):
     assert (vit.modality, vit.task, vit.dynamic_axes) == (
         "vision",
         "image-classification",
-        {"pixel_values": {"0": ["batch", 1, 64]}},
+        {"pixel_values": {0: Axis("batch", 1, 64)}},
     )
     # The sample never has a size-1 axis, and validation differs from it on every varying axis.
     for plan in (bert, llama, t5, vit):

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..backends import parse_backends
 from ..errors import ConfigError, RemoteCodeError, UnsupportedArchitectureError
-from ..report import ExportPlan, Modality, Shape, Split
+from ..report import Axis, DynamicAxes, ExportPlan, Modality, Shape, Split
 from ..tasks import TASKS, Task, auto_classes_of, supported_tasks, task_of_head
 
 __all__ = ["TASKS", "Task", "ExportPlan", "Shape", "check_request", "make_plan"]
@@ -139,7 +139,7 @@ def make_plan(
         sliding_window=_sliding_window(config) if mode == "generation" else None,
     )
     plan.dynamic_axes = _dynamic_axes(plan, config, max_batch, getattr(model_class, "main_input_name", "input_ids"))
-    if "2" in plan.dynamic_axes.get("pixel_values", {}):
+    if 2 in plan.dynamic_axes.get("pixel_values", {}):
         # Multiples of 32 (what the processors of such models produce) and of other aspect ratios.
         plan.sample.image, plan.validation.image = [224, 288], [256, 192]
     return plan
@@ -366,31 +366,31 @@ def _max_positions(config) -> int:
     return 512
 
 
-def _dynamic_axes(plan: ExportPlan, config, max_batch: int, main_input: str) -> dict[str, dict[str, list]]:
+def _dynamic_axes(plan: ExportPlan, config, max_batch: int, main_input: str) -> DynamicAxes:
     """The axes a user varies, with bounds from the config. Only those; every other axis stays static."""
-    batch = ["batch", 1, max_batch]
+    batch = Axis("batch", 1, max_batch)
     if plan.modality == "vision":
         if _fixed_image_size(config):
-            return {"pixel_values": {"0": batch}}
+            return {"pixel_values": {0: batch}}
         # A convolutional model (DETR, SegFormer, GLPN) takes images of any size: its processor
         # resizes to a shortest edge and keeps the aspect ratio, so a fixed size would not do.
         # From 64: a 32-stride backbone's last feature map would specialise at one pixel.
-        return {"pixel_values": {"0": batch, "2": ["height", 64, 2048], "3": ["width", 64, 2048]}}
+        return {"pixel_values": {0: batch, 2: Axis("height", 64, 2048), 3: Axis("width", 64, 2048)}}
     if plan.modality == "text-vision":
         # Two towers: any number of texts against any number of images.
-        seq = ["sequence", 1, _max_positions(config.get_text_config())]
-        text = {name: {"0": batch, "1": seq} for name in ("input_ids", "attention_mask")}
-        return {**text, "pixel_values": {"0": ["images", 1, max_batch]}}
+        seq = Axis("sequence", 1, _max_positions(config.get_text_config()))
+        text = {name: {0: batch, 1: seq} for name in ("input_ids", "attention_mask")}
+        return {**text, "pixel_values": {0: Axis("images", 1, max_batch)}}
     if plan.modality == "image-text":
         # The vision encoder takes one image at a time (its features come out as one tensor per
         # image, which torch.export cannot keep dynamic in their number); the prompt is text.
-        seq = ["sequence", 1, _max_positions(config.get_text_config())]
-        return {name: {"0": batch, "1": seq} for name in ("input_ids", "attention_mask")}
+        seq = Axis("sequence", 1, _max_positions(config.get_text_config()))
+        return {name: {0: batch, 1: seq} for name in ("input_ids", "attention_mask")}
     if plan.modality == "audio":
         # Raw audio (wav2vec2's input_values) is as long as the recording: its time axis is dynamic,
         # from a tenth of a second at 16 kHz. Spectrogram encoders (Whisper) take a fixed number of frames.
         if main_input == "input_values":
-            return {"input_values": {"0": batch, "1": ["audio_samples", 1600, 16000 * 60]}}
-        return {main_input: {"0": batch}}
-    seq = ["sequence", 1, _max_positions(config)]
-    return {name: {"0": batch, "1": seq} for name in ("input_ids", "attention_mask", "token_type_ids")}
+            return {"input_values": {0: batch, 1: Axis("audio_samples", 1600, 16000 * 60)}}
+        return {main_input: {0: batch}}
+    seq = Axis("sequence", 1, _max_positions(config))
+    return {name: {0: batch, 1: seq} for name in ("input_ids", "attention_mask", "token_type_ids")}

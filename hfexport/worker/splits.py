@@ -83,9 +83,9 @@ class Exporting:
         for name, tensor in inputs.items():
             axes = self.plan.dynamic_axes.get(name, {})
             shapes[name] = {
-                int(axis): self.dims.setdefault(dim, Dim(dim, min=low, max=high))
-                for axis, (dim, low, high) in axes.items()
-                if int(axis) < tensor.dim()
+                index: self.dims.setdefault(axis.dim, Dim(axis.dim, min=axis.min, max=axis.max))
+                for index, axis in axes.items()
+                if index < tensor.dim()
             } or None
         return shapes
 
@@ -94,7 +94,7 @@ class Exporting:
         marks every axis of a generation component itself: its cache is a pytree). `deferred`: a
         conv encoder's guards become run-time checks (see below) where this exporter takes that."""
         config = self.backend.make_config(self.dynamic_shapes(inputs) if inputs is not None else None)
-        sized = self.plan.modality == "audio" or "2" in self.plan.dynamic_axes.get("pixel_values", {})
+        sized = self.plan.modality == "audio" or 2 in self.plan.dynamic_axes.get("pixel_values", {})
         if deferred and sized and hasattr(config, "prefer_deferred_runtime_asserts_over_guards"):
             # A conv encoder's output length is a floor division of the samples (or pixels): torch.export
             # cannot prove its guards for every length and would only take multiples of the strides.
