@@ -43,6 +43,17 @@ class Split(StrEnum):
     IMAGE_TEXT_DECODER = "image-text-decoder"  # vision encoder, token embeddings, decode over embeddings
 
 
+class VariantKind(StrEnum):
+    """What a variant changes: the graph (fused ops), or the precision of weights and activations."""
+
+    OPTIMIZED = "optimized"  # fp32, fused into the runtime's own ops
+    FP16 = "fp16"
+    INT8 = "int8"  # int8 weights; activations quantized at run time
+    # Decoder LLMs on device: int4 weights in groups on the linears, int8 activations quantized at
+    # run time (optimum-executorch's `--qlinear 8da4w`).
+    DA8W4 = "8da4w"
+
+
 class Figure(StrEnum):
     """The quality figures a variant is judged by against eager fp32 (`worker/validate.py` measures
     them, `variants.py` holds their thresholds, `format_quality` shows them)."""
@@ -313,7 +324,7 @@ class Validation:
 class VariantResult:
     """One smaller or faster variant of a backend's export, judged against eager fp32."""
 
-    kind: str
+    kind: VariantKind
     status: Status
     # The file in the backend's folder (absent when the variant failed: it is not published); for a
     # variant of every component, the first component's program in the variant's folder.
@@ -337,6 +348,7 @@ class VariantResult:
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
+        self.kind = VariantKind(self.kind)
 
     @property
     def ok(self) -> bool:
@@ -377,6 +389,83 @@ class WorkerJob:
     def from_json(cls, text: str) -> WorkerJob:
         data = _known(cls, json.loads(text))
         return cls(**{**data, "plan": ExportPlan.from_dict(data["plan"])})
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """What a push was asked beyond its backends: the task, the variants and their quality
+    thresholds. With the source sha it decides each backend's export (`publish.request_key`), so an
+    unchanged rerun is recognised before anything is downloaded."""
+
+    task: str = "auto"
+    variants: list[str] = field(default_factory=list)
+    min_quality: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """What the webhook service exports of every repo it watches: the backends and the task. A
+    queued job keeps it as the text `"onnx,dynamo|auto"` (`str`, `parse`), part of its dedup key."""
+
+    backends: tuple[str, ...]
+    task: str = "auto"
+
+    def __str__(self) -> str:
+        return f"{','.join(self.backends)}|{self.task}"
+
+    @classmethod
+    def parse(cls, text: str) -> JobPlan:
+        backends, _, task = text.partition("|")
+        return cls(tuple(name for name in backends.split(",") if name), task or "auto")
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What the parent asks `python -m hfexport.worker.plan` (on its stdin) for a model whose
+    config runs the repo's code; the other direction is a `PlanAnswer`."""
+
+    model_dir: str
+    backends: list[str]
+    task: str
+    trust_remote_code: bool
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> PlanRequest:
+        return cls(**_known(cls, json.loads(text)))
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """An `HfExportError` across a process boundary: its class name, cause and fix."""
+
+    type: str
+    cause: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class PlanAnswer:
+    """The planning child's answer, the last line of its stdout: the plan, or the error it raised."""
+
+    plan: ExportPlan | None = None
+    error: ErrorInfo | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"plan": self.plan.to_dict() if self.plan else None, "error": asdict(self.error) if self.error else None}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> PlanAnswer:
+        data = json.loads(text)
+        plan, error = data.get("plan"), data.get("error")
+        return cls(ExportPlan.from_dict(plan) if plan else None, ErrorInfo(**error) if error else None)
 
 
 @dataclass

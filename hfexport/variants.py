@@ -25,24 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .report import Figure
+from .report import Figure, VariantKind
 from .layouts import package_onnx, package_pte
-
-
-class VariantKind(StrEnum):
-    """What a variant changes: the graph (fused ops), or the precision of weights and activations."""
-
-    OPTIMIZED = "optimized"  # fp32, fused into the runtime's own ops
-    FP16 = "fp16"
-    INT8 = "int8"  # int8 weights; activations quantized at run time
-    # Decoder LLMs on device: int4 weights in groups on the linears, int8 activations quantized at
-    # run time (optimum-executorch's `--qlinear 8da4w`).
-    DA8W4 = "8da4w"
 
 
 # Quality figures (worker/validate) each kind must reach against eager fp32, on inputs of another

@@ -14,6 +14,7 @@ import torch
 
 from hfexport import push
 from hfexport.hub.publish import request_key
+from hfexport.report import ExportRequest
 
 from conftest import run_cli
 import tiny_models
@@ -129,7 +130,7 @@ def test_markers_from_other_accounts_and_malformed_ones_are_ignored(hub, account
         "backends": {
             "dynamo": {
                 "sha": new_sha,
-                "request": request_key("dynamo", {"task": "auto", "variants": [], "min_quality": {}}),
+                "request": request_key("dynamo", ExportRequest()),
             }
         },
     }

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from hfexport.entrypoints.service.executors import HfJobsExecutor
-from hfexport.entrypoints.service.queue import Job
+from hfexport.entrypoints.service.queue import Job, JobStatus
+from hfexport.report import JobPlan
 
 import tiny_models
 
@@ -241,8 +242,8 @@ def test_hf_jobs_executor_runs_on_the_hubs_jobs_endpoints(hub, accounts, tmp_pat
         id=1,
         repo_id=repo,
         head_sha=sha,
-        plan_key="dynamo|auto",
-        status="running",
+        plan=JobPlan(("dynamo",)),
+        status=JobStatus.RUNNING,
         attempts=1,
         result=None,
         error=None,
@@ -276,8 +277,8 @@ def test_hf_jobs_split_a_request_by_hardware_and_run_the_groups_in_parallel(hub,
         id=2,
         repo_id=repo,
         head_sha=sha,
-        plan_key="dynamo,executorch-cuda|auto",
-        status="running",
+        plan=JobPlan(("dynamo", "executorch-cuda")),
+        status=JobStatus.RUNNING,
         attempts=1,
         result=None,
         error=None,
@@ -340,8 +341,8 @@ def test_a_job_running_past_its_lease_is_not_started_twice(tmp_path):
             return {"action": "opened"}
 
     queue = JobQueue(tmp_path / "q.sqlite", lease_s=1, max_attempts=4)
-    job_id, _ = queue.enqueue("alice-svc/slow", "a" * 40, "dynamo|auto")
-    config = ServiceConfig(secret=SECRET, watch={"*"}, plan_key="dynamo|auto", workers=2)
+    job_id, _ = queue.enqueue("alice-svc/slow", "a" * 40, JobPlan(("dynamo",)))
+    config = ServiceConfig(secret=SECRET, watch={"*"}, plan=JobPlan(("dynamo",)), workers=2)
     workers = QueueWorkers(config, queue, SlowExecutor(), idle_s=0.05).start()
     try:
         deadline = time.monotonic() + 30
@@ -357,7 +358,7 @@ def test_only_the_lease_holder_can_finish_or_fail_a_job(tmp_path):
     from hfexport.entrypoints.service.queue import JobQueue
 
     queue = JobQueue(tmp_path / "q.sqlite", lease_s=0.2, max_attempts=3)
-    job_id, _ = queue.enqueue("alice-svc/lease", "b" * 40, "dynamo|auto")
+    job_id, _ = queue.enqueue("alice-svc/lease", "b" * 40, JobPlan(("dynamo",)))
     _, first = queue.claim()
     time.sleep(0.3)  # the first holder stalls past its lease; another worker takes the job
     job, second = queue.claim()

@@ -23,7 +23,7 @@ from ..pipeline.package import package, staging_folder
 from ..pipeline.plan import check_request, plan_isolated
 from ..pipeline.resolve import resolve
 from ..proc import FAULT_ENV, injected_fault
-from ..report import ExportPlan, PublishResult, Report, Source
+from ..report import ExportPlan, ExportRequest, PublishResult, Report, Source
 from ..settings import variants as default_variants
 from ..variants import parse_thresholds, parse_variants
 
@@ -161,7 +161,7 @@ def push(
         if not from_repo:
             raise
         raise ConfigError(f"{e.cause} (in the repo's .hfexport.yaml)", f"{e.fix} Or pass --variants.") from None
-    request = {"task": task, **wanted}
+    request = ExportRequest(task, **wanted)
     # Before downloading or planning: opted out, already published, or closed by a maintainer.
     early = decide(state, names, request, force=force)
     if early is not None:

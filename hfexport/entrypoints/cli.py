@@ -365,6 +365,7 @@ def serve(
     import uvicorn
 
     from ..backends import parse_backends
+    from ..report import JobPlan
     from .service import QueueWorkers, ServiceConfig, create_app
     from .service.executors import HfJobsExecutor, LocalExecutor
     from .service.queue import JobQueue
@@ -380,7 +381,7 @@ def serve(
         config = ServiceConfig(
             secret=secret,
             watch=set(watch),
-            plan_key=f"{names}|{task}",
+            plan=JobPlan(tuple(names.split(",")), task),
             workers=workers,
             max_attempts=max_attempts,
             read_token=read_token,

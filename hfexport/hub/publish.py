@@ -57,7 +57,7 @@ import json
 import re
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,7 @@ from ..report import (
     REPORT_FILE,
     ArtifactFile,
     BackendResult,
+    ExportRequest,
     PublishAction,
     PublishResult,
     Report,
@@ -134,6 +135,46 @@ class ThreadStatus(StrEnum):
     MERGED = "merged"
 
 
+@dataclass(frozen=True)
+class BackendMark:
+    """What our marker records of one backend on a thread: the source sha it was exported from and
+    the `request_key` of what was asked."""
+
+    sha: str
+    request: str
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One marker of ours, parsed: the nonce of the run that wrote it, and its backends."""
+
+    nonce: str
+    backends: dict[str, BackendMark]
+
+    def render(self) -> str:
+        """Versioned JSON in an HTML comment (`-->` cannot occur inside JSON strings we write: none
+        of the values holds it)."""
+        backends = {name: asdict(mark) for name, mark in self.backends.items()}
+        return "<!-- hfexport " + json.dumps({"v": MARKER_VERSION, "nonce": self.nonce, "backends": backends}) + " -->"
+
+    @classmethod
+    def parse(cls, raw: str) -> Marker | None:
+        """A marker of ours, or None for anything else (malformed, another version, wrong types)."""
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return None
+        if not isinstance(data, dict) or data.get("v") != MARKER_VERSION or not isinstance(data.get("nonce"), str):
+            return None
+        backends = data.get("backends")
+        if not isinstance(backends, dict) or not all(
+            isinstance(k, str) and isinstance(v, dict) and all(isinstance(v.get(f), str) for f in ("sha", "request"))
+            for k, v in backends.items()
+        ):
+            return None
+        return cls(data["nonce"], {k: BackendMark(v["sha"], v["request"]) for k, v in backends.items()})
+
+
 @dataclass
 class OurThread:
     """A PR or discussion we opened, with the state its latest marker of ours carries."""
@@ -141,7 +182,7 @@ class OurThread:
     num: int
     status: ThreadStatus
     is_pull_request: bool
-    backends: dict[str, dict]  # backend → {"sha": ..., "request": ...}
+    backends: dict[str, BackendMark]  # from its latest marker of ours
     nonces: set[str]
     closed_by_us: bool = False  # we closed it ourselves: superseded by an older PR of ours
 
@@ -250,13 +291,12 @@ def _read_settings(text: str | None) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def request_key(backend: str, request: dict) -> str:
+def request_key(backend: str, request: ExportRequest) -> str:
     """What the user asked for of one backend (`request`: task, variants, quality thresholds) that,
     with the source sha, decides its export: checked before the plan exists, so an unchanged rerun
     needs neither a download nor transformers."""
-    return hashlib.sha256(json.dumps([backend, request, installed("hfexport")], sort_keys=True).encode()).hexdigest()[
-        :16
-    ]
+    asked = [backend, request.to_dict(), installed("hfexport")]
+    return hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()[:16]
 
 
 # ── The rules ────────────────────────────────────────────────────────────────
@@ -272,7 +312,7 @@ class Decision:
     published: Report | None = None  # the report the PR will hold: every backend on it, with repo folders
     uploads: tuple[tuple[Path, str], ...] = ()  # (local file, path in the repo)
     deletes: tuple[str, ...] = ()  # files of ours on the PR that it no longer holds
-    markers: dict[str, dict] = field(default_factory=dict)  # per backend, for our marker
+    markers: dict[str, BackendMark] = field(default_factory=dict)  # per backend, for our marker
     notes: tuple[str, ...] = ()  # said in the PR and the card (e.g. exports moved beside the owner's)
     changed: tuple[str, ...] = ()  # backends whose files this commit replaces or removes
 
@@ -282,7 +322,12 @@ class Decision:
 
 
 def decide(
-    state: HubState, backends: list[str], request: dict, report: Report | None = None, *, force: bool = False
+    state: HubState,
+    backends: list[str],
+    request: ExportRequest,
+    report: Report | None = None,
+    *,
+    force: bool = False,
 ) -> Decision | None:
     """The rules of the module docstring, on `state` only (no Hub call).
 
@@ -298,11 +343,7 @@ def decide(
         if (
             pr is not None
             and pr.thread.is_open
-            and all(
-                pr.thread.backends.get(b, {}).get("sha") == state.sha
-                and pr.thread.backends.get(b, {}).get("request") == request_key(b, request)
-                for b in backends
-            )
+            and all(pr.thread.backends.get(b) == BackendMark(state.sha, request_key(b, request)) for b in backends)
         ):
             return Decision(PublishAction.UNCHANGED, pr.thread)
         return None
@@ -316,7 +357,7 @@ def decide(
     published, uploads, notes, changed = _merge(state, report, previous)
     markers = {
         b.backend: (pr.thread.backends.get(b.backend) if pr and b.backend not in report.plan.backends else None)
-        or {"sha": b.source_sha, "request": request_key(b.backend, request)}
+        or BackendMark(b.source_sha or state.sha, request_key(b.backend, request))
         for b in published.backends
     }
     kept = _manifest(published)
@@ -472,7 +513,7 @@ def apply(
     card = rendered.text
     for warning in rendered.warnings:
         log(f"warning: {warning}")
-    description = _description(published, decision.notes + rendered.warnings, marker(nonce, decision.markers))
+    description = _description(published, decision.notes + rendered.warnings, Marker(nonce, decision.markers).render())
     if dry_run:
         return PublishResult(PublishAction.DRY_RUN, repo_id, num, None, None, files, description, card, report)
 
@@ -586,7 +627,7 @@ def _report_failure(
     text = "\n".join(
         [f"hfexport could not produce any working export of commit `{state.sha[:12]}`:", ""]
         + [f"- **{b.backend}**: {b.status} — {b.public().error}" for b in report.backends]
-        + ["", marker(nonce, {})]
+        + ["", Marker(nonce, {}).render()]
     )
     if dry_run:
         return PublishResult(PublishAction.DRY_RUN, repo_id, description=text, report=report)
@@ -607,29 +648,6 @@ def _report_failure(
 
 
 # ── Texts ────────────────────────────────────────────────────────────────────
-
-
-def marker(nonce: str, backends: dict[str, dict]) -> str:
-    """Our hidden state: versioned JSON in an HTML comment (`-->` cannot occur inside JSON strings
-    we write: none of the values holds it)."""
-    return "<!-- hfexport " + json.dumps({"v": MARKER_VERSION, "nonce": nonce, "backends": backends}) + " -->"
-
-
-def _parse_marker(raw: str) -> dict | None:
-    """A marker of ours, or None for anything else (malformed, another version, wrong types)."""
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or data.get("v") != MARKER_VERSION or not isinstance(data.get("nonce"), str):
-        return None
-    backends = data.get("backends")
-    if not isinstance(backends, dict) or not all(
-        isinstance(k, str) and isinstance(v, dict) and all(isinstance(v.get(f), str) for f in ("sha", "request"))
-        for k, v in backends.items()
-    ):
-        return None
-    return data
 
 
 def _description(published: Report, notes: tuple[str, ...], hidden: str) -> str:
@@ -663,7 +681,7 @@ def _description(published: Report, notes: tuple[str, ...], hidden: str) -> str:
 
 
 def _update_comment(decision: Decision, state: HubState, description: str) -> str:
-    old = {s.get("sha") for s in decision.thread.backends.values()} - {None}
+    old = {mark.sha for mark in decision.thread.backends.values()}
     if old and old != {state.sha}:
         what = f"the model moved from `{sorted(old)[0][:12]}` to `{state.sha[:12]}`"
     else:
@@ -683,13 +701,14 @@ def _our_threads(api, repo_id: str, me: str, log: Log = lambda message: None) ->
         details = retry("read a pull request", lambda: api.get_discussion_details(repo_id, d.num))
         if details.author != me:
             continue
-        markers, closed_by = [], None
+        markers: list[Marker] = []
+        closed_by = None
         for event in details.events:
             if event.type == "status-change":
                 closed_by = event.author if getattr(event, "new_status", None) == ThreadStatus.CLOSED else None
             content = getattr(event, "content", None) or ""
             for raw in _MARKER.findall(content):
-                parsed = _parse_marker(raw) if event.author == me else None
+                parsed = Marker.parse(raw) if event.author == me else None
                 if parsed is None:
                     who = "" if event.author == me else f" by {event.author}"
                     log(
@@ -704,8 +723,8 @@ def _our_threads(api, repo_id: str, me: str, log: Log = lambda message: None) ->
                     d.num,
                     ThreadStatus(details.status),
                     details.is_pull_request,
-                    markers[-1]["backends"],
-                    {m["nonce"] for m in markers},
+                    markers[-1].backends,
+                    {m.nonce for m in markers},
                     closed_by_us=details.status == ThreadStatus.CLOSED and closed_by == me,
                 )
             )

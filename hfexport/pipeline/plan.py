@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..backends import parse_backends
 from ..errors import ConfigError, RemoteCodeError, UnsupportedArchitectureError
-from ..report import Axis, DynamicAxes, ExportPlan, Modality, Shape, Split
+from ..report import Axis, DynamicAxes, ExportPlan, Modality, PlanAnswer, PlanRequest, Shape, Split
 from ..tasks import TASKS, Task, auto_classes_of, supported_tasks, task_of_head
 
 __all__ = ["TASKS", "Task", "ExportPlan", "Shape", "check_request", "make_plan"]
@@ -166,12 +166,12 @@ def plan_isolated(
 
     user = worker_user()
     check_model_readable(model_dir, user)
-    request = {"model_dir": str(model_dir), "backends": backends, "task": task, "trust_remote_code": trust_remote_code}
+    request = PlanRequest(str(model_dir), list(backends), task, trust_remote_code)
     with tempfile.TemporaryDirectory(prefix="hfexport-plan-") as home:
         lend(Path(home), user)  # the repo's code is copied and imported from here (HF_MODULES_CACHE)
         process = subprocess.run(
             [sys.executable, "-m", "hfexport.worker.plan"],
-            input=json.dumps(request),
+            input=request.to_json(),
             capture_output=True,
             text=True,
             env=child_env({"HOME": home, "HF_MODULES_CACHE": str(Path(home) / "modules")}),
@@ -179,16 +179,21 @@ def plan_isolated(
             timeout=600,
         )
     try:
-        answer = json.loads(process.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
+        answer = PlanAnswer.from_json(process.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError, TypeError, AttributeError):
         raise UnsupportedArchitectureError(
             f"Planning the model's own code failed (exit {process.returncode}): "
             f"{(process.stderr.strip().splitlines() or ['no output'])[-1][:300]}",
             "Check the repo's code (config and modeling files); it must import with the pinned transformers.",
         ) from None
-    if "error" in answer:
-        raise error_class(answer["error"]["type"])(answer["error"]["cause"], answer["error"]["fix"])
-    return ExportPlan.from_dict(answer["plan"])
+    if answer.error is not None:
+        raise error_class(answer.error.type)(answer.error.cause, answer.error.fix)
+    if answer.plan is None:
+        raise UnsupportedArchitectureError(
+            "Planning the model's own code answered neither a plan nor an error.",
+            "Report this as a bug in hfexport, with the model's repo id.",
+        )
+    return answer.plan
 
 
 def check_request(model_dir: Path, task: str = "auto", trust_remote_code: bool = False) -> dict:

@@ -104,7 +104,7 @@ def run_variants(
     for variant in wanted:
         stage(f"variant {variant.kind}")
         thresholds = thresholds_for(variant.kind, plan.min_quality)
-        outcome = VariantResult(str(variant.kind), Status.FAILED, thresholds=thresholds)
+        outcome = VariantResult(variant.kind, Status.FAILED, thresholds=thresholds)
         if not single and not variant.generation:
             outcome.status, outcome.error = (
                 Status.SKIPPED,

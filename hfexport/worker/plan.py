@@ -2,15 +2,16 @@
 
 Reading such a config (`auto_map`, trusted by the user) imports the repo's Python: it happens here,
 in a process started with no token or secret in its environment (`proc.child_env`), never in the
-parent that holds them. Reads the request as JSON on stdin, writes `{"plan": ...}` or
-`{"error": {"type", "cause", "fix"}}` as the last line of stdout.
+parent that holds them. Reads a `report.PlanRequest` on stdin, writes a `report.PlanAnswer` (the
+plan, or the error) as the last line of stdout.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
+
+from ..report import ErrorInfo, PlanAnswer, PlanRequest
 
 
 def main() -> int:
@@ -19,19 +20,16 @@ def main() -> int:
     from ..pipeline.plan import make_plan
 
     quiet_known_noise()
-    request = json.loads(sys.stdin.read())
+    request = PlanRequest.from_json(sys.stdin.read())
     try:
         plan = make_plan(
-            Path(request["model_dir"]),
-            request["backends"],
-            task=request["task"],
-            trust_remote_code=request["trust_remote_code"],
+            Path(request.model_dir), request.backends, task=request.task, trust_remote_code=request.trust_remote_code
         )
     except HfExportError as e:
-        answer = {"error": {"type": type(e).__name__, "cause": e.cause, "fix": e.fix}}
+        answer = PlanAnswer(error=ErrorInfo(type(e).__name__, e.cause, e.fix))
     else:
-        answer = {"plan": plan.to_dict()}
-    sys.stdout.write("\n" + json.dumps(answer) + "\n")
+        answer = PlanAnswer(plan=plan)
+    sys.stdout.write("\n" + answer.to_json() + "\n")
     return 0
 
 

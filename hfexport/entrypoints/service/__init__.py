@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ...pipeline.resolve import is_repo_id
-from ...report import without_local_paths
+from ...report import JobPlan, without_local_paths
 from .executors import JobFailed
 from .queue import JobQueue
 
@@ -44,7 +44,7 @@ SHA = re.compile(r"[0-9a-f]{40}")
 class ServiceConfig:
     secret: str
     watch: set[str]  # repo ids; "*" watches every repo the webhook sends
-    plan_key: str  # "backends|task"
+    plan: JobPlan  # what every watched repo gets
     workers: int = 1
     max_attempts: int = 4
     backoff_s: float = 5.0
@@ -165,7 +165,7 @@ def create_app(config: ServiceConfig, queue: JobQueue) -> Starlette:
             return JSONResponse(
                 {"error": "the queue is full; retry later"}, status_code=503, headers={"Retry-After": "60"}
             )
-        job_id, created = queue.enqueue(repo_id, head, config.plan_key)
+        job_id, created = queue.enqueue(repo_id, head, config.plan)
         log.info(json.dumps({"msg": "queued" if created else "duplicate", "job": job_id, "repo": repo_id, "sha": head}))
         return JSONResponse({"job": job_id, "queued": created}, status_code=202 if created else 200)
 

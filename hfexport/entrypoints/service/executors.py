@@ -29,16 +29,15 @@ class JobFailed(Exception):
 def push_arguments(job: Job, backends: str | None = None) -> list[str]:
     """The `hfexport push` arguments for a job (or for a group of its backends); never the token
     (it travels in the environment)."""
-    planned, _, task = job.plan_key.partition("|")
     # `--` ends the options: whatever the repo id is, it is read as the REPO_ID argument.
     return [
         "push",
         "--revision",
         job.head_sha,
         "--backends",
-        backends or planned,
+        backends or ",".join(job.plan.backends),
         "--task",
-        task or "auto",
+        job.plan.task,
         "--json",
         "--",
         job.repo_id,
@@ -49,7 +48,7 @@ def hardware_groups(job: Job) -> dict[str, list[str]]:
     """The job's backends by the hardware they need: `{"cpu": [...], "gpu": [...]}` (groups that
     have none are left out). Each group runs as its own push; all fill the same PR."""
     groups: dict[str, list[str]] = {}
-    for name in job.plan_key.partition("|")[0].split(","):
+    for name in job.plan.backends:
         groups.setdefault("gpu" if get_backend(name).needs_cuda else "cpu", []).append(name)
     return groups
 

@@ -17,9 +17,20 @@ import sqlite3
 import threading
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
-from ...report import without_local_paths
+from ...report import JobPlan, without_local_paths
+
+
+class JobStatus(StrEnum):
+    """Where a queued job is (the `status` column)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"  # claimed, under a lease its worker renews
+    DONE = "done"
+    FAILED = "failed"  # gave up: not retryable, or out of attempts
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -47,8 +58,8 @@ class Job:
     id: int
     repo_id: str
     head_sha: str
-    plan_key: str
-    status: str
+    plan: JobPlan
+    status: JobStatus
     attempts: int
     result: dict | None
     error: str | None
@@ -57,7 +68,12 @@ class Job:
 
     def to_dict(self) -> dict:
         """As `/jobs` shows it: no local path in the error."""
-        return {**self.__dict__, "error": without_local_paths(self.error) if self.error else None}
+        return {
+            **self.__dict__,
+            "plan": str(self.plan),
+            "status": str(self.status),
+            "error": without_local_paths(self.error) if self.error else None,
+        }
 
 
 class JobQueue:
@@ -90,15 +106,15 @@ class JobQueue:
         row = self._connect().execute("SELECT COUNT(*) AS n FROM jobs WHERE status IN ('queued', 'running')").fetchone()
         return row["n"] >= self.max_queued
 
-    def enqueue(self, repo_id: str, head_sha: str, plan_key: str) -> tuple[int, bool]:
+    def enqueue(self, repo_id: str, head_sha: str, plan: JobPlan) -> tuple[int, bool]:
         """Add a job unless one with the same (repo, sha, plan) exists. Returns (job id, created)."""
-        key = f"{repo_id}@{head_sha}#{plan_key}"
+        key = f"{repo_id}@{head_sha}#{plan}"
         now = time.time()
         db = self._connect()
         cursor = db.execute(
             "INSERT OR IGNORE INTO jobs (dedup_key, repo_id, head_sha, plan_key, created_at, updated_at) VALUES (?, ?, "
             "?, ?, ?, ?)",
-            (key, repo_id, head_sha, plan_key, now, now),
+            (key, repo_id, head_sha, str(plan), now, now),
         )
         created = cursor.rowcount == 1
         row = db.execute("SELECT id FROM jobs WHERE dedup_key = ?", (key,)).fetchone()
@@ -162,13 +178,13 @@ class JobQueue:
         return cursor.rowcount == 1
 
     def finish(self, job_id: int, token: str, result: dict) -> bool:
-        return self._set(job_id, token, "done", result=result)
+        return self._set(job_id, token, JobStatus.DONE, result=result)
 
     def fail(self, job_id: int, token: str, error: str, retry_in_s: float | None) -> bool:
         """Back to the queue after `retry_in_s`, or `failed` for good when it is None. Only the
         lease holder can; False when the lease was lost (another worker owns the job now)."""
         if retry_in_s is None:
-            return self._set(job_id, token, "failed", error=error)
+            return self._set(job_id, token, JobStatus.FAILED, error=error)
         now = time.time()
         cursor = self._connect().execute(
             "UPDATE jobs SET status='queued', error=?, next_run_at=?, lease_until=NULL, lease_owner=NULL, updated_at=? "
@@ -205,8 +221,8 @@ def _job(row: sqlite3.Row) -> Job:
         id=row["id"],
         repo_id=row["repo_id"],
         head_sha=row["head_sha"],
-        plan_key=row["plan_key"],
-        status=row["status"],
+        plan=JobPlan.parse(row["plan_key"]),
+        status=JobStatus(row["status"]),
         attempts=row["attempts"],
         result=json.loads(row["result"]) if row["result"] else None,
         error=row["error"],
