@@ -33,9 +33,6 @@ from .layouts import onnx_layout
 # import lines go to the top of the block (`hub/snippets.py` renders the whole program).
 Snippet = Callable[[str, "list[str] | None"], list[str]]
 
-# The file suffix of each export format's programs.
-_SUFFIX = {"onnx": "onnx", "dynamo": "pt2", "executorch": "pte", "openvino": "xml"}
-
 # Max abs diff allowed between eager and exported outputs, per dtype. XNNPACK and ONNX Runtime
 # fuse and reorder float ops, so they get a looser bound than the torch program itself.
 _TOLERANCE_EXACT = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
@@ -65,8 +62,6 @@ class Backend:
     packages: tuple[str, ...] = ()
     needs_cuda: bool = False
     tolerance: dict[str, float] = field(default_factory=lambda: dict(_TOLERANCE_FUSED))
-    # A loaded program runs code (pickled `.pt2`): from_pretrained needs trust_remote_code.
-    loads_pickle: bool = False
     # Offered only when its packages are installed (OpenVINO); others are always listed.
     optional: bool = False
     runner_device: str | None = None
@@ -81,10 +76,8 @@ class Backend:
     # for the largest shape a program accepts, and a program that takes up to 2048² images fails to
     # load (measured: SegFormer, error 0x21). Its validation then varies the batch alone.
     fixed_image_size: bool = False
-
-    @property
-    def suffix(self) -> str:
-        return _SUFFIX.get(self.export_format, "bin")
+    # transformers.js reads this backend's folder (its `subfolder="onnx"` default): the card shows it.
+    transformers_js: bool = False
 
     def unavailable_reason(self) -> str | None:
         """Why this backend cannot run on this machine, or `None` if it can."""
@@ -230,7 +223,6 @@ def _executorch_limits(plan) -> str | None:
     "which registers those classes first.",
     packages=("torch",),
     tolerance=dict(_TOLERANCE_EXACT),
-    loads_pickle=True,
     limits=_dynamo_limits,
 )
 def _dynamo(dynamic_shapes):
@@ -248,6 +240,7 @@ def _dynamo(dynamic_shapes):
     snippet_tensors="np",
     packages=("onnx", "onnxscript", "onnxruntime"),
     layout=onnx_layout,
+    transformers_js=True,
     runtime_ops_note="`{file}` runs ONNX Runtime's own operators ({ops}): it loads in ONNX Runtime (Python, node, "
     "web), not in other ONNX runtimes.",
 )

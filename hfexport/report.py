@@ -499,8 +499,12 @@ class BackendResult:
     # Variants derived from this export; a failed one keeps no file (and is not published).
     variants: list[VariantResult] = field(default_factory=list)
     layout: Layout = Layout.EXPORTER
-    # Per component, its program's file where the layout renamed it (`decode` → `model.onnx`).
+    # Per component, its program's file in the folder (`model.onnx`; a decoder LLM's `decode` laid
+    # out for the loaders: `model.onnx`), with the suffix its exporter class declares.
     programs: dict[str, str] = field(default_factory=dict)
+    # Loading its programs runs pickled code (a `.pt2`): `ExportedModel.from_pretrained` needs
+    # `trust_remote_code=True` (the exporter class's `requires_trust_remote_code`).
+    trust_remote_code: bool = False
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -510,9 +514,13 @@ class BackendResult:
     def published_variants(self) -> list[VariantResult]:
         return [v for v in self.variants if v.ok and v.file]
 
-    def program_file(self, component: str, suffix: str) -> str:
+    def program_file(self, component: str) -> str:
         """The file holding `component`'s program in this backend's folder."""
-        return self.programs.get(component, f"{component}.{suffix}")
+        if component in self.programs:
+            return self.programs[component]
+        # A report of schema 2 named renamed programs only: the others are `<component>.<suffix>`.
+        named = sorted((f.path for f in self.files if Path(f.path).stem == component), key=lambda p: p.endswith(".bin"))
+        return named[0] if named else component
 
     @property
     def ok(self) -> bool:
@@ -543,6 +551,8 @@ class BackendResult:
 
     @classmethod
     def from_dict(cls, data: dict) -> BackendResult:
+        if "trust_remote_code" not in data:  # schema 2 did not record it: only pickled programs needed it
+            data = {**data, "trust_remote_code": any(f["path"].endswith(".pt2") for f in data.get("files", []))}
         data = _known(cls, data)
         data["files"] = [ArtifactFile(**f) for f in data.get("files", [])]
         if data.get("validation") is not None:

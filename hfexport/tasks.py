@@ -34,6 +34,8 @@ class Task:
     # The inputs the planner builds, where the head decides them (two towers); None: from the
     # model's own main input (`input_ids`, `pixel_values`, `input_values`…).
     modality: Modality | None = None
+    # transformers.js's pipeline for this task (the card's JavaScript block), if it has one.
+    js_pipeline: str | None = None
 
     @property
     def supported(self) -> bool:
@@ -78,6 +80,7 @@ TASK_TABLE: tuple[Task, ...] = (
         "generation",
         "text",
         ("Llama: dynamo, onnx, executorch", "Mistral, Gemma 2 (sliding window): onnx"),
+        js_pipeline="text-generation",
     ),
     Task(
         "text2text-generation-with-past",
@@ -136,7 +139,12 @@ TASK_TABLE: tuple[Task, ...] = (
     ),
     # The base model, no head: what a head-less architecture (`BertModel`) exports.
     Task(
-        "feature-extraction", "AutoModel", "single", "text, vision, audio", ("BERT, MiniLM: dynamo, onnx, executorch",)
+        "feature-extraction",
+        "AutoModel",
+        "single",
+        "text, vision, audio",
+        ("BERT, MiniLM: dynamo, onnx, executorch",),
+        js_pipeline="feature-extraction",
     ),
 )
 

@@ -129,6 +129,9 @@ class Variant:
     # and decode; an image-text model's): it transforms each saved program, no re-export. Those are
     # published together in `folder`.
     per_component: bool = False
+    # The `dtype` transformers.js picks this file by, where it is published under transformers.js's
+    # own name for it (`model_quantized.onnx` is its "q8").
+    js_dtype: str | None = None
 
     def make(self, job: VariantJob) -> Path:
         """Run the recipe (in the export worker: it imports torch and the runtimes)."""
@@ -161,9 +164,10 @@ def register_variant(
     generation: bool = False,
     single: bool = True,
     per_component: bool = False,
+    js_dtype: str | None = None,
 ) -> Variant:
     """Register the recipe at `recipe` (`module:function`, `fn(job) -> folder`) as the `kind` variant of `backend`."""
-    variant = Variant(backend, VariantKind(kind), file, recipe, package, generation, single, per_component)
+    variant = Variant(backend, VariantKind(kind), file, recipe, package, generation, single, per_component, js_dtype)
     VARIANTS[(backend, variant.kind)] = variant
     return variant
 
@@ -259,6 +263,7 @@ register_variant(
     file="model_fp16.onnx",
     package=package_onnx,
     generation=True,
+    js_dtype="fp16",
     recipe="hfexport.worker.onnx_variants:fp16",
 )
 register_variant(
@@ -268,6 +273,7 @@ register_variant(
     package=package_onnx,
     generation=True,
     per_component=True,
+    js_dtype="q8",
     recipe="hfexport.worker.onnx_variants:int8",
 )
 register_variant(

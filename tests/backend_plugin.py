@@ -16,7 +16,6 @@ def _snippet(path: str, inputs: list[str] | None) -> list[str]:
     snippet=_snippet,
     packages=("torch",),
     tolerance={"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2},
-    loads_pickle=True,
 )
 def _config(dynamic_shapes):
     from transformers.exporters import DynamoConfig

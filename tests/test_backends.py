@@ -24,10 +24,20 @@ def test_an_empty_or_unknown_list_is_bad_input_naming_what_exists(spec):
     assert "dynamo" in raised.value.fix and "onnx" in raised.value.fix
 
 
-def test_every_backend_has_a_folder_of_its_own_a_file_suffix_and_tags():
+def test_every_backend_has_a_folder_of_its_own_and_tags():
     folders = [b.subfolder for b in BACKENDS.values()]
     assert len(folders) == len(set(folders))
     for name, backend in BACKENDS.items():
-        assert get_backend(name) is backend and backend.suffix and backend.tags
+        assert get_backend(name) is backend and backend.tags
     assert {"dynamo", "onnx", "executorch"} <= set(export_folders())
     assert set(DEFAULT_BACKENDS) <= set(offered_backends())
+
+
+def test_the_packages_checked_before_a_worker_starts_cover_what_each_exporter_requires():
+    """The parent checks `Backend.packages` cheaply (no torch import) to skip a backend cleanly;
+    the exporter class's own `required_packages` is the source, read here so the two cannot drift."""
+    from transformers.exporters.auto import get_exporter_class
+
+    for backend in BACKENDS.values():
+        required = set(get_exporter_class(backend.export_format).required_packages) - {"torch"}
+        assert required <= set(backend.packages), (backend.name, required - set(backend.packages))

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import torch
 
-from hfexport.backends import get_backend
-from hfexport.report import Layout, Report
+from hfexport.report import REPORT_FILE, Layout, Report
 
 CPU_BACKENDS = ["dynamo", "onnx", "executorch"]
 
@@ -19,8 +18,9 @@ CPU_BACKENDS = ["dynamo", "onnx", "executorch"]
 def _load(out: Path, backend: str):
     from transformers.exporters import ExportedModel
 
-    spec = get_backend(backend)
-    return ExportedModel.from_pretrained(out, subfolder=spec.subfolder, trust_remote_code=spec.loads_pickle)
+    # The report says whether loading runs pickled code (the exporter class's requires_trust_remote_code).
+    b = next(b for b in Report.from_dict(json.loads((out / REPORT_FILE).read_text())).backends if b.backend == backend)
+    return ExportedModel.from_pretrained(out, subfolder=b.subfolder, trust_remote_code=b.trust_remote_code)
 
 
 def _assert_all_validated(report, components):

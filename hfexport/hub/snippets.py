@@ -19,26 +19,24 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..backends import get_backend
-from ..report import BackendResult, Layout, Report, Split
+from ..report import BackendResult, Layout, Report, Split, VariantResult
+from ..tasks import TASKS
+from ..variants import VARIANTS
 
 # Sentences of different lengths, so the batch is padded as real traffic is.
 _PROMPT = '"hfexport validated this file against the original model."'
 _TEXTS = f'[{_PROMPT}, "Short one."]'
-
-# transformers.js picks an ONNX file by `dtype`: these are the names it reads for ours.
-JS_DTYPE = {"model_quantized.onnx": "q8", "model_fp16.onnx": "fp16"}
 
 
 def _header(repo_id: str) -> list[str]:
     return [f'repo, revision = "{repo_id}", "main"  # to try the pull request before it is merged: "refs/pr/<number>"']
 
 
-# transformers.js's pipeline for our task, and the call that shows its output.
-_JS_FEEDS = "text"  # the modality the pipeline calls below feed (a vision model's feature-extraction takes images)
-_JS_PIPELINES = {
-    "feature-extraction": ("feature-extraction", f'[{_PROMPT}, "Short one."]', "console.log(output.dims);"),
-    "text-generation-with-past": (
-        "text-generation",
+# A transformers.js pipeline (`Task.js_pipeline`) called on text, and the line that shows its output.
+_JS_FEEDS = "text"  # the modality the calls below feed (a vision model's feature-extraction takes images)
+_JS_CALLS = {
+    "feature-extraction": (f'[{_PROMPT}, "Short one."]', "console.log(output.dims);"),
+    "text-generation": (
         f"{_PROMPT}, {{ max_new_tokens: 8, do_sample: false }}",
         "console.log(output[0].generated_text);",
     ),
@@ -48,9 +46,10 @@ _JS_PIPELINES = {
 def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str] | None = None) -> list[str] | None:
     """transformers.js (`@huggingface/transformers` on npm) running the ONNX folder's fp32 graph
     through its pipeline for the task, or None where it has none or the repo no preprocessor."""
-    pipe = _JS_PIPELINES.get(report.plan.task)
+    task = TASKS[report.plan.task].js_pipeline if report.plan.task in TASKS else None
+    pipe = _JS_CALLS.get(task) if task else None
     if (
-        b.backend != "onnx"
+        not get_backend(b.backend).transformers_js
         or pipe is None
         or report.plan.modality != _JS_FEEDS
         or not _has_preprocessor(report, repo_files)
@@ -58,7 +57,7 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
         return None
     if report.plan.split != Split.SINGLE and b.layout != Layout.DECODER_WITH_PAST:
         return None
-    task, call, show = pipe
+    call, show = pipe
     # Past 2 GB the weights sit in `model.onnx_data`, which transformers.js fetches when told to (it
     # would read the flag from the repo's config.json, which is the owner's file, not ours).
     external = ", use_external_data_format: true" if any(f.path.endswith(".onnx_data") for f in b.files) else ""
@@ -194,8 +193,7 @@ def exported_model_block(
     repo_id: str, report: Report, b: BackendResult, repo_files: set[str] | None = None
 ) -> list[str]:
     """Loading with `transformers.exporters.ExportedModel`, which reads every backend."""
-    spec = get_backend(b.backend)
-    trust = ", trust_remote_code=True" if spec.loads_pickle or report.plan.trust_remote_code else ""
+    trust = ", trust_remote_code=True" if b.trust_remote_code or report.plan.trust_remote_code else ""
     inputs = _inputs(report, "pt", repo_files)
     lines = [
         "from transformers.exporters import ExportedModel",
@@ -251,7 +249,7 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
         first = (b.components or ["model"])[0]
         js = js_block(repo_id, report, b, repo_files)
         if b.layout == Layout.DECODER_WITH_PAST:
-            lines += _decoder_with_past_section(repo_id, b, js, b.program_file(first, spec.suffix), repo_files)
+            lines += _decoder_with_past_section(repo_id, b, js, b.program_file(first), repo_files)
             continue
         lines += [
             f"**{b.backend}** (`{b.subfolder}/`), with `transformers.exporters`:",
@@ -261,7 +259,7 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
         ]
         if js is not None:
             lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
-        alone = runtime_block(repo_id, report, b, first, b.program_file(first, spec.suffix), repo_files)
+        alone = runtime_block(repo_id, report, b, first, b.program_file(first), repo_files)
         if alone is not None:
             lines += ["With the runtime alone:", "", *alone, ""]
         elif spec.snippet_note:
@@ -289,9 +287,15 @@ def _variant_list(b: BackendResult) -> list[str]:
         else:
             lines.append(
                 f"- `{b.subfolder}/{v.file}` ({v.kind})"
-                + (f" — transformers.js: `dtype: '{JS_DTYPE[v.file]}'`" if v.file in JS_DTYPE else "")
+                + (f" — transformers.js: `dtype: '{dtype}'`" if (dtype := _js_dtype(b, v)) else "")
             )
     return lines
+
+
+def _js_dtype(b: BackendResult, v: VariantResult) -> str | None:
+    """The transformers.js `dtype` that picks variant `v`'s file, where it has transformers.js's name."""
+    variant = VARIANTS.get((b.backend, v.kind))
+    return variant.js_dtype if variant is not None and v.file == variant.file else None
 
 
 def _decoder_with_past_section(

@@ -127,6 +127,9 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     stage("exporting")
     started = time.perf_counter()
     exporting = Exporting(plan, backend)
+    # The exporter class's own facts: its programs' suffix, whether loading them runs pickled code
+    # (a `.pt2`), the packages it exports with.
+    exporter = exporting.exporter
     with torch.no_grad():
         exported = split.export(exporting, model, sample)
     export_seconds = time.perf_counter() - started
@@ -139,8 +142,9 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     stage("validating")
     started = time.perf_counter()
     # A pickled program, or a config that names the repo's code (trusted to get this far), needs trust.
+    result.trust_remote_code = exporter.requires_trust_remote_code
     loaded = ExportedModel.from_pretrained(
-        out_dir, trust_remote_code=backend.loads_pickle or plan.trust_remote_code, device=backend.runner_device
+        out_dir, trust_remote_code=result.trust_remote_code or plan.trust_remote_code, device=backend.runner_device
     )
     traced = {name: set(runner.metadata.kwargs) for name, runner in loaded.runners.items()}
     validation = Validation(tolerance=backend.tolerance[plan.dtype])
@@ -156,11 +160,12 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
 
     components = list(loaded.components)
     result.inputs = {name: list(runner.metadata.kwargs) for name, runner in loaded.runners.items()}
+    result.programs = {c: f"{c}{exporter.program_suffix}" for c in components}
     if validation.passed and backend.layout is not None:
         stage("laying out for loaders")
         del loaded
         result.layout, renamed = backend.layout(out_dir, components, split.loaders_decoder)
-        result.programs = {c: renamed[f] for c in components if (f := f"{c}.{backend.suffix}") in renamed}
+        result.programs = {c: renamed.get(file, file) for c, file in result.programs.items()}
         for variant in result.variants:
             if variant.file:
                 variant.file = renamed.get(variant.file, variant.file)
@@ -181,7 +186,7 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     result.validate_seconds = round(validate_seconds, 2)
     result.components = components
     result.validation = validation
-    result.versions = runtime_versions(backend.packages)
+    result.versions = runtime_versions((*exporter.required_packages, *backend.packages))
 
 
 if __name__ == "__main__":

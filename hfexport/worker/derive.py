@@ -189,7 +189,7 @@ def run_variants(
                 else:  # the folder as a whole, its programs laid out as the fp32 ones are
                     if backend.layout is not None:
                         backend.layout(folder, components, None)
-                    file = f"{variant.folder}/{components[0]}.{backend.suffix}"
+                    file = f"{variant.folder}/{components[0]}{exporting.exporter.program_suffix}"
                     packed = [folder.rename(work / variant.folder)]
                     outcome.size = sum(p.stat().st_size for p in packed[0].iterdir() if p.suffix != ".json")
                 outcome.size_share = round(outcome.size / base_bytes, 4) if base_bytes else None
