@@ -100,14 +100,24 @@ class VariantJob:
     # program was: one graph, or a decoder LLM's decode program (`exported.save_pretrained` writes
     # `<component>.onnx` / `.pte`).
     export: Callable[[Any, dict, Any], Any]
-    # The program's component: "model" for one graph, "decode" for a decoder LLM (its file: decode.onnx).
+    # The program's component (`worker/splits.py` names them); its file is `<component>.onnx` / `.pte`.
     component: str = "model"
-    # Out: `kept_in_float` (node names), `float_inputs` (the dtype its float inputs take, e.g. "float16"),
-    # `runtime_ops` (operators beyond the runtime's defaults: ORT's com.microsoft ones, ExecuTorch's quantized kernels).
-    options: dict = field(default_factory=dict)
     # A folder kept while all the variants of this export are built: what one builds that another
     # also needs (the fused graph of `optimized` and `int8`) is built once, there. None: `work_dir`.
     shared_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What a recipe returns: the folder `ExportedModel` loads the variant from, and what it found."""
+
+    folder: Path
+    # Node names the sensitivity pass kept in float (int8).
+    kept_in_float: list[str] = field(default_factory=list)
+    # The dtype the program's float inputs take ("float16" for an fp16 program), None: as the fp32 one's.
+    float_inputs: str | None = None
+    # Operators beyond the runtime's defaults: ONNX Runtime's com.microsoft ones, ExecuTorch's quantized kernels.
+    runtime_ops: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -116,7 +126,7 @@ class Variant:
     kind: VariantKind
     # The file in the backend's folder, under the name the ecosystem's loaders look for.
     file: str
-    # `module:function`, the recipe `fn(job) -> folder`: resolved in the worker (`make`), never here.
+    # `module:function`, the recipe `fn(job) -> Derived`: resolved in the worker (`make`), never here.
     recipe: str
     # `package(folder, out_dir, component, file) -> files`: the validated program of `component`
     # from `make`'s folder, written into the backend's folder under `file`.
@@ -133,7 +143,7 @@ class Variant:
     # own name for it (`model_quantized.onnx` is its "q8").
     js_dtype: str | None = None
 
-    def make(self, job: VariantJob) -> Path:
+    def make(self, job: VariantJob) -> Derived:
         """Run the recipe (in the export worker: it imports torch and the runtimes)."""
         import importlib
 
@@ -166,7 +176,7 @@ def register_variant(
     per_component: bool = False,
     js_dtype: str | None = None,
 ) -> Variant:
-    """Register the recipe at `recipe` (`module:function`, `fn(job) -> folder`) as the `kind` variant of `backend`."""
+    """Register the recipe at `recipe` (`module:function`, `fn(job) -> Derived`) as the `kind` variant of `backend`."""
     variant = Variant(backend, VariantKind(kind), file, recipe, package, generation, single, per_component, js_dtype)
     VARIANTS[(backend, variant.kind)] = variant
     return variant

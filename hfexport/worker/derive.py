@@ -17,6 +17,7 @@ from ..report import Shape, VariantResult, describe_error
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ..variants import Derived, Variant
     from .splits import Exporting, ExportSplit
 
 
@@ -77,55 +78,21 @@ def run_variants(
     import shutil
     import tempfile
 
-    import torch
-    from transformers.exporters import ExportedModel
-
     from ..report import Status
-    from ..variants import VARIANTS, VariantJob, misses, thresholds_for, variants_of
-    from .validate import generation_quality, greedy_loop, paired_speedup, quality_figures
+    from ..variants import VariantJob, misses, thresholds_for, variants_of
 
     plan, backend = split.plan, exporting.backend
-    wanted = variants_of(backend.name, plan.variants)
-    single = not split.generates
     components = list(split.components)
-
-    def make_config():
-        return split.program_config(exporting, sample)
-
-    def export(of_model, inputs: dict, config):
-        return split.export_program(exporting, of_model, inputs, config)
-
+    judge = _Judge(split, model, loaded, other, backend.runner_device)
     base_bytes = sum(p.stat().st_size for p in out_dir.iterdir() if p.is_file() and p.suffix != ".json")
-    if single:
-        with torch.inference_mode():
-            reference = model(**other)
     results = []
     shared = tempfile.TemporaryDirectory(prefix="variants-shared-")  # what several variants of this export use
-    for variant in wanted:
+    for variant in variants_of(backend.name, plan.variants):
         stage(f"variant {variant.kind}")
-        thresholds = thresholds_for(variant.kind, plan.min_quality)
-        outcome = VariantResult(variant.kind, Status.FAILED, thresholds=thresholds)
-        if not single and not variant.generation:
-            outcome.status, outcome.error = (
-                Status.SKIPPED,
-                f"no {variant.kind} variant of {backend.name} generation exports yet",
-            )
-            results.append(outcome)
-            continue
-        if single and not variant.single:
-            outcome.status, outcome.error = Status.SKIPPED, f"{variant.kind} is for decoder LLMs (generation exports)"
-            results.append(outcome)
-            continue
-        if len(components) > 1 and not variant.per_component:
-            each = ", ".join(str(v.kind) for v in VARIANTS.values() if v.backend == backend.name and v.per_component)
-            outcome.status, outcome.error = (
-                Status.SKIPPED,
-                (
-                    f"{variant.kind} re-exports the model as one program; an export of several components "
-                    f"({', '.join(components)}) gets the variants derived from each saved program "
-                    f"({each or 'none on ' + backend.name})"
-                ),
-            )
+        outcome = VariantResult(variant.kind, Status.FAILED, thresholds=thresholds_for(variant.kind, plan.min_quality))
+        skipped = _why_skipped(variant, split, backend.name)
+        if skipped:
+            outcome.status, outcome.error = Status.SKIPPED, skipped
             results.append(outcome)
             continue
         with tempfile.TemporaryDirectory(prefix=f"variant-{variant.kind}-") as work_name:
@@ -139,68 +106,38 @@ def run_variants(
                     calibration,
                     out_dir,
                     work / component,
-                    make_config,
-                    export,
+                    lambda: split.program_config(exporting, sample),
+                    lambda of_model, inputs, config: split.export_program(exporting, of_model, inputs, config),
                     component,
                     shared_dir=Path(shared.name),
                 )
 
             try:
                 if len(components) == 1:
-                    job = job_for(components[0])
-                    folder, options = variant.make(job), job.options
+                    derived = variant.make(job_for(components[0]))
                 else:
-                    folder, options = _derive_per_component(variant, job_for, components, out_dir, work)
-                outcome.kept_in_float = list(options.get("kept_in_float", []))
-                outcome.runtime_ops = list(options.get("runtime_ops", []))
-                candidate: Any = ExportedModel.from_pretrained(folder, device=backend.runner_device)
-                if single:
-                    dtype = options.get("float_inputs")  # a float16 program takes float16 pixels/audio
-                    feed = {
-                        k: v.to(getattr(torch, dtype)) if dtype and v.is_floating_point() else v
-                        for k, v in other.items()
-                    }
-                    with torch.inference_mode():
-                        figures = quality_figures(plan.task, reference, candidate(**feed), other)
-                    speedup = paired_speedup(loaded, candidate, other, feed)
-                else:  # judged on the tokens it generates, timed over the whole greedy loop
-                    traced = {name: set(r.metadata.kwargs) for name, r in candidate.runners.items()}
-
-                    def runner(of):
-                        return lambda component, **kwargs: of.runners[component](**kwargs)
-
-                    dtype = getattr(torch, options.get("float_inputs", "float32"))
-                    figures = generation_quality(model, split, runner(candidate), traced, other, cache_dtype=dtype)
-                    n = plan.validation.new_tokens
-                    speedup = paired_speedup(
-                        lambda: greedy_loop(split, runner(loaded), traced, other, model.config, n),
-                        lambda: greedy_loop(
-                            split, runner(candidate), traced, other, model.config, n, cache_dtype=dtype
-                        ),
-                        {},
-                    )
-                candidate = None  # the program released before the next variant loads
-                outcome.quality = _reported(figures)
-                outcome.speedup = round(speedup, 3)
+                    derived = _derive_per_component(variant, job_for, components, out_dir, work)
+                outcome.kept_in_float, outcome.runtime_ops = list(derived.kept_in_float), list(derived.runtime_ops)
+                figures, speedup = judge(derived)
+                outcome.quality, outcome.speedup = _reported(figures), round(speedup, 3)
                 if len(components) == 1:
                     file = variant.file_for(components[0])
-                    packed = variant.package(folder, work, components[0], file)
+                    packed = variant.package(derived.folder, work, components[0], file)
                     outcome.size = sum(p.stat().st_size for p in packed)
                 else:  # the folder as a whole, its programs laid out as the fp32 ones are
                     if backend.layout is not None:
-                        backend.layout(folder, components, None)
+                        backend.layout(derived.folder, components, None)
                     file = f"{variant.folder}/{components[0]}{exporting.exporter.program_suffix}"
-                    packed = [folder.rename(work / variant.folder)]
+                    packed = [derived.folder.rename(work / variant.folder)]
                     outcome.size = sum(p.stat().st_size for p in packed[0].iterdir() if p.suffix != ".json")
                 outcome.size_share = round(outcome.size / base_bytes, 4) if base_bytes else None
-                missed = misses(figures, thresholds)
+                missed = misses(figures, outcome.thresholds)
                 if missed:
                     outcome.error = "below its quality thresholds: " + ", ".join(missed) + " (not published)"
                 else:
                     for path in packed:
                         shutil.move(path, out_dir / path.name)
-                    outcome.file = file
-                    outcome.status = Status.OK
+                    outcome.file, outcome.status = file, Status.OK
             except Exception as e:  # a variant's failure is its own: the fp32 export stands
                 outcome.error = f"{type(e).__name__}: {describe_error(e)}"
                 traceback.print_exc()
@@ -209,11 +146,73 @@ def run_variants(
     return results
 
 
-def _derive_per_component(variant, job_for, components: list[str], out_dir: Path, work: Path) -> tuple[Path, dict]:
+def _why_skipped(variant: Variant, split: ExportSplit, backend: str) -> str | None:
+    """Why `variant` is not derived from this split's export, or None: it is."""
+    from ..variants import VARIANTS
+
+    if split.generates and not variant.generation:
+        return f"no {variant.kind} variant of {backend} generation exports yet"
+    if not split.generates and not variant.single:
+        return f"{variant.kind} is for decoder LLMs (generation exports)"
+    if len(split.components) > 1 and not variant.per_component:
+        each = ", ".join(str(v.kind) for v in VARIANTS.values() if v.backend == backend and v.per_component)
+        return (
+            f"{variant.kind} re-exports the model as one program; an export of several components "
+            f"({', '.join(split.components)}) gets the variants derived from each saved program "
+            f"({each or 'none on ' + backend})"
+        )
+    return None
+
+
+class _Judge:
+    """A derived variant's quality against eager fp32 and its speed against the fp32 program, on the
+    validation inputs: one forward for a single graph, the whole greedy loop for generation."""
+
+    def __init__(self, split: ExportSplit, model: Any, loaded: Any, other: dict, device: str | None):
+        import torch
+
+        self.split, self.model, self.loaded, self.other, self.device = split, model, loaded, other, device
+        self.reference = None
+        if not split.generates:
+            with torch.inference_mode():
+                self.reference = model(**other)
+
+    def __call__(self, derived: Derived) -> tuple[dict[str, float], float]:
+        import torch
+        from transformers.exporters import ExportedModel
+
+        from .validate import generation_quality, greedy_loop, paired_speedup, quality_figures
+
+        split, model, other = self.split, self.model, self.other
+        candidate = ExportedModel.from_pretrained(derived.folder, device=self.device)
+        dtype = getattr(torch, derived.float_inputs or "float32")  # a float16 program takes float16 pixels/audio
+        if not split.generates:
+            feed = {k: v.to(dtype) if v.is_floating_point() else v for k, v in other.items()}
+            with torch.inference_mode():
+                figures = quality_figures(split.plan.task, self.reference, candidate(**feed), other)
+            return figures, paired_speedup(self.loaded, candidate, other, feed)
+        traced = {name: set(r.metadata.kwargs) for name, r in candidate.runners.items()}
+
+        def runner(of):
+            return lambda component, **kwargs: of.runners[component](**kwargs)
+
+        n = split.plan.validation.new_tokens
+        figures = generation_quality(model, split, runner(candidate), traced, other, cache_dtype=dtype)
+        speedup = paired_speedup(
+            lambda: greedy_loop(split, runner(self.loaded), traced, other, model.config, n),
+            lambda: greedy_loop(split, runner(candidate), traced, other, model.config, n, cache_dtype=dtype),
+            {},
+        )
+        return figures, speedup
+
+
+def _derive_per_component(variant: Variant, job_for, components: list[str], out_dir: Path, work: Path) -> Derived:
     """`variant` of each component's program, gathered in one folder beside the fp32 export's
     manifest and configs, which `ExportedModel` loads as it loads the fp32 export. Returns the
-    folder and the options of all components (nodes kept in float, runtime operators)."""
+    folder with what all components' recipes found (nodes kept in float, runtime operators)."""
     import shutil
+
+    from ..variants import Derived
 
     gathered = work / "gathered"
     gathered.mkdir()
@@ -221,13 +220,13 @@ def _derive_per_component(variant, job_for, components: list[str], out_dir: Path
     for path in out_dir.iterdir():
         if path.is_file() and not path.name.startswith(programs):  # export.json, config.json, generation_config.json
             shutil.copy(path, gathered / path.name)
-    options: dict = {"kept_in_float": [], "runtime_ops": []}
+    kept: list[str] = []
+    ops: set[str] = set()
     for component in components:
-        job = job_for(component)
-        folder = variant.make(job)
-        for path in folder.iterdir():
+        derived = variant.make(job_for(component))
+        for path in derived.folder.iterdir():
             if path.name.startswith(f"{component}."):
                 shutil.copy(path, gathered / path.name)
-        options["kept_in_float"] += job.options.get("kept_in_float", [])
-        options["runtime_ops"] = sorted({*options["runtime_ops"], *job.options.get("runtime_ops", [])})
-    return gathered, options
+        kept += derived.kept_in_float
+        ops |= set(derived.runtime_ops)
+    return Derived(gathered, kept_in_float=kept, runtime_ops=sorted(ops))

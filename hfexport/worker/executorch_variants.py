@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..variants import VariantJob
+from ..variants import Derived, VariantJob
 
 
-def int8(job: VariantJob) -> Path:
+def int8(job: VariantJob) -> Derived:
     """XNNPACK's own PT2E quantizer through the exporter (`PT2EQuantizer`): per-channel int8 weights,
     int8 activations quantized at run time — XNNPACK's dynamically quantized linear kernels."""
     import dataclasses
@@ -28,7 +28,7 @@ def int8(job: VariantJob) -> Path:
         job.make_config(), quantizer=PT2EQuantizer(xnnpack, calibration_dataset=job.calibration)
     )
     job.export(job.model, job.sample, config).save_pretrained(job.work_dir / "variant")
-    return job.work_dir / "variant"
+    return Derived(job.work_dir / "variant")
 
 
 def _quantized_kernels(program: Path) -> list[str]:
@@ -44,7 +44,7 @@ def _quantized_kernels(program: Path) -> list[str]:
 INT4_GROUP_SIZE = 32
 
 
-def da8w4(job: VariantJob) -> Path:
+def da8w4(job: VariantJob) -> Derived:
     """optimum-executorch's `--qlinear 8da4w --qembedding 8w`. torchao's
     `Int8DynamicActivationIntxWeightConfig` on the decoder's linears (the LM head included): int4
     weights in groups of `INT4_GROUP_SIZE`, activations quantized per token at run time, which
@@ -73,5 +73,5 @@ def da8w4(job: VariantJob) -> Path:
     # Embeddings last: the LM head of a model with tied embeddings is quantized from the float table.
     model = EmbeddingQuantHandler(model, bitwidth=8, group_size=None, packed=False).quantized_model()
     job.export(model, job.sample, job.make_config()).save_pretrained(job.work_dir / "variant")
-    job.options["runtime_ops"] = _quantized_kernels(job.work_dir / "variant" / f"{job.component}.pte")
-    return job.work_dir / "variant"
+    folder = job.work_dir / "variant"
+    return Derived(folder, runtime_ops=_quantized_kernels(folder / f"{job.component}.pte"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..layouts import load_onnx as _load_onnx
-from ..variants import VariantJob
+from ..variants import Derived, VariantJob
 
 # ONNX Runtime's own operator domain (the fusions' and the quantizer's ops: Attention, QAttention…).
 _MS_DOMAIN = "com.microsoft"
@@ -25,7 +25,7 @@ INT8_BYTE_BUDGET = 0.30
 INT8_MAX_KEPT_IN_FLOAT = 1
 
 
-def _loadable(model, descriptors: Path, job: VariantJob) -> Path:
+def _loadable(model, descriptors: Path, job: VariantJob) -> Derived:
     """A folder `ExportedModel.from_pretrained` loads, as it loads the fp32 export: `model`
     saved the exporter's way (`<component>.onnx` + `.onnx.data`) beside the descriptors of
     `descriptors`. What is published is repacked from it by `package_onnx`."""
@@ -40,11 +40,10 @@ def _loadable(model, descriptors: Path, job: VariantJob) -> Path:
             shutil.copy(descriptors / name, folder / name)
     name = f"{job.component}.onnx"
     onnx_ir.save(model, folder / name, external_data=f"{name}.data")
-    job.options["runtime_ops"] = sorted({n.op_type for n in model.graph.all_nodes() if n.domain == _MS_DOMAIN})
-    return folder
+    return Derived(folder, runtime_ops=sorted({n.op_type for n in model.graph.all_nodes() if n.domain == _MS_DOMAIN}))
 
 
-def optimized(job: VariantJob) -> Path:
+def optimized(job: VariantJob) -> Derived:
     """The exporter's own fusion into ONNX Runtime's CPU ops: `_fused_for_ort`."""
     graph, _ = _fused_for_ort(job)
     return _loadable(_load_onnx(graph), graph.parent, job)
@@ -162,21 +161,21 @@ def _same_outputs(original: Path, rewired: Path, calibration: list[dict]) -> boo
     return True
 
 
-def fp16(job: VariantJob) -> Path:
+def fp16(job: VariantJob) -> Derived:
     import copy
+    import dataclasses
 
     import torch
 
     # The exporter's own float16 program: float inputs (pixels, audio) are float16 too, as users feed them.
     sample = {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in job.sample.items()}
-    job.options["float_inputs"] = "float16"
     exported = job.export(copy.deepcopy(job.model).to(torch.float16), sample, job.make_config())
     exported.save_pretrained(job.work_dir / "exported")
     model = _load_onnx(job.work_dir / "exported" / f"{job.component}.onnx")
-    return _loadable(model, job.work_dir / "exported", job)
+    return dataclasses.replace(_loadable(model, job.work_dir / "exported", job), float_inputs="float16")
 
 
-def int8(job: VariantJob) -> Path:
+def int8(job: VariantJob) -> Derived:
     """ONNX Runtime dynamic quantization: per-channel symmetric int8 weights (the kernels' fast path;
     on MiniLM uint8 weights scored 0.001 more cosine and ran 7 % slower), activations quantized at
     run time. Of the encoder's graph fused into ORT's ops where its attention quantizes whole
@@ -186,6 +185,7 @@ def int8(job: VariantJob) -> Path:
     values (the FFN output projections of BERT-like models) loses its bulk to rounding. A
     sensitivity pass on the calibration inputs ranks projections by that outlier ratio and keeps
     the worst in float, within `INT8_BYTE_BUDGET` and `INT8_MAX_KEPT_IN_FLOAT`."""
+    import dataclasses
     import sys
 
     from onnxruntime.quantization import QuantType
@@ -210,10 +210,11 @@ def int8(job: VariantJob) -> Path:
         return OnnxRuntimeQuantizer(config).quantize(_load_onnx(graph), job.sample, ExportFormat.ONNX)
 
     everything = _loadable(quantized([]), job.base_dir, job)
-    budget = INT8_BYTE_BUDGET * _onnx_bytes(job.base_dir, job.component) - _onnx_bytes(everything, job.component)
+    budget = INT8_BYTE_BUDGET * _onnx_bytes(job.base_dir, job.component) - _onnx_bytes(everything.folder, job.component)
     keep = _outlier_projections(graph, job, budget)
-    job.options["kept_in_float"] = keep
-    return _loadable(quantized(keep), job.base_dir, job) if keep else everything
+    return (
+        dataclasses.replace(_loadable(quantized(keep), job.base_dir, job), kept_in_float=keep) if keep else everything
+    )
 
 
 def _onnx_bytes(folder: Path, component: str) -> int:
