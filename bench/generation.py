@@ -5,7 +5,7 @@ The 134 M Llama of bench/run.py, exported by hfexport with its ONNX variants (`m
 decoder with past, `model_quantized.onnx`, `model_fp16.onnx`, `model_optimized.onnx`) and by
 `optimum-cli export onnx --task text-generation-with-past` (the ecosystem venv, tests/loaders/.venv).
 Both publish the same layout, so one judge runs them all, each in a plain ONNX Runtime session as
-optimum and transformers.js run it (`hfexport.worker.validate.decoder_with_past_run`): greedy
+optimum and transformers.js run it (`hfexport.worker.validate.loaders_run`): greedy
 tokens against eager fp32 `generate()` and the mean |Δ log-prob| of eager's tokens (a
 random-weight model: nearly flat logits, so any change of precision flips tokens), and the
 greedy loop's time (batch 1, a 16-token prompt, 32 new tokens) against hfexport's fp32 graph in
@@ -105,7 +105,7 @@ def measure(rounds: int) -> list[dict]:
 
     from hfexport.report import ExportPlan
     from hfexport.worker.splits import split_for
-    from hfexport.worker.validate import decoder_with_past_run, generation_quality, greedy_loop, paired_speedup
+    from hfexport.worker.validate import generation_quality, greedy_loop, loaders_run, paired_speedup
 
     WORK.mkdir(parents=True, exist_ok=True)
     folder = llama_134m()
@@ -113,7 +113,7 @@ def measure(rounds: int) -> list[dict]:
     plan = ExportPlan.from_dict(report["plan"])
     split = split_for(plan)
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
-    runs = {label: decoder_with_past_run(path, model.config) for label, path in graphs.items()}
+    runs = {label: loaders_run({"decode": path}, model.config) for label, path in graphs.items()}
     traced = {"decode": {"input_ids", "attention_mask", "position_ids", "cache"}}
     generator = torch.Generator().manual_seed(7)  # prompts no export was traced or calibrated on
     judged = {

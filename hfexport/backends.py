@@ -65,10 +65,10 @@ class Backend:
     # Offered only when its packages are installed (OpenVINO); others are always listed.
     optional: bool = False
     runner_device: str | None = None
-    # `layout(out_dir, components, decoder) -> (Layout, {old file: new})`: rewrite the validated files
+    # `layout(out_dir, components, loaders) -> (Layout, {old file: new})`: rewrite the validated files
     # as the ecosystem's loaders read them (`hfexport.layouts`), in the worker, after validation;
-    # `decoder`: the component the split publishes as a decoder with past, if any.
-    layout: Callable[[Any, list[str], str | None], tuple[Any, dict[str, str]]] | None = None
+    # `loaders`: the split's components by the loaders' file names (`ExportSplit.loaders_files`).
+    layout: Callable[[Any, list[str], dict[str, str] | None], tuple[Any, dict[str, str]]] | None = None
     # `limits(plan) -> reason | None`: a model this backend's pinned exporter cannot export, said
     # up front (the backend is reported skipped with the reason) instead of failing mid-lowering.
     limits: Callable[[Any], str | None] | None = None

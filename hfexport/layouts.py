@@ -14,8 +14,12 @@ for graph, what optimum and transformers.js call a decoder with past ("merged" d
 names differ. It is published under theirs — `model.onnx` (`model_quantized.onnx` …), inputs
 `past_key_values.N.key/value`, outputs `present.N.key/value`, the batch axis `batch_size` and the
 head axes static — so `pipeline("text-generation", repo)` in transformers.js and optimum's
-`ORTModelForCausalLM` load it. `ExportedModel` binds inputs by the exporter's names, so that
-folder carries no `export.json` (`Layout.DECODER_WITH_PAST`; the card says which loaders read it).
+`ORTModelForCausalLM` load it. An encoder-decoder's `encoder` and merged `decode` are published as
+`encoder_model.onnx` and `decoder_model_merged.onnx` (cache `past_key_values.N.decoder.key/value`,
+fed `encoder_hidden_states` and `encoder_attention_mask`): the two sessions transformers.js 4
+opens, and what optimum's `ORTModelForSeq2SeqLM` / `ORTModelForSpeechSeq2Seq` find. `ExportedModel`
+binds inputs by the exporter's names, so such a folder carries no `export.json`
+(`Layout.DECODER_WITH_PAST`, `Layout.ENCODER_DECODER_WITH_PAST`; the card says which loaders read it).
 """
 
 from __future__ import annotations
@@ -51,31 +55,42 @@ def load_onnx(path: Path):
     return model
 
 
-# The exporter's names for a cache's leaves → optimum's and transformers.js's.
-_CACHE_NAMES = (
-    (re.compile(r"^input\.cache\.layers\.(\d+)\.keys$"), r"past_key_values.\1.key"),
-    (re.compile(r"^input\.cache\.layers\.(\d+)\.values$"), r"past_key_values.\1.value"),
-    (re.compile(r"^output\.cache\.layers\.(\d+)\.keys$"), r"present.\1.key"),
-    (re.compile(r"^output\.cache\.layers\.(\d+)\.values$"), r"present.\1.value"),
-)
+# The exporter's names for a cache's leaves → optimum's and transformers.js's. An encoder-decoder's
+# decoder (it reads `encoder_hidden_states`) names its self-attention cache `.decoder.` there.
+def _cache_names(infix: str) -> tuple[tuple[re.Pattern, str], ...]:
+    return (
+        (re.compile(r"^input\.cache\.layers\.(\d+)\.keys$"), rf"past_key_values.\1.{infix}key"),
+        (re.compile(r"^input\.cache\.layers\.(\d+)\.values$"), rf"past_key_values.\1.{infix}value"),
+        (re.compile(r"^output\.cache\.layers\.(\d+)\.keys$"), rf"present.\1.{infix}key"),
+        (re.compile(r"^output\.cache\.layers\.(\d+)\.values$"), rf"present.\1.{infix}value"),
+    )
+
+
+_DECODER_NAMES = _cache_names("")
+_SEQ2SEQ_NAMES = _cache_names("decoder.")
+_PLAIN = {"input_ids", "attention_mask", "position_ids", "logits"}
+_SEQ2SEQ_PLAIN = {"input_ids", "encoder_hidden_states", "encoder_attention_mask", "logits"}
 
 
 def as_decoder_with_past(model) -> bool:
     """Rename a decode graph's inputs, outputs and axes, in place, as optimum and transformers.js
-    name a decoder with past. transformers.js sizes the empty first cache from the graph's input
-    shapes: it knows `batch_size`, reads numbers as they are, and takes any other symbol as 0 —
-    so the head axes must be numbers (the exporter leaves them as symbols named "2", "8").
+    name a decoder with past: a decoder LLM's (`past_key_values.N.key`), or an encoder-decoder's
+    merged decoder (`past_key_values.N.decoder.key`, fed `encoder_hidden_states`).
+    transformers.js sizes the empty first cache from the graph's input shapes: it knows
+    `batch_size`, reads numbers as they are, and takes any other symbol as 0 — so the head axes
+    must be numbers (the exporter leaves them as symbols named "2", "8").
     Returns False (and changes nothing) if the graph is not such a decoder."""
     import onnx_ir
 
     names = {v.name for v in [*model.graph.inputs, *model.graph.outputs]}
-    plain = {"input_ids", "attention_mask", "position_ids", "logits"}
-    cache = {n for n in names if any(pattern.match(n) for pattern, _ in _CACHE_NAMES)}
+    seq2seq = "encoder_hidden_states" in names
+    patterns, plain = (_SEQ2SEQ_NAMES, _SEQ2SEQ_PLAIN) if seq2seq else (_DECODER_NAMES, _PLAIN)
+    cache = {n for n in names if any(pattern.match(n) for pattern, _ in patterns)}
     # Only keys and values: a cache with more state (a sliding layer's fill level) has no such layout.
     if "input_ids" not in names or not cache or names - plain - cache:
         return False
     for value in [*model.graph.inputs, *model.graph.outputs]:
-        for pattern, new in _CACHE_NAMES:
+        for pattern, new in patterns:
             value.name = pattern.sub(new, value.name)
     inputs = {v.name: v for v in model.graph.inputs}
 
@@ -85,11 +100,18 @@ def as_decoder_with_past(model) -> bool:
 
     axes = {symbol(name, 0): "batch_size" for name in inputs}
     past = next(name for name in inputs if name.startswith("past_key_values."))
-    axes |= {
-        symbol("input_ids", 1): "sequence_length",
-        symbol(past, 2): "past_sequence_length",
-        symbol("attention_mask", 1): "total_sequence_length",
-    }
+    if seq2seq:
+        axes |= {
+            symbol("input_ids", 1): "decoder_sequence_length",
+            symbol(past, 2): "past_decoder_sequence_length",
+            symbol("encoder_hidden_states", 1): "encoder_sequence_length",
+        }
+    else:
+        axes |= {
+            symbol("input_ids", 1): "sequence_length",
+            symbol(past, 2): "past_sequence_length",
+            symbol("attention_mask", 1): "total_sequence_length",
+        }
     axes.pop(None, None)
     token = re.compile(r"\b(?:" + "|".join(map(re.escape, axes)) + r")\b") if axes else None
 
@@ -107,16 +129,21 @@ def as_decoder_with_past(model) -> bool:
     return True
 
 
-def onnx_layout(out_dir: Path, components: list[str], decoder: str | None = None) -> tuple[Layout, dict[str, str]]:
+def onnx_layout(
+    out_dir: Path, components: list[str], loaders: dict[str, str] | None = None
+) -> tuple[Layout, dict[str, str]]:
     """Rewrite each validated `<component>.onnx` (+ `.onnx.data`) in the loaders' layout, in place.
-    `decoder`: the component a decoder LLM's split publishes as a decoder with past
-    (`ExportSplit.loaders_decoder`): its graph and variants (`<decoder>_quantized.onnx` …) are
-    renamed so where they are one (a cache of keys and values only). Returns the layout and the
-    files it renamed (old name → new)."""
-    if decoder is not None and components == [decoder]:
-        renamed = _decoder_with_past(out_dir, decoder)
+    `loaders`: the split's components by the file names optimum and transformers.js read
+    (`ExportSplit.loaders_files`: a decoder LLM's `decode` → `model`; an encoder-decoder's `encoder`
+    → `encoder_model`, `decode` → `decoder_model_merged`). Those graphs, and their variants
+    (`<component>_quantized.onnx` …), are renamed so, their decoder as a decoder with past — where
+    it is one (a cache of keys and values only; else nothing is renamed). Returns the layout and
+    the files it renamed (old name → new)."""
+    if loaders and set(loaders) == set(components):
+        renamed = _loaders_layout(out_dir, loaders)
         if renamed:
-            return Layout.DECODER_WITH_PAST, renamed
+            layout = Layout.DECODER_WITH_PAST if len(components) == 1 else Layout.ENCODER_DECODER_WITH_PAST
+            return layout, renamed
     for component in components:
         graph = out_dir / f"{component}.onnx"
         model = load_onnx(graph)
@@ -132,29 +159,37 @@ def onnx_layout(out_dir: Path, components: list[str], decoder: str | None = None
     return Layout.EXPORTER, {}
 
 
-def _decoder_with_past(out_dir: Path, decoder: str) -> dict[str, str]:
-    """`<decoder>.onnx` and its variants renamed as a decoder with past (`model.onnx` …); {}
-    (nothing touched) if the fp32 graph is not one."""
+def _loaders_layout(out_dir: Path, loaders: dict[str, str]) -> dict[str, str]:
+    """Each component's graph and its variants under the loaders' names, the graph with a cache
+    renamed as a decoder with past; {} (nothing touched) if that fp32 graph is not one."""
     import onnx_ir
 
-    if not as_decoder_with_past(onnx_ir.load(out_dir / f"{decoder}.onnx")):  # the graph alone, not its weights
+    def has_cache(graph) -> bool:
+        return any(v.name.startswith("input.cache.") for v in graph.graph.inputs)
+
+    fp32 = {component: onnx_ir.load(out_dir / f"{component}.onnx") for component in loaders}  # graphs, no weights
+    if not any(has_cache(g) for g in fp32.values()) or not all(
+        as_decoder_with_past(g) for g in fp32.values() if has_cache(g)
+    ):
         return {}
     renamed = {}
-    for graph in sorted(out_dir.glob(f"{decoder}*.onnx")):
-        model = load_onnx(graph)
-        if not as_decoder_with_past(model):
-            continue
-        name = graph.name.replace(decoder, "model", 1)
-        staged = out_dir / ".layout"
-        staged.mkdir()
-        written = write_onnx(model, staged, name)
-        del model
-        for path in written:
-            path.replace(out_dir / path.name)
-        staged.rmdir()
-        graph.unlink()
-        graph.with_name(f"{graph.name}.data").unlink(missing_ok=True)
-        renamed[graph.name] = name
+    for component, stem in loaders.items():
+        # `<component>.onnx` and its variants `<component>_<kind>.onnx`, nothing else of that prefix.
+        for graph in sorted({out_dir / f"{component}.onnx", *out_dir.glob(f"{component}_*.onnx")}):
+            model = load_onnx(graph)
+            if has_cache(model) and not as_decoder_with_past(model):
+                continue
+            name = stem + graph.name.removeprefix(component)
+            staged = out_dir / ".layout"
+            staged.mkdir()
+            written = write_onnx(model, staged, name)
+            del model
+            for path in written:
+                path.replace(out_dir / path.name)
+            staged.rmdir()
+            graph.unlink()
+            graph.with_name(f"{graph.name}.data").unlink(missing_ok=True)
+            renamed[graph.name] = name
     # It describes programs by the exporter's input names, which these graphs no longer take.
     (out_dir / "export.json").unlink(missing_ok=True)
     return renamed

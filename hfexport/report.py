@@ -39,7 +39,7 @@ class Split(StrEnum):
 
     SINGLE = "single"  # one graph
     DECODER = "decoder"  # a decoder LLM's one decode program (prompt on an empty cache, then each token)
-    ENCODER_DECODER = "encoder-decoder"  # encoder, prefill, decode
+    ENCODER_DECODER = "encoder-decoder"  # encoder, and one decoder for every step
     IMAGE_TEXT_DECODER = "image-text-decoder"  # vision encoder, token embeddings, decode over embeddings
 
 
@@ -85,6 +85,9 @@ class Layout(StrEnum):
     # `past_key_values.N.key/value`, outputs `present.N.key/value`. Their loaders read it;
     # `ExportedModel` does not (it binds inputs by the exporter's names).
     DECODER_WITH_PAST = "decoder-with-past"
+    # An encoder-decoder's ONNX graphs as they name theirs: `encoder_model.onnx` and one
+    # `decoder_model_merged.onnx` (cache `past_key_values.N.decoder.key/value`) for every step.
+    ENCODER_DECODER_WITH_PAST = "encoder-decoder-with-past"
 
 
 class PublishAction(StrEnum):

@@ -73,7 +73,7 @@ TASK_TABLE: tuple[Task, ...] = (
     Task("depth-estimation", "AutoModelForDepthEstimation", "single", "vision", ("GLPN: dynamo, onnx",)),
     Task("audio-classification", "AutoModelForAudioClassification", "single", "audio", ("wav2vec2: dynamo, onnx",)),
     Task("automatic-speech-recognition", "AutoModelForCTC", "single", "audio", ("wav2vec2: dynamo, onnx",)),
-    # Generation with a KV cache: one decoder (encoder + prefill + decode for encoder-decoders).
+    # Generation with a KV cache: one decoder (and the encoder, for encoder-decoders).
     Task(
         "text-generation-with-past",
         "AutoModelForCausalLM",
@@ -88,6 +88,7 @@ TASK_TABLE: tuple[Task, ...] = (
         "generation",
         "text",
         ("T5: dynamo, onnx, executorch", "BART, Marian: dynamo, onnx"),
+        js_pipeline="text2text-generation",
     ),
     Task(
         "automatic-speech-recognition-with-past",

@@ -135,8 +135,8 @@ class Variant:
     generation: bool = False
     # Derived from single-graph exports (encoders, classifiers) too; False: generation alone.
     single: bool = True
-    # Also derived for each component of an export of several (an encoder-decoder's encoder, prefill
-    # and decode; an image-text model's): it transforms each saved program, no re-export. Those are
+    # Also derived for each component of an export of several (an encoder-decoder's encoder and
+    # decoder; an image-text model's): it transforms each saved program, no re-export. Those are
     # published together in `folder`.
     per_component: bool = False
     # The `dtype` transformers.js picks this file by, where it is published under transformers.js's

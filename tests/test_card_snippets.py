@@ -317,3 +317,74 @@ def test_the_ecosystems_python_loaders_read_the_prs(pushed, pushed_llm, tmp_path
         tmp_path / "optimum", "optimum-causal-lm", LLM_REPO, f"refs/pr/{llm['pr_num']}", json.dumps(ids), "8"
     )
     assert got == _eager_continuation(folder, text), got
+
+
+S2S_REPO = "s2s-owner/tiny-t5"
+
+
+@pytest.fixture(scope="module")
+def pushed_t5(hub, tmp_path_factory):
+    """An encoder-decoder (T5) with its tokenizer, pushed with dynamo and onnx and ONNX int8.
+    Returns the API, the outcome and the model's folder."""
+    from huggingface_hub import HfApi
+
+    owner, bot = hub.add_user("s2s-owner"), hub.add_user("s2s-bot")
+    api = HfApi(endpoint=hub.url, token=owner)
+    api.create_repo(S2S_REPO)
+    folder = tiny_models.t5_with_tokenizer(tmp_path_factory.mktemp("model-t5-tokenizer"))
+    api.upload_folder(repo_id=S2S_REPO, folder_path=folder)
+    result = run_cli(
+        "push",
+        S2S_REPO,
+        "--backends",
+        "dynamo,onnx",
+        "--variants",
+        "onnx:int8",
+        "--json",
+        env={"HF_TOKEN": bot},
+        timeout=1800,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return api, json.loads(result.stdout), folder
+
+
+def _eager_seq2seq(folder: Path, text: str, new_tokens: int = 8) -> list[int]:
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForSeq2SeqLM.from_pretrained(folder)
+    return model.generate(**tokenizer([text], return_tensors="pt"), max_new_tokens=new_tokens, do_sample=False)[
+        0
+    ].tolist()
+
+
+def test_an_encoder_decoder_is_published_as_the_loaders_read_it_and_they_generate_as_eager(pushed_t5, tmp_path):
+    """T5's ONNX folder is `encoder_model.onnx` + one `decoder_model_merged.onnx` (its weights once),
+    judged again as the loaders feed it; every block of its card runs on the PR and merged, and
+    transformers.js's text2text-generation pipeline writes the text eager `generate()` writes, as
+    optimum's ORTModelForSeq2SeqLM (in its own venv) generates eager's token ids."""
+    from transformers import AutoTokenizer
+
+    api, outcome, folder = pushed_t5
+    onnx = next(b for b in outcome["report"]["backends"] if b["backend"] == "onnx")
+    assert onnx["layout"] == "encoder-decoder-with-past", onnx["layout"]
+    assert onnx["programs"] == {"encoder": "encoder_model.onnx", "decode": "decoder_model_merged.onnx"}
+    assert any(c["name"] == "loaders_layout" and c["tokens_equal"] for c in onnx["validation"]["checks"])
+    assert {"encoder_model.onnx", "decoder_model_merged.onnx"} <= {f["path"] for f in onnx["files"]}
+    assert "export.json" not in {f["path"] for f in onnx["files"]}
+    blocks, js_output = _run_every_block(
+        api,
+        S2S_REPO,
+        outcome["pr_num"],
+        tmp_path,
+        r"\(1, 1, 128\) first token: |components=\['encoder', 'decode'\]",
+        r"\S",
+    )
+    assert any('"onnx/decoder_model_merged.onnx"' in b for b in blocks)
+    text = "hfexport validated this file against the original model."
+    ids = _eager_seq2seq(folder, text)
+    assert len(set(ids[1:])) >= 3, ids  # varied tokens: a decoder that ignored its cache would show
+    eager = AutoTokenizer.from_pretrained(folder).decode(ids, skip_special_tokens=True)
+    assert js_output and set(js_output.values()) == {eager}, (js_output, eager)
+    prompt = AutoTokenizer.from_pretrained(folder)(text)["input_ids"]
+    got = _run_loader(tmp_path / "optimum-s2s", "optimum-seq2seq-lm", S2S_REPO, "main", json.dumps(prompt), "8")
+    assert got == ids, (got, ids)

@@ -86,7 +86,7 @@ def test_an_encoder_decoder_with_its_shipped_generation_config_matches_generate_
     workspace, name, build, rules, backends
 ):
     """generate()'s own logits processors, built from the model's generation config, are applied in
-    the loop over the exported encoder, prefill and decode as in eager generate(): token parity on
+    the loop over the exported encoder and decoder as in eager generate(): token parity on
     both runtimes, and the rules visibly at work (the forced EOS closes every row; no suppressed
     token appears). Whisper's decoder prompt names its language and task explicitly: transformers'
     base generate() is traced and judged, not Whisper's language detection."""

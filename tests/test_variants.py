@@ -433,14 +433,14 @@ def test_a_decoder_llm_gets_an_8da4w_executorch_program_that_loads_in_the_runtim
 @pytest.mark.parametrize(
     "family, components",
     [
-        ("t5", ["encoder", "prefill", "decode"]),
+        ("t5", ["encoder", "decode"]),
         ("llava", ["vision_encoder", "embed_tokens", "decode"]),
     ],
 )
 def test_an_export_of_several_components_gets_an_int8_folder_that_exportedmodel_loads(
     family, components, workspace, tmp_path
 ):
-    """A T5 (encoder, prefill, decode) and a LLaVA (vision encoder, token embeddings, decoder over
+    """A T5 (encoder, one decoder) and a LLaVA (vision encoder, token embeddings, decoder over
     embeddings) exported for generation with `--variants int8,fp16`: each component's graph
     quantized, all judged together on the tokens their greedy loop generates against eager
     `generate()`, and published as `onnx/quantized/` with the export's manifest and configs, which

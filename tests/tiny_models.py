@@ -112,6 +112,34 @@ def t5(folder: Path) -> Path:
     return _save(model, folder)
 
 
+def t5_with_tokenizer(folder: Path) -> Path:
+    """A tiny T5 with a word-level tokenizer over its 128 ids: text goes in as a user's would. Its
+    decoder's matrices are scaled up so greedy decoding of a real sentence varies its tokens (at
+    initialisation it repeats one id: a test could not tell a cache that is ignored)."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(1)
+    config = T5Config(
+        vocab_size=128,
+        d_model=32,
+        d_kv=8,
+        d_ff=37,
+        num_layers=2,
+        num_heads=4,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+        eos_token_id=1,
+    )
+    model = T5ForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for weight in model.decoder.parameters():
+            if weight.dim() == 2:
+                weight.mul_(8)
+    _save(model, folder)
+    _word_tokenizer().save_pretrained(folder)
+    return folder
+
+
 def vit(folder: Path) -> Path:
     from transformers import ViTConfig, ViTForImageClassification
 

@@ -34,7 +34,14 @@ def _header(repo_id: str) -> list[str]:
 
 # A transformers.js pipeline (`Task.js_pipeline`) called on text, and the line that shows its output.
 _JS_FEEDS = "text"  # the modality the calls below feed (a vision model's feature-extraction takes images)
+_LOADERS_LAYOUTS = (Layout.DECODER_WITH_PAST, Layout.ENCODER_DECODER_WITH_PAST)
+# optimum's class for an encoder-decoder's folder, by what its encoder reads.
+_OPTIMUM_SEQ2SEQ = {"text": "ORTModelForSeq2SeqLM", "audio": "ORTModelForSpeechSeq2Seq"}
 _JS_CALLS = {
+    "text2text-generation": (
+        f"{_PROMPT}, {{ max_new_tokens: 8, do_sample: false }}",
+        "console.log(output[0].generated_text);",
+    ),
     "feature-extraction": (f'[{_PROMPT}, "Short one."]', "console.log(output.dims);"),
     "text-generation": (
         f"{_PROMPT}, {{ max_new_tokens: 8, do_sample: false }}",
@@ -55,7 +62,7 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
         or not _has_preprocessor(report, repo_files)
     ):
         return None
-    if report.plan.split != Split.SINGLE and b.layout != Layout.DECODER_WITH_PAST:
+    if report.plan.split != Split.SINGLE and b.layout not in _LOADERS_LAYOUTS:
         return None
     call, show = pipe
     # Past 2 GB the weights sit in `model.onnx_data`, which transformers.js fetches when told to (it
@@ -99,6 +106,35 @@ def decoder_with_past_block(repo_id: str, b: BackendResult, file: str) -> list[s
             "        feed[i.name] = np.zeros((1, i.shape[1], 0, i.shape[3]), dtype=dtype)",
             'logits = session.run(["logits"], {i.name: feed[i.name] for i in session.get_inputs()})[0]',
             'print(logits.shape, "next token:", tokenizer.decode(logits[0, -1].argmax()))',
+        ]
+    )
+
+
+def encoder_decoder_block(repo_id: str, b: BackendResult, encoder: str, decoder: str) -> list[str]:
+    """The first greedy step of an encoder-decoder laid out for the loaders
+    (`Layout.ENCODER_DECODER_WITH_PAST`) with ONNX Runtime alone: the encoder, then the merged
+    decoder on an empty self-attention cache, as optimum and transformers.js run it."""
+    return _program(
+        [
+            "import numpy as np",
+            "import onnxruntime as ort",
+            "from huggingface_hub import hf_hub_download",
+            "from transformers import AutoConfig, AutoTokenizer",
+            *_header(repo_id),
+            "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
+            "config = AutoConfig.from_pretrained(repo, revision=revision)",
+            f'encoder = ort.InferenceSession(hf_hub_download(repo, "{b.subfolder}/{encoder}", revision=revision))',
+            f'decoder = ort.InferenceSession(hf_hub_download(repo, "{b.subfolder}/{decoder}", revision=revision))',
+            f'inputs = tokenizer([{_PROMPT}], return_tensors="np")',
+            "hidden = encoder.run(None, {i.name: inputs[i.name] for i in encoder.get_inputs()})[0]",
+            'feed = {"input_ids": np.array([[config.decoder_start_token_id]]), "encoder_hidden_states": hidden, '
+            '"encoder_attention_mask": inputs["attention_mask"]}',
+            "# The first step on an empty self-attention cache; each next token then on the `present.*` it returns.",
+            "for i in decoder.get_inputs():",
+            '    if i.name.startswith("past_key_values."):',
+            "        feed[i.name] = np.zeros((1, i.shape[1], 0, i.shape[3]), dtype=np.float32)",
+            'logits = decoder.run(["logits"], {i.name: feed[i.name] for i in decoder.get_inputs()})[0]',
+            'print(logits.shape, "first token:", tokenizer.decode(logits[0, -1].argmax()))',
         ]
     )
 
@@ -251,6 +287,9 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
         if b.layout == Layout.DECODER_WITH_PAST:
             lines += _decoder_with_past_section(repo_id, b, js, b.program_file(first), repo_files)
             continue
+        if b.layout == Layout.ENCODER_DECODER_WITH_PAST:
+            lines += _encoder_decoder_section(repo_id, report, b, js, repo_files)
+            continue
         lines += [
             f"**{b.backend}** (`{b.subfolder}/`), with `transformers.exporters`:",
             "",
@@ -289,6 +328,29 @@ def _variant_list(b: BackendResult) -> list[str]:
                 f"- `{b.subfolder}/{v.file}` ({v.kind})"
                 + (f" — transformers.js: `dtype: '{dtype}'`" if (dtype := _js_dtype(b, v)) else "")
             )
+    return lines
+
+
+def _encoder_decoder_section(
+    repo_id: str, report: Report, b: BackendResult, js: list[str] | None, repo_files: set[str] | None
+) -> list[str]:
+    encoder, decoder = (b.program_file(c) for c in b.components)
+    optimum = _OPTIMUM_SEQ2SEQ.get(report.plan.modality, "ORTModelForSeq2SeqLM")
+    lines = [
+        f"**{b.backend}** (`{b.subfolder}/`): the encoder (`{encoder}`) and one decoder for every step "
+        f"(`{decoder}`, its weights once), named as optimum and transformers.js name theirs. "
+        f"transformers.js's pipeline and optimum's `{optimum}.from_pretrained(repo)` load this folder; "
+        "`ExportedModel` does not.",
+        "",
+    ]
+    if js is not None:
+        lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
+    if _INPUT_LINES.get(report.plan.modality) and _has_preprocessor(report, repo_files):
+        lines += ["With ONNX Runtime alone, the first step:", "", *encoder_decoder_block(repo_id, b, encoder, decoder)]
+        lines.append("")
+    published = _variant_list(b)
+    if published:
+        lines += [*published, ""]
     return lines
 
 

@@ -4,7 +4,7 @@ Layout (each folder loads with `ExportedModel.from_pretrained(out, subfolder=...
 
     out/
       hfexport-report.json
-      dynamo/               model.pt2 (decode.pt2 for a decoder LLM; encoder, prefill, decode.pt2 for encoder-decoders)
+      dynamo/               model.pt2 (decode.pt2 for a decoder LLM; encoder.pt2, decode.pt2 for encoder-decoders)
       onnx/                 model.onnx + model.onnx.data
       executorch/xnnpack/   model.pte
       executorch/cuda/      model.pte (+ .ptd)

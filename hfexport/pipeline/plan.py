@@ -10,9 +10,9 @@ Decisions taken here, and why:
 - single graph vs generation split: a decoder-only model that can `generate()` is exported as ONE
   `decode` component that takes any number of new tokens (the exporter's multi-token decode):
   the prompt on an empty cache, then each step — so its weights are stored once, not once per
-  component. Encoder-decoders are split into `encoder`, `prefill` and `decode` (the encoder is
-  what `export_for_generation` leaves out; their decode step reads the cross-attention cache that
-  prefill fills, so it cannot start from an empty one). An image-text-to-text model (LLaVA) is
+  component. Encoder-decoders are split into `encoder` and one `decode` for every step (it projects
+  the encoder's output for cross-attention on each call, so it too starts from an empty cache:
+  transformers.js's and optimum's `decoder_model_merged`). An image-text-to-text model (LLaVA) is
   split into `vision_encoder` (one image's features, projected), `embed_tokens` and the one
   `decode` over embeddings: the images' features take their placeholder tokens' places between
   the last two, outside any graph, as the exporters leave it to the caller. The rest export as

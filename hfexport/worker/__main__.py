@@ -100,7 +100,7 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     from ..versions import runtime_versions
     from .derive import CALIBRATION, rejudge_published, run_variants
     from .splits import Exporting, split_for
-    from .validate import compare_generation, decoder_with_past_run
+    from .validate import compare_generation, loaders_run
 
     torch.manual_seed(0)
     plan = job.plan
@@ -164,18 +164,22 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     if validation.passed and backend.layout is not None:
         stage("laying out for loaders")
         del loaded
-        result.layout, renamed = backend.layout(out_dir, components, split.loaders_decoder)
+        result.layout, renamed = backend.layout(out_dir, components, split.loaders_files)
         result.programs = {c: renamed.get(file, file) for c, file in result.programs.items()}
         for variant in result.variants:
             if variant.file:
                 variant.file = renamed.get(variant.file, variant.file)
-        if result.layout == Layout.DECODER_WITH_PAST and split.loaders_decoder:
-            # The graph the loaders read has other names than the one validated: run it as they do.
-            run = decoder_with_past_run(out_dir / result.programs[split.loaders_decoder], model.config)
+        if result.layout in (Layout.DECODER_WITH_PAST, Layout.ENCODER_DECODER_WITH_PAST):
+            # The graphs the loaders read have other names than the ones validated: run them as they do.
+            paths = {c: out_dir / file for c, file in result.programs.items()}
+            run = loaders_run(paths, model.config)
             validation.checks.append(compare_generation("loaders_layout", model, split, run, traced, other))
+            origin = {new: old for old, new in renamed.items()}
             for variant in result.variants:
-                if variant.ok and variant.file:  # the published file's own figures, as the loaders run it
-                    published = decoder_with_past_run(out_dir / variant.file, model.config)
+                # A single published file's own figures, from the file as the loaders run it.
+                if variant.ok and variant.file in origin:
+                    component = next(c for c in components if origin[variant.file].startswith(f"{c}_"))
+                    published = loaders_run({**paths, component: out_dir / variant.file}, model.config)
                     rejudge_published(variant, split, published, model, traced, other, out_dir)
 
     files = sorted(p for p in out_dir.rglob("*") if p.is_file())

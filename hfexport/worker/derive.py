@@ -71,7 +71,7 @@ def run_variants(
     against eager fp32 on the validation inputs (another shape than trace and calibration), time
     it against the fp32 artifact on the same runtime, and keep its file only if it passed.
 
-    An export of several components (an encoder-decoder's encoder, prefill and decode; an image-text
+    An export of several components (an encoder-decoder's encoder and decoder; an image-text
     model's vision encoder, token embeddings and decoder) gets the variants that transform each
     saved program (`Variant.per_component`), gathered in a folder of their own (`onnx/quantized/`)
     that `ExportedModel` loads as it loads the fp32 one."""

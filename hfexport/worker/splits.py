@@ -7,9 +7,8 @@ The plan names the split (`report.Split`, chosen once in `pipeline/plan.py`); th
 - `SingleGraph` — one graph, `model`: encoders, classifiers, a causal LM head that cannot generate;
 - `Decoder` — a decoder LLM's one `decode` program: the prompt on an empty cache, then each new
   token (weights once, no prefill copy);
-- `EncoderDecoder` — `encoder`, `prefill`, `decode` (T5, BART, Marian, Whisper): 5.24's
-  `export_for_generation` exports what `generate()` calls after the encoder, and the encoder is
-  exported on its own;
+- `EncoderDecoder` — `encoder` and one `decode` for every step (T5, BART, Marian, Whisper): the
+  decoder's weights once, as transformers.js's and optimum's `decoder_model_merged` has them;
 - `ImageTextDecoder` — `vision_encoder`, `embed_tokens`, `decode` (LLaVA): the exporters leave an
   image's features and the tokens' embeddings to the caller (`decompose_multimodal`), so each is
   a graph of its own here, and the greedy loop merges them, as the runtime a user deploys does.
@@ -116,8 +115,9 @@ class ExportSplit:
     components: ClassVar[tuple[str, ...]]
     # Judged by a greedy loop against eager `generate()` (else by one forward per input set).
     generates: ClassVar[bool] = True
-    # The component the ONNX layout publishes as a decoder with past (`Layout.DECODER_WITH_PAST`).
-    loaders_decoder: ClassVar[str | None] = None
+    # The components by the file names optimum and transformers.js read them under: the ONNX layout
+    # publishes them so (`layouts.onnx_layout`), the decoder as a decoder with past. Empty: none.
+    loaders_files: ClassVar[dict[str, str]] = {}
 
     def __init__(self, plan: ExportPlan):
         self.plan = plan
@@ -213,7 +213,7 @@ class SingleGraph(ExportSplit):
 @register_split(Split.DECODER)
 class Decoder(ExportSplit):
     components: ClassVar[tuple[str, ...]] = ("decode",)
-    loaders_decoder: ClassVar[str | None] = "decode"
+    loaders_files: ClassVar[dict[str, str]] = {"decode": "model"}
 
     def export_program(self, x: Exporting, model, inputs: dict, config):
         from transformers.exporters.utils import decompose_for_generation
@@ -265,7 +265,7 @@ class Decoder(ExportSplit):
 @register_split(Split.IMAGE_TEXT_DECODER)
 class ImageTextDecoder(Decoder):
     components = ("vision_encoder", "embed_tokens", "decode")
-    loaders_decoder = None  # transformers.js and optimum read such models' graphs by other names
+    loaders_files: ClassVar[dict[str, str]] = {}  # not yet transformers.js's layout for these models
 
     def export(self, x: Exporting, model, sample: dict):
         from transformers.exporters import ExportedModel
@@ -306,7 +306,16 @@ class ImageTextDecoder(Decoder):
 
 @register_split(Split.ENCODER_DECODER)
 class EncoderDecoder(ExportSplit):
-    components = ("encoder", "prefill", "decode")
+    """T5, BART, Marian, Whisper: the `encoder`, and one `decode` program for every step (`MergedDecoder`:
+    the prompt on an empty self-attention cache, then each token on the cache it returned), so the
+    decoder's weights are stored once — what transformers.js and optimum call `decoder_model_merged`."""
+
+    components = ("encoder", "decode")
+    loaders_files: ClassVar[dict[str, str]] = {"encoder": "encoder_model", "decode": "decoder_model_merged"}
+
+    def prepare(self, model) -> None:
+        super().prepare(model)
+        self.cache_shape = MergedDecoder.cache_shape(model)
 
     def pads_left(self) -> bool:
         return False  # the encoder reads the whole prompt; the decoder has a prompt of its own
@@ -317,42 +326,97 @@ class EncoderDecoder(ExportSplit):
         return inputs
 
     def export(self, x: Exporting, model, sample: dict):
-        exported = x.exporter.export_for_generation(
-            model, dict(sample), x.config(), generation_config=model.generation_config
-        )
-        # 5.24's export_for_generation leaves the encoder out: generate() runs it before the first
-        # captured forward. Export it on its own so the components run without the eager model.
+        from transformers.exporters import ExportedModel
+
         encoder_inputs = self.encoder_inputs(sample)
-        encoder = x.one(model.get_encoder(), encoder_inputs, x.config(encoder_inputs))
-        exported.components = {"encoder": encoder, **exported.components}
-        return exported
+        encoder = model.get_encoder()
+        graphs = {"encoder": x.one(encoder, encoder_inputs, x.config(encoder_inputs))}
+        # Traced on a filled cache and more new tokens than it holds (sizes that differ from the batch
+        # and from each other, so torch.export keeps every axis its own symbol); run on an empty one for
+        # the prompt. The exporter marks every axis dynamic (the cache is a pytree).
+        decoder = MergedDecoder(model)
+        with torch.no_grad():
+            state = self.decoder_state(one_tensor(encoder(**encoder_inputs)), sample)
+            prompt = sample["decoder_input_ids"]
+            filled = decoder(input_ids=prompt, cache=self.empty(len(prompt)), **state)["cache"]
+        tokens = torch.cat([prompt, prompt[:, :1]], dim=-1)
+        graphs["decode"] = x.one(decoder, {"input_ids": tokens, "cache": filled, **state}, x.config())
+        return ExportedModel(
+            graphs, x.exporter.export_format, config=model.config, generation_config=model.generation_config
+        )
 
     @staticmethod
     def encoder_inputs(prompt: dict) -> dict:
         return {k: v for k, v in prompt.items() if k != "decoder_input_ids"}
 
+    @staticmethod
+    def decoder_state(hidden: torch.Tensor, prompt: dict) -> State:
+        """What the decoder reads of the encoder at every step: its output, and the prompt's mask
+        where it has one (Whisper's spectrogram has none)."""
+        state = {"encoder_hidden_states": hidden}
+        if "attention_mask" in prompt:
+            state["encoder_attention_mask"] = prompt["attention_mask"]
+        return state
+
+    def empty(self, batch: int, dtype: torch.dtype = torch.float32):
+        """The self-attention cache of a decoder that has read nothing yet: every layer zero long."""
+        from transformers import DynamicCache
+
+        layers, heads, head_dim = self.cache_shape
+        cache = DynamicCache()
+        for index in range(layers):
+            empty = torch.zeros(batch, heads, 0, head_dim, dtype=dtype)
+            cache.update(empty, empty.clone(), index)
+        return cache
+
     def eager(self, model) -> dict[str, Callable]:
-        return {"encoder": model.get_encoder(), "prefill": model, "decode": model}
+        return {"encoder": model.get_encoder(), "decode": MergedDecoder(model)}
 
     def start(self, call: Call, prompt: dict, config, cache_dtype: torch.dtype) -> tuple[Any, torch.Tensor, State]:
-        from transformers.modeling_outputs import BaseModelOutput
-
-        encoded = call("encoder", **self.encoder_inputs(prompt))
-        hidden = encoded["last_hidden_state"] if isinstance(encoded, Mapping) else encoded[0]
-        # The decoder graph was traced with the encoder's own output class (generate() ran the encoder):
-        # pass the same class, holding only the hidden state, or the program's input spec won't match.
-        output_class: Any = type(encoded) if isinstance(encoded, Mapping) else BaseModelOutput
-        state = {
-            "attention_mask": prompt.get("attention_mask"),
-            "encoder_outputs": output_class(last_hidden_state=hidden),
-            "decoder_input_ids": prompt["decoder_input_ids"],
-        }
-        state = {k: v for k, v in state.items() if v is not None}
-        return call("prefill", cache=fresh_cache(config, True), **state), prompt["decoder_input_ids"], state
+        state = self.decoder_state(one_tensor(call("encoder", **self.encoder_inputs(prompt))), prompt)
+        ids = prompt["decoder_input_ids"]
+        return call("decode", input_ids=ids, cache=self.empty(len(ids), cache_dtype), **state), ids, state
 
     def step(self, call: Call, output: Any, token: torch.Tensor, state: State) -> Any:
-        state["decoder_input_ids"] = token
-        return call("decode", cache=cache_of(output), **state)
+        return call("decode", input_ids=token, cache=cache_of(output), **state)
+
+
+class MergedDecoder(torch.nn.Module):
+    """An encoder-decoder's decoder as one program for every step: its self-attention cache in and
+    out, and the cross-attention keys and values computed from the encoder's output on each call (a
+    fresh cross-attention cache: the model's own attention then projects them, as on generate()'s
+    first step), so the first step and every later one run the same graph. The model's own forward."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, encoder_hidden_states, cache, encoder_attention_mask=None):
+        from transformers import DynamicCache, EncoderDecoderCache
+        from transformers.modeling_outputs import BaseModelOutput
+
+        output = self.model(
+            encoder_outputs=BaseModelOutput(last_hidden_state=encoder_hidden_states),
+            attention_mask=encoder_attention_mask,
+            decoder_input_ids=input_ids,
+            past_key_values=EncoderDecoderCache(cache, DynamicCache()),
+            use_cache=True,
+        )
+        return {"logits": output.logits, "cache": output.past_key_values.self_attention_cache}
+
+    @classmethod
+    def cache_shape(cls, model) -> tuple[int, int, int]:
+        """(layers, heads, head dim) of the decoder's self-attention cache, read off one step of the
+        model itself (T5's head dim is its `d_kv`, not `d_model / heads`)."""
+        from transformers import DynamicCache
+
+        config = model.config
+        width = getattr(config, "d_model", None) or config.get_text_config().hidden_size
+        start = config.decoder_start_token_id if config.decoder_start_token_id is not None else 0
+        with torch.no_grad():
+            cache = cls(model)(torch.tensor([[start]]), torch.zeros(1, 1, width), DynamicCache())["cache"]
+        keys = cache.layers[0].keys
+        return len(cache.layers), keys.shape[1], keys.shape[3]
 
 
 # ── Components the exporters leave to the caller, as modules that export as graphs of their own ──
@@ -383,15 +447,6 @@ class TokenEmbeddings(torch.nn.Module):
 
 
 # ── Caches and positions, as `generate()` builds them ────────────────────────
-
-
-def fresh_cache(config, is_encoder_decoder: bool):
-    """An empty cache like the one `generate()` hands the first forward."""
-    from transformers import DynamicCache, EncoderDecoderCache
-
-    if is_encoder_decoder:
-        return EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
-    return DynamicCache(config=config)
 
 
 def empty_cache(config, batch: int, dtype: torch.dtype = torch.float32):

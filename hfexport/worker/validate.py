@@ -9,8 +9,8 @@ it: `ExportedModel.from_pretrained(folder)` on the backend's own runtime. The ch
 - generation: the exported components driven in a greedy loop (each split's steps, from
   `worker/splits.py`) must produce exactly the token ids of eager `generate()`, for
   `Shape.new_tokens` tokens (the plan's `validation` shape);
-- loaders_layout (a decoder LLM's ONNX): the same greedy loop on the graph renamed as a decoder
-  with past, fed as optimum and transformers.js feed it (`decoder_with_past_run`).
+- loaders_layout (the ONNX of a decoder LLM or an encoder-decoder): the same greedy loop on the
+  graphs renamed for optimum and transformers.js, fed as those loaders feed them (`loaders_run`).
 """
 
 from __future__ import annotations
@@ -133,32 +133,39 @@ def greedy_loop(
     return torch.cat(tokens, dim=-1), logits_per_step
 
 
-def decoder_with_past_run(path, config) -> Run:
-    """`run(component, **kwargs)` over a decoder graph laid out for optimum and transformers.js
-    (`Layout.DECODER_WITH_PAST`), in a plain ONNX Runtime session as those loaders open it: the
-    greedy loop feeds it as it feeds the exporter's program, so the published file is judged too."""
+def loaders_run(paths: Mapping[str, Any], config) -> Run:
+    """`run(component, **kwargs)` over graphs laid out for optimum and transformers.js
+    (`Layout.DECODER_WITH_PAST`, `Layout.ENCODER_DECODER_WITH_PAST`; `paths`: each component's
+    file), each in a plain ONNX Runtime session as those loaders open it: the greedy loop feeds them
+    as it feeds the exporter's programs, so the published files are judged too. A cache goes in as
+    `past_key_values.N[.decoder].key/value` and comes back from `present.*`."""
     import onnxruntime as ort
     from transformers import DynamicCache
 
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    inputs = [i.name for i in session.get_inputs()]
-    outputs = [o.name for o in session.get_outputs()]
-    # A float16 graph (`model_fp16.onnx`) takes its cache in float16, as transformers.js feeds it.
-    cache_dtype = (
-        torch.float16 if "float16" in session.get_inputs()[inputs.index("past_key_values.0.key")].type else None
-    )
+    sessions = {c: ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]) for c, p in paths.items()}
 
-    def run(component: str, cache, **kwargs):
+    def run(component: str, cache=None, **kwargs):
+        session = sessions[component]
+        inputs = {i.name: i for i in session.get_inputs()}
+        outputs = [o.name for o in session.get_outputs()]
         feed = {name: value.numpy() for name, value in kwargs.items()}
-        for index, layer in enumerate(cache.layers):
-            keys, values = (t.to(cache_dtype) if cache_dtype else t for t in (layer.keys, layer.values))
-            feed[f"past_key_values.{index}.key"] = keys.numpy()
-            feed[f"past_key_values.{index}.value"] = values.numpy()
+        infix = "decoder." if "past_key_values.0.decoder.key" in inputs else ""
+        if cache is not None:
+            # A float16 graph (`model_fp16.onnx`) takes its cache in float16, as transformers.js feeds it.
+            half = "float16" in inputs[f"past_key_values.0.{infix}key"].type
+            for index, layer in enumerate(cache.layers):
+                keys, values = (t.to(torch.float16) if half else t for t in (layer.keys, layer.values))
+                feed[f"past_key_values.{index}.{infix}key"] = keys.numpy()
+                feed[f"past_key_values.{index}.{infix}value"] = values.numpy()
         got = dict(zip(outputs, session.run(None, {name: feed[name] for name in inputs})))
-        present = DynamicCache(config=config)
-        for index in range(len(cache.layers)):
+        if not any(name.startswith("present.") for name in outputs):  # an encoder: its outputs by name
+            return {name: torch.from_numpy(value) for name, value in got.items()}
+        present = DynamicCache()
+        for index in range(sum(name.endswith(f".{infix}key") for name in outputs if name.startswith("present."))):
             present.update(
-                torch.from_numpy(got[f"present.{index}.key"]), torch.from_numpy(got[f"present.{index}.value"]), index
+                torch.from_numpy(got[f"present.{index}.{infix}key"]),
+                torch.from_numpy(got[f"present.{index}.{infix}value"]),
+                index,
             )
         return {"logits": torch.from_numpy(got["logits"]), "cache": present}
 

@@ -3,6 +3,7 @@ the way its users call it. Prints what it computed as JSON on the last line.
 
     python load.py sentence-transformers REPO REVISION FILE '["text", ...]'   → normalized embeddings
     python load.py optimum-causal-lm REPO REVISION '[token ids]' NEW_TOKENS  → greedy new token ids
+    python load.py optimum-seq2seq-lm REPO REVISION '[token ids]' NEW_TOKENS  → the greedy decoder ids
 """
 
 import json
@@ -30,10 +31,24 @@ def optimum_causal_lm(repo: str, revision: str, ids: str, new_tokens: str) -> li
     return out[0, prompt.shape[1] :].tolist()
 
 
+def optimum_seq2seq_lm(repo: str, revision: str, ids: str, new_tokens: str) -> list:
+    import torch
+    from optimum.onnxruntime import ORTModelForSeq2SeqLM
+
+    model = ORTModelForSeq2SeqLM.from_pretrained(repo, revision=revision)
+    prompt = torch.tensor([json.loads(ids)])
+    out = model.generate(
+        input_ids=prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=int(new_tokens), do_sample=False
+    )
+    return out[0].tolist()
+
+
+LOADERS = {
+    "sentence-transformers": sentence_transformers,
+    "optimum-causal-lm": optimum_causal_lm,
+    "optimum-seq2seq-lm": optimum_seq2seq_lm,
+}
+
 if __name__ == "__main__":
     loader, *args = sys.argv[1:]
-    print(
-        json.dumps(
-            {"sentence-transformers": sentence_transformers, "optimum-causal-lm": optimum_causal_lm}[loader](*args)
-        )
-    )
+    print(json.dumps(LOADERS[loader](*args)))
