@@ -593,3 +593,24 @@ def whisper(folder: Path) -> Path:
         max_length=64,
     )
     return _save(model, folder)
+
+
+def whisper_english(folder: Path) -> Path:
+    """Whisper as an English-only checkpoint ships it (`whisper-tiny.en`): a generation config with
+    no language or task tables, so its decoder prompt is the start token and what follows."""
+    from transformers import GenerationConfig, WhisperForConditionalGeneration
+
+    whisper(folder)
+    model = WhisperForConditionalGeneration.from_pretrained(folder).eval()
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=100,
+        bos_token_id=99,
+        eos_token_id=99,
+        pad_token_id=99,
+        is_multilingual=False,
+        no_timestamps_token_id=105,
+        suppress_tokens=[1, 2, 7, 8, 9, 10, 11, 12],
+        begin_suppress_tokens=[13, 99],
+        max_length=64,
+    )
+    return _save(model, folder)

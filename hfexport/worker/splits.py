@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import torch
 
 from ..report import Check, ExportPlan, Shape, Split
-from .inputs import build_inputs, decoder_prompt, generation_config_of, speaks_languages
+from .inputs import build_inputs, decoder_prompt, generation_config_of
 
 Call = Callable[..., Any]  # call(component, **kwargs) -> that component's output
 State = dict[str, Any]  # what a greedy loop carries from one step to the next
@@ -126,12 +126,14 @@ class ExportSplit:
 
     def prepare(self, model) -> None:
         """Set the eager model up as this split exports it (in place)."""
-        if speaks_languages(model.generation_config):
-            # Whisper's own generate() first runs a forward to detect the language, which the exporter
-            # would capture as the prefill. The language and task go in the decoder prompt explicitly
-            # (`inputs.decoder_prompt`), and transformers' base generate() is traced and judged.
-            from transformers.generation.utils import GenerationMixin
+        from transformers.generation.utils import GenerationMixin
 
+        if getattr(type(model), "generate", GenerationMixin.generate) is not GenerationMixin.generate:
+            # A generate() of the model's own (Whisper's: language detection, timestamps, its own
+            # prompt handling — with or without language tables) is not the loop any runtime drives
+            # the exported components with. The decoder prompt is explicit (`inputs.decoder_prompt`:
+            # the language and task where the model has them), and transformers' base generate(), with
+            # the model's generation config and its logits processors, is the reference.
             model.generate = types.MethodType(GenerationMixin.generate, model)
 
     def pads_left(self) -> bool:
