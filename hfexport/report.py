@@ -330,8 +330,12 @@ class VariantResult:
     kind: VariantKind
     status: Status
     # The file in the backend's folder (absent when the variant failed: it is not published); for a
-    # variant of every component, the first component's program in the variant's folder.
+    # variant of every component, the first component's program (in the variant's folder, or beside
+    # the fp32 ones under the loaders' names: `encoder_model_quantized.onnx`).
     file: str | None = None
+    # Every file it publishes, where that is more than `file` (a variant of each component beside
+    # the fp32 programs: `encoder_model_quantized.onnx`, `decoder_model_merged_quantized.onnx`).
+    files: list[str] = field(default_factory=list)
     size: int | None = None
     # Its bytes over the fp32 export's program bytes.
     size_share: float | None = None
@@ -356,6 +360,11 @@ class VariantResult:
     @property
     def ok(self) -> bool:
         return self.status == Status.OK
+
+    @property
+    def published_files(self) -> list[str]:
+        """The files it publishes in the backend's folder: `files`, or `file` alone (none if it failed)."""
+        return self.files or ([self.file] if self.file else [])
 
     @property
     def published(self) -> str | None:

@@ -388,3 +388,15 @@ def test_an_encoder_decoder_is_published_as_the_loaders_read_it_and_they_generat
     prompt = AutoTokenizer.from_pretrained(folder)(text)["input_ids"]
     got = _run_loader(tmp_path / "optimum-s2s", "optimum-seq2seq-lm", S2S_REPO, "main", json.dumps(prompt), "8")
     assert got == ids, (got, ids)
+    # The int8 variant of each program, listed with the dtype that picks it; so picked,
+    # transformers.js fetches both `_quantized` graphs and generates with them.
+    card = Path(api.hf_hub_download(S2S_REPO, "README.md")).read_text()
+    assert (
+        "`onnx/encoder_model_quantized.onnx`, `onnx/decoder_model_merged_quantized.onnx` (int8) — "
+        "transformers.js: `dtype: 'q8'`" in card
+    )
+    (js,) = _blocks(card, "js")
+    ran = _run_js(js.replace('dtype: "fp32"', 'dtype: "q8"'), tmp_path / "js-q8")
+    assert ran.returncode == 0 and ran.stdout.strip(), (ran.stdout, ran.stderr[-2000:])
+    fetched = {p.name for p in (tmp_path / "js-q8" / "cache").rglob("*.onnx")}
+    assert fetched == {"encoder_model_quantized.onnx", "decoder_model_merged_quantized.onnx"}, fetched

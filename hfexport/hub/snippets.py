@@ -324,8 +324,9 @@ def _variant_list(b: BackendResult) -> list[str]:
                 f'subfolder="{b.subfolder}/{v.published.rstrip("/")}", revision=revision)`'
             )
         else:
+            files = ", ".join(f"`{b.subfolder}/{f}`" for f in v.published_files)
             lines.append(
-                f"- `{b.subfolder}/{v.file}` ({v.kind})"
+                f"- {files} ({v.kind})"
                 + (f" — transformers.js: `dtype: '{dtype}'`" if (dtype := _js_dtype(b, v)) else "")
             )
     return lines
@@ -355,9 +356,12 @@ def _encoder_decoder_section(
 
 
 def _js_dtype(b: BackendResult, v: VariantResult) -> str | None:
-    """The transformers.js `dtype` that picks variant `v`'s file, where it has transformers.js's name."""
+    """The transformers.js `dtype` that picks variant `v`'s files, where they have transformers.js's
+    names: the single graph's (`model_quantized.onnx`), or every program's in a loaders' layout."""
     variant = VARIANTS.get((b.backend, v.kind))
-    return variant.js_dtype if variant is not None and v.file == variant.file else None
+    if variant is None or variant.js_dtype is None:
+        return None
+    return variant.js_dtype if v.file == variant.file or b.layout in _LOADERS_LAYOUTS else None
 
 
 def _decoder_with_past_section(

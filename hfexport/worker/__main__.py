@@ -169,6 +169,7 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
         for variant in result.variants:
             if variant.file:
                 variant.file = renamed.get(variant.file, variant.file)
+            variant.files = [renamed.get(f, f) for f in variant.files]
         if result.layout in (Layout.DECODER_WITH_PAST, Layout.ENCODER_DECODER_WITH_PAST):
             # The graphs the loaders read have other names than the ones validated: run them as they do.
             paths = {c: out_dir / file for c, file in result.programs.items()}
@@ -176,10 +177,14 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
             validation.checks.append(compare_generation("loaders_layout", model, split, run, traced, other))
             origin = {new: old for old, new in renamed.items()}
             for variant in result.variants:
-                # A single published file's own figures, from the file as the loaders run it.
-                if variant.ok and variant.file in origin:
-                    component = next(c for c in components if origin[variant.file].startswith(f"{c}_"))
-                    published = loaders_run({**paths, component: out_dir / variant.file}, model.config)
+                # A variant's own figures, from its published files as the loaders run them.
+                published_files = variant.published_files
+                if variant.ok and published_files and all(f in origin for f in published_files):
+                    swapped = {
+                        next(c for c in components if origin[f].startswith(f"{c}_")): out_dir / f
+                        for f in published_files
+                    }
+                    published = loaders_run({**paths, **swapped}, model.config)
                     rejudge_published(variant, split, published, model, traced, other, out_dir)
 
     files = sorted(p for p in out_dir.rglob("*") if p.is_file())

@@ -45,9 +45,9 @@ def rejudge_published(
         figures = {}
     variant.quality = _reported(figures) or variant.quality
     if missed:
-        if variant.file:
-            (out_dir / variant.file).unlink(missing_ok=True)
-        variant.status, variant.file = Status.FAILED, None
+        for file in variant.published_files:
+            (out_dir / file).unlink(missing_ok=True)
+        variant.status, variant.file, variant.files = Status.FAILED, None, []
         variant.error = "as published for the loaders: " + ", ".join(missed) + " (not published)"
 
 
@@ -120,9 +120,12 @@ def run_variants(
                 outcome.kept_in_float, outcome.runtime_ops = list(derived.kept_in_float), list(derived.runtime_ops)
                 figures, speedup = judge(derived)
                 outcome.quality, outcome.speedup = _reported(figures), round(speedup, 3)
-                if len(components) == 1:
-                    file = variant.file_for(components[0])
-                    packed = variant.package(derived.folder, work, components[0], file)
+                if len(components) == 1 or split.loaders_files:
+                    # Each program a file beside the fp32 ones (`decode_quantized.onnx`), which the
+                    # loaders' layout then names as theirs (`decoder_model_merged_quantized.onnx`).
+                    files = [variant.file_for(c) for c in components]
+                    packed = [p for c, f in zip(components, files) for p in variant.package(derived.folder, work, c, f)]
+                    file, outcome.files = files[0], files if len(files) > 1 else []
                     outcome.size = sum(p.stat().st_size for p in packed)
                 else:  # the folder as a whole, its programs laid out as the fp32 ones are
                     if backend.layout is not None:
