@@ -184,7 +184,13 @@ class ExportPlan:
     sliding_window: int | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """As JSON has it (and reads back equal): the split as its name, axis indexes as strings."""
+        data = asdict(self)
+        data["split"] = str(self.split)
+        data["dynamic_axes"] = {
+            name: {str(index): list(axis) for index, axis in axes.items()} for name, axes in self.dynamic_axes.items()
+        }
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> ExportPlan:
@@ -374,7 +380,7 @@ class VariantResult:
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        data["status"] = str(self.status)
+        data["status"], data["kind"] = str(self.status), str(self.kind)
         return data
 
     @classmethod

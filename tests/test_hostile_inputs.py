@@ -179,14 +179,15 @@ def test_the_service_refuses_to_start_with_a_weak_secret(tmp_path, secret):
 
 def test_child_commands_read_the_repo_id_after_the_end_of_options():
     from hfexport.entrypoints.service.executors import push_arguments
-    from hfexport.entrypoints.service.queue import Job
+    from hfexport.entrypoints.service.queue import Job, JobStatus
+    from hfexport.report import JobPlan
 
     job = Job(
         id=1,
         repo_id="org/model",
         head_sha=GOOD_SHA,
-        plan_key="dynamo|auto",
-        status="running",
+        plan=JobPlan(("dynamo",)),
+        status=JobStatus.RUNNING,
         attempts=1,
         result=None,
         error=None,

@@ -152,3 +152,17 @@ def test_a_schema_2_plan_is_read_with_the_split_its_components_meant():
         assert plan.split is split, (fields_, plan.split)
     # A split registered outside hfexport's own keeps its name.
     assert ExportPlan.from_dict({**base, "split": "toy"}).split == "toy"
+
+
+def test_a_plan_and_its_variants_read_back_equal_from_their_json():
+    """What every reader gets is JSON: `to_dict` is JSON's shape already (the split by name, axis
+    indexes as strings), so a report read back from its JSON writes the very same JSON."""
+    from hfexport.report import Axis, VariantKind, VariantResult
+
+    report = _report()
+    report.plan.dynamic_axes = {"input_ids": {0: Axis("batch", 1, 64), 1: Axis("sequence", 1, 128)}}
+    report.backends[0].variants = [VariantResult(VariantKind.INT8, Status.OK, file="model_quantized.onnx")]
+    data = json.loads(report.to_json())
+    assert Report.from_dict(data).to_dict() == data
+    assert data["plan"]["dynamic_axes"]["input_ids"]["1"] == ["sequence", 1, 128]
+    assert Report.from_dict(data).plan.dynamic_axes["input_ids"][1] == Axis("sequence", 1, 128)
