@@ -44,7 +44,8 @@ def test_section_replaced_not_duplicated_and_owner_text_kept():
     assert second.count(START) == 1 and second.count(END) == 1
     assert "Owner text, edited after our PR." in second and "bbbbbbbbbbbb" in second and "aaaaaaaaaaaa" not in second
     meta = yaml.safe_load(second.split("---\n")[1])
-    assert meta == {"license": "mit", "tags": ["mine", "onnx", "hfexport"]}
+    # transformers.js loads the ONNX folder (a text model with a pipeline for its task): its tag too.
+    assert meta == {"license": "mit", "tags": ["mine", "onnx", "transformers.js", "hfexport"]}
     assert (
         "| executorch | - | `executorch/xnnpack/` | - | - | - | - | failed: validation 'other_shape': boom / x |"
         in second
@@ -54,7 +55,7 @@ def test_section_replaced_not_duplicated_and_owner_text_kept():
 
 def test_readme_is_created_when_missing_and_bad_yaml_is_left_alone():
     created = render_card(None, "o/m", _report()).text
-    assert created.startswith("---\ntags:\n- onnx\n- hfexport\n---\n# m\n") and START in created
+    assert created.startswith("---\ntags:\n- onnx\n- transformers.js\n- hfexport\n---\n# m\n") and START in created
     broken = "---\nlicense: [unclosed\n---\nBody\n"
     rendered = render_card(broken, "o/m", _report()).text
     assert rendered.startswith(broken) and START in rendered
@@ -92,7 +93,7 @@ def test_markers_that_do_not_pair_keep_the_owners_text_over_three_renders(body):
         assert any("do not pair up" in w for w in rendered.warnings)
         renders.append(rendered.text)
     for text in renders[1:]:
-        assert text.startswith("---\nlicense: mit\ntags:\n- onnx\n- hfexport\n---\n" + body), (
+        assert text.startswith("---\nlicense: mit\ntags:\n- onnx\n- transformers.js\n- hfexport\n---\n" + body), (
             "the owner's text, byte for byte"
         )
     # One section of ours was added and is the one replaced each time: the card does not grow.

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 import tiny_models
 from conftest import run_cli
@@ -194,30 +195,29 @@ def test_every_card_snippet_runs_on_the_pr_and_after_the_merge(pushed, tmp_path)
 LLM_REPO = "snippets-owner/tiny-llm"
 
 
+def _push_with_bot(hub, owner: str, repo: str, folder: Path, backends: str, variants: str) -> tuple:
+    """`folder` uploaded by `owner` to `repo`, then `hfexport push` by a bot of its own. Returns the
+    owner's API and the push's JSON outcome."""
+    from huggingface_hub import HfApi
+
+    token, bot = hub.add_user(owner), hub.add_user(f"{owner}-bot")
+    api = HfApi(endpoint=hub.url, token=token)
+    api.create_repo(repo)
+    api.upload_folder(repo_id=repo, folder_path=folder)
+    result = run_cli(
+        "push", repo, "--backends", backends, "--variants", variants, "--json", env={"HF_TOKEN": bot}, timeout=1800
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return api, json.loads(result.stdout)
+
+
 @pytest.fixture(scope="module")
 def pushed_llm(hub, tmp_path_factory):
     """A decoder LLM with its tokenizer, pushed with every CPU backend and the fp16 ONNX variant.
     Returns the API, the outcome and the model's folder."""
-    from huggingface_hub import HfApi
-
-    owner, bot = hub.add_user("snippets-owner"), hub.add_user("snippets-bot")
-    api = HfApi(endpoint=hub.url, token=owner)
-    api.create_repo(LLM_REPO)
     folder = tiny_models.llama_with_tokenizer(tmp_path_factory.mktemp("model-llama-tokenizer"))
-    api.upload_folder(repo_id=LLM_REPO, folder_path=folder)
-    result = run_cli(
-        "push",
-        LLM_REPO,
-        "--backends",
-        "dynamo,onnx,executorch",
-        "--variants",
-        "onnx:fp16",
-        "--json",
-        env={"HF_TOKEN": bot},
-        timeout=1800,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return api, json.loads(result.stdout), folder
+    api, outcome = _push_with_bot(hub, "snippets-owner", LLM_REPO, folder, "dynamo,onnx,executorch", "onnx:fp16")
+    return api, outcome, folder
 
 
 def _eager_continuation(folder: Path, text: str, new_tokens: int = 8) -> list[int]:
@@ -326,26 +326,9 @@ S2S_REPO = "s2s-owner/tiny-t5"
 def pushed_t5(hub, tmp_path_factory):
     """An encoder-decoder (T5) with its tokenizer, pushed with dynamo and onnx and ONNX int8.
     Returns the API, the outcome and the model's folder."""
-    from huggingface_hub import HfApi
-
-    owner, bot = hub.add_user("s2s-owner"), hub.add_user("s2s-bot")
-    api = HfApi(endpoint=hub.url, token=owner)
-    api.create_repo(S2S_REPO)
     folder = tiny_models.t5_with_tokenizer(tmp_path_factory.mktemp("model-t5-tokenizer"))
-    api.upload_folder(repo_id=S2S_REPO, folder_path=folder)
-    result = run_cli(
-        "push",
-        S2S_REPO,
-        "--backends",
-        "dynamo,onnx",
-        "--variants",
-        "onnx:int8",
-        "--json",
-        env={"HF_TOKEN": bot},
-        timeout=1800,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return api, json.loads(result.stdout), folder
+    api, outcome = _push_with_bot(hub, "s2s-owner", S2S_REPO, folder, "dynamo,onnx", "onnx:int8")
+    return api, outcome, folder
 
 
 def _eager_seq2seq(folder: Path, text: str, new_tokens: int = 8) -> list[int]:
@@ -391,6 +374,7 @@ def test_an_encoder_decoder_is_published_as_the_loaders_read_it_and_they_generat
     # The int8 variant of each program, listed with the dtype that picks it; so picked,
     # transformers.js fetches both `_quantized` graphs and generates with them.
     card = Path(api.hf_hub_download(S2S_REPO, "README.md")).read_text()
+    assert "transformers.js" in yaml.safe_load(card.split("---\n")[1])["tags"]  # it loads the folder
     assert (
         "`onnx/encoder_model_quantized.onnx`, `onnx/decoder_model_merged_quantized.onnx` (int8) — "
         "transformers.js: `dtype: 'q8'`" in card
@@ -400,3 +384,33 @@ def test_an_encoder_decoder_is_published_as_the_loaders_read_it_and_they_generat
     assert ran.returncode == 0 and ran.stdout.strip(), (ran.stdout, ran.stderr[-2000:])
     fetched = {p.name for p in (tmp_path / "js-q8" / "cache").rglob("*.onnx")}
     assert fetched == {"encoder_model_quantized.onnx", "decoder_model_merged_quantized.onnx"}, fetched
+
+
+@pytest.mark.parametrize(("family", "task"), [("bart", "summarization"), ("marian", "translation")])
+def test_transformers_js_summarizes_and_translates_as_eager_generate(hub, family, task, tmp_path):
+    """BART (its summarizers' generation config: forced BOS/EOS, no repeated trigrams, a minimum
+    length) and Marian (its translators': the pad id banned, forced EOS), each with a tokenizer,
+    pushed with ONNX: transformers.js's `summarization` / `translation` pipeline, greedy, reads the
+    PR's `encoder_model.onnx` + `decoder_model_merged.onnx` and writes the text eager `generate()`
+    writes under the same generation config."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    folder = getattr(tiny_models, f"{family}_with_tokenizer")(tmp_path / "model")
+    repo = f"s2s-{family}/tiny"
+    _, outcome = _push_with_bot(hub, f"s2s-{family}", repo, folder, "onnx", "none")
+    (onnx,) = outcome["report"]["backends"]
+    assert onnx["layout"] == "encoder-decoder-with-past", onnx
+    text = "hfexport validated this file against the original model."
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForSeq2SeqLM.from_pretrained(folder)
+    ids = model.generate(**tokenizer([text], return_tensors="pt"), max_new_tokens=8, do_sample=False, num_beams=1)[0]
+    assert len(set(ids.tolist()[1:])) >= 3, ids  # varied tokens: a decoder that ignored its cache would show
+    eager = tokenizer.decode(ids, skip_special_tokens=True)
+    run = subprocess.run(
+        ["node", str(JS / "generate.mjs"), hub.url, repo, f"refs/pr/{outcome['pr_num']}", task, "fp32", text, "8"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TRANSFORMERS_JS_CACHE": str(tmp_path / "js-cache")},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == eager, (run.stdout, eager)

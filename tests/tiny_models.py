@@ -64,6 +64,8 @@ def _word_tokenizer(special: dict[int, str] | None = None):
 
     words = ["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(4, 128)]
     for index, text in (special or {}).items():
+        if text in words:  # moved: its old slot becomes an ordinary word
+            words[words.index(text)] = f"w{words.index(text)}"
         words[index] = text
     vocab = {word: index for index, word in enumerate(words)}
     for index, word in enumerate("hfexport validated this file against the original model . short one".split()):
@@ -91,10 +93,10 @@ def llama_with_tokenizer(folder: Path) -> Path:
     return folder
 
 
-def t5(folder: Path) -> Path:
+def _t5(seed: int):
     from transformers import T5Config, T5ForConditionalGeneration
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     config = T5Config(
         vocab_size=128,
         d_model=32,
@@ -106,7 +108,11 @@ def t5(folder: Path) -> Path:
         pad_token_id=0,
         eos_token_id=1,
     )
-    model = T5ForConditionalGeneration(config).eval()
+    return T5ForConditionalGeneration(config).eval()
+
+
+def t5(folder: Path) -> Path:
+    model = _t5(seed=0)
     with torch.no_grad():
         model.lm_head.weight.mul_(8)
     return _save(model, folder)
@@ -116,21 +122,7 @@ def t5_with_tokenizer(folder: Path) -> Path:
     """A tiny T5 with a word-level tokenizer over its 128 ids: text goes in as a user's would. Its
     decoder's matrices are scaled up so greedy decoding of a real sentence varies its tokens (at
     initialisation it repeats one id: a test could not tell a cache that is ignored)."""
-    from transformers import T5Config, T5ForConditionalGeneration
-
-    torch.manual_seed(1)
-    config = T5Config(
-        vocab_size=128,
-        d_model=32,
-        d_kv=8,
-        d_ff=37,
-        num_layers=2,
-        num_heads=4,
-        decoder_start_token_id=0,
-        pad_token_id=0,
-        eos_token_id=1,
-    )
-    model = T5ForConditionalGeneration(config).eval()
+    model = _t5(seed=1)
     with torch.no_grad():
         for weight in model.decoder.parameters():
             if weight.dim() == 2:
@@ -614,3 +606,19 @@ def whisper_english(folder: Path) -> Path:
         max_length=64,
     )
     return _save(model, folder)
+
+
+def bart_with_tokenizer(folder: Path) -> Path:
+    """The tiny BART (its summarizers' generation config) with a word-level tokenizer whose special
+    tokens sit at BART's ids (`<s>` 0, `<pad>` 1, `</s>` 2)."""
+    bart(folder)
+    _word_tokenizer({0: "<s>", 1: "<pad>", 2: "</s>"}).save_pretrained(folder)
+    return folder
+
+
+def marian_with_tokenizer(folder: Path) -> Path:
+    """The tiny Marian (its translators' generation config) with a word-level tokenizer whose special
+    tokens sit at Marian's ids (`</s>` 0, `<pad>` 127)."""
+    marian(folder)
+    _word_tokenizer({0: "</s>", 127: "<pad>"}).save_pretrained(folder)
+    return folder

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ..backends import get_backend
 from ..report import Report, markdown_table, markdown_variant_table
 from . import frontmatter
-from .snippets import load_section
+from .snippets import js_block, load_section
 
 START = "<!-- hfexport:start -->"
 END = "<!-- hfexport:end -->"
@@ -67,8 +67,12 @@ def render_card(
     """The README with our section replaced or appended and our tags merged in. `notes` are
     sentences the section adds under its table (e.g. where an export went instead of the owner's
     folder); `repo_files`, the repo's paths (its loading snippets feed inputs from its own preprocessor)."""
-    tags = [tag for b in report.succeeded for tag in (*get_backend(b.backend).tags, "hfexport")]
-    text, warnings = frontmatter.add_tags(current, list(dict.fromkeys(tags)))
+    tags: list[str] = []
+    for b in report.succeeded:
+        tags += get_backend(b.backend).tags
+        if js_block(repo_id, report, b, repo_files) is not None:  # transformers.js loads this folder
+            tags.append("transformers.js")
+    text, warnings = frontmatter.add_tags(current, list(dict.fromkeys([*tags, "hfexport"])))
     card = frontmatter.split(text)
     head, body = text[: len(text) - len(card.body)], card.body
     section = render_section(repo_id, report, notes, repo_files)
