@@ -14,12 +14,14 @@ for graph, what optimum and transformers.js call a decoder with past ("merged" d
 names differ. It is published under theirs — `model.onnx` (`model_quantized.onnx` …), inputs
 `past_key_values.N.key/value`, outputs `present.N.key/value`, the batch axis `batch_size` and the
 head axes static — so `pipeline("text-generation", repo)` in transformers.js and optimum's
-`ORTModelForCausalLM` load it. An encoder-decoder's `encoder` and merged `decode` are published as
-`encoder_model.onnx` and `decoder_model_merged.onnx` (cache `past_key_values.N.decoder.key/value`,
-fed `encoder_hidden_states` and `encoder_attention_mask`): the two sessions transformers.js 4
-opens, and what optimum's `ORTModelForSeq2SeqLM` / `ORTModelForSpeechSeq2Seq` find. `ExportedModel`
-binds inputs by the exporter's names, so such a folder carries no `export.json`
-(`Layout.DECODER_WITH_PAST`, `Layout.ENCODER_DECODER_WITH_PAST`; the card says which loaders read it).
+`ORTModelForCausalLM` load it — a sliding-window LLM's too (Mistral, Gemma 2: the mask applies
+the window, and the sliding layers' fill level the graph only hands back is dropped). An
+encoder-decoder's `encoder` and merged `decode` are published as `encoder_model.onnx` and
+`decoder_model_merged.onnx` (cache `past_key_values.N.decoder.key/value`, fed
+`encoder_hidden_states` and `encoder_attention_mask`): the two sessions transformers.js 4 opens,
+and what optimum's `ORTModelForSeq2SeqLM` / `ORTModelForSpeechSeq2Seq` find. `ExportedModel` binds
+inputs by the exporter's names, so such a folder carries no `export.json` (`Layout.DECODER_WITH_PAST`,
+`Layout.ENCODER_DECODER_WITH_PAST`; the card says which loaders read it).
 """
 
 from __future__ import annotations
@@ -86,9 +88,16 @@ def as_decoder_with_past(model) -> bool:
     seq2seq = "encoder_hidden_states" in names
     patterns, plain = (_SEQ2SEQ_NAMES, _SEQ2SEQ_PLAIN) if seq2seq else (_DECODER_NAMES, _PLAIN)
     cache = {n for n in names if any(pattern.match(n) for pattern, _ in patterns)}
-    # Only keys and values: a cache with more state (a sliding layer's fill level) has no such layout.
-    if "input_ids" not in names or not cache or names - plain - cache:
+    passed_through = _passed_through_state(model)
+    # Only keys and values: a cache with more state that the graph reads has no such layout.
+    if "input_ids" not in names or not cache or names - plain - cache - passed_through.keys():
         return False
+    for name, node in passed_through.items():
+        if node is not None:  # the output's Identity goes with its input
+            model.graph.outputs.remove(node.outputs[0])
+            model.graph.remove(node)
+    for value in [v for v in model.graph.inputs if v.name in passed_through]:
+        model.graph.inputs.remove(value)
     for value in [*model.graph.inputs, *model.graph.outputs]:
         for pattern, new in patterns:
             value.name = pattern.sub(new, value.name)
@@ -99,17 +108,18 @@ def as_decoder_with_past(model) -> bool:
         return dim.value if isinstance(dim, onnx_ir.SymbolicDim) else None
 
     axes = {symbol(name, 0): "batch_size" for name in inputs}
-    past = next(name for name in inputs if name.startswith("past_key_values."))
+    # Every layer's past length, one name: a hybrid cache was traced with its sliding layers cut to
+    # the window and its full ones not, so the exporter gave them symbols of their own.
+    past = "past_decoder_sequence_length" if seq2seq else "past_sequence_length"
+    axes |= {symbol(name, 2): past for name in inputs if name.startswith("past_key_values.")}
     if seq2seq:
         axes |= {
             symbol("input_ids", 1): "decoder_sequence_length",
-            symbol(past, 2): "past_decoder_sequence_length",
             symbol("encoder_hidden_states", 1): "encoder_sequence_length",
         }
     else:
         axes |= {
             symbol("input_ids", 1): "sequence_length",
-            symbol(past, 2): "past_sequence_length",
             symbol("attention_mask", 1): "total_sequence_length",
         }
     axes.pop(None, None)
@@ -127,6 +137,32 @@ def as_decoder_with_past(model) -> bool:
         if value.shape is not None:
             value.shape = onnx_ir.Shape([renamed(dim) for dim in value.shape])
     return True
+
+
+# A sliding-window layer's fill level (`DynamicSlidingWindowLayer._sliding_window_tensor`), a leaf
+# of the cache's pytree. The exporter traces those layers as full ones (the mask applies the
+# window; transformers.exporters' `_patch_sliding_window_layer`), so the graph only hands it back.
+_SLIDING_STATE = re.compile(r"^input\.cache\.layers\.(\d+)\._sliding_window_tensor$")
+
+
+def _passed_through_state(model) -> dict:
+    """The sliding layers' fill levels that the graph reads for nothing but to return them (each
+    input's only use an Identity to its output): name → that Identity node (None for the output's
+    own entry, and for an input nothing reads). Another use leaves it out: the graph needs it."""
+    outputs = {v.name: v for v in model.graph.outputs}
+    found: dict = {}
+    for value in model.graph.inputs:
+        match = _SLIDING_STATE.match(value.name)
+        if not match:
+            continue
+        uses = [use.node for use in value.uses()]
+        twin = f"output.cache.layers.{match.group(1)}._sliding_window_tensor"
+        if not uses:
+            found[value.name] = None
+        elif len(uses) == 1 and uses[0].op_type == "Identity" and uses[0].outputs[0] is outputs.get(twin):
+            if len(uses[0].outputs[0].uses()) == 0:
+                found[value.name], found[twin] = uses[0], None
+    return found
 
 
 def onnx_layout(

@@ -96,6 +96,7 @@ TASK_TABLE: tuple[Task, ...] = (
         "generation",
         "audio",
         ("Whisper: dynamo, onnx, executorch",),
+        js_pipeline="automatic-speech-recognition",
     ),
     # Causal LM logits as one graph, no cache (asked for by name: `auto` picks the one with past).
     Task("text-generation", "AutoModelForCausalLM", "single", "text", ("Llama: dynamo, onnx, executorch",)),

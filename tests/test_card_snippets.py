@@ -11,6 +11,7 @@ read the same PRs and must match eager too.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -24,6 +25,7 @@ import yaml
 
 import tiny_models
 from conftest import run_cli
+from loader_table import TABLE
 from hfexport.hub.card import END, START
 
 REPO = "snippets-owner/minilm"
@@ -77,9 +79,26 @@ def pushed(hub):
     return api, outcome
 
 
+def _record(outcome: dict, loader: str, result: str, difference: float | None = None) -> None:
+    """A row of the README's loader table (tests/loader_table.py) for the model `outcome` pushed."""
+    plan = outcome["report"]["plan"]
+    TABLE.record(plan["architecture"], plan["task"], loader, result, difference)
+
+
 def _blocks(card: str, language: str = "python") -> list[str]:
     section = card.split(START, 1)[1].split(END, 1)[0]
     return re.findall(rf"```{language}\n(.*?)```", section, re.S)
+
+
+def _python_for(code: str) -> str:
+    """The interpreter a block runs in: optimum's blocks in the loaders' venv (optimum-onnx pins a
+    transformers below ours), every other in this one."""
+    if "from optimum." not in code:
+        return sys.executable
+    python = LOADERS / ".venv" / "bin" / "python"
+    if not python.exists():
+        pytest.fail("the ecosystem's Python loaders live in tests/loaders/.venv: run `make test`, which builds it")
+    return str(python)
 
 
 def _run_python(code: str, home: Path) -> subprocess.CompletedProcess:
@@ -88,7 +107,7 @@ def _run_python(code: str, home: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HFEXPORT_"))}
     env.update(HF_ENDPOINT=os.environ["HF_ENDPOINT"], HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1")
     return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env, cwd=home.parent
+        [_python_for(code), "-c", code], capture_output=True, text=True, timeout=600, env=env, cwd=home.parent
     )
 
 
@@ -147,17 +166,34 @@ def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub
         cosine = torch.nn.functional.cosine_similarity(got, eager, dim=-1)
         print(f"transformers.js {dtype}: cosine to eager {[round(float(c), 6) for c in cosine]}")
         assert got.shape == eager.shape and float(cosine.min()) >= floor, (dtype, cosine)
+        _record(
+            pushed[1],
+            f"transformers.js `feature-extraction` (`dtype: '{dtype}'`)",
+            "1 − cosine to eager",
+            1 - float(cosine.min()),
+        )
 
 
-def _run_every_block(api, repo: str, num: int, tmp_path: Path, printed: str, js_printed: str) -> tuple[list[str], dict]:
+@dataclasses.dataclass
+class _Ran:
+    """What `_run_every_block` ran: the card's Python blocks, and what the JavaScript and the
+    optimum blocks printed, by (PR or merged, index)."""
+
+    blocks: list[str]
+    js: dict
+    optimum: dict
+
+
+def _run_every_block(api, repo: str, num: int, tmp_path: Path, printed: str, js_printed: str) -> _Ran:
     """Every Python and JavaScript block of the PR's card, run against the PR (with the revision the
     card says to set), then, once merged, exactly as printed. Each must exit 0 and print `printed`
-    (`js_printed` for JavaScript; regexes). Returns the Python blocks, and what each JS block printed."""
+    (`js_printed` for JavaScript; regexes; optimum's blocks print generated text, returned)."""
     card = Path(api.hf_hub_download(repo, "README.md", revision=f"refs/pr/{num}")).read_text()
     blocks, js_blocks = _blocks(card), _blocks(card, "js")
     assert all('"main"  # to try the pull request before it is merged: "refs/pr/<number>"' in b for b in blocks)
     assert all('"main"]; // to try the pull request before it is merged: "refs/pr/<number>"' in b for b in js_blocks)
-    js_output = {}
+    js_output: dict = {}
+    optimum_output: dict = {}
 
     def run_all(label: str, revision: str) -> None:
         for index, block in enumerate(blocks):
@@ -165,7 +201,10 @@ def _run_every_block(api, repo: str, num: int, tmp_path: Path, printed: str, js_
                 block.replace('"main"  #', f'"{revision}"  #', 1), tmp_path / f"{label}-{index}" / "hf-home"
             )
             assert ran.returncode == 0, f"{label} block {index}:\n{block}\n{ran.stderr[-3000:]}"
-            assert re.search(printed, ran.stdout), (block, ran.stdout)
+            if "from optimum." in block:
+                optimum_output[(label, index)] = ran.stdout.strip()
+            else:
+                assert re.search(printed, ran.stdout), (block, ran.stdout)
         for index, block in enumerate(js_blocks):
             ran = _run_js(block.replace('"main"]; //', f'"{revision}"]; //', 1), tmp_path / f"{label}-js-{index}")
             assert ran.returncode == 0, f"{label} JS block {index}:\n{block}\n{ran.stderr[-3000:]}"
@@ -175,7 +214,7 @@ def _run_every_block(api, repo: str, num: int, tmp_path: Path, printed: str, js_
     run_all("pr", f"refs/pr/{num}")
     api.merge_pull_request(repo, num)
     run_all("merged", "main")
-    return blocks, js_output
+    return _Ran(blocks, js_output, optimum_output)
 
 
 def test_every_card_snippet_runs_on_the_pr_and_after_the_merge(pushed, tmp_path):
@@ -183,7 +222,8 @@ def test_every_card_snippet_runs_on_the_pr_and_after_the_merge(pushed, tmp_path)
     runs in a fresh cache with no token and prints the shapes of a real call on the two sentences
     it tokenizes; first against the PR, then, merged, exactly as printed."""
     api, outcome = pushed
-    blocks, js_output = _run_every_block(api, REPO, outcome["pr_num"], tmp_path, r"\(2, \d+", r"\[ 2, \d+, 384 \]")
+    ran = _run_every_block(api, REPO, outcome["pr_num"], tmp_path, r"\(2, \d+", r"\[ 2, \d+, 384 \]")
+    blocks, js_output = ran.blocks, ran.js
     files = {"onnx/model.onnx", "onnx/model_quantized.onnx", "executorch/xnnpack/model.pte"}
     assert all(any(f'"{f}"' in b for b in blocks) for f in files), blocks
     assert sum("ExportedModel.from_pretrained" in b for b in blocks) == 3
@@ -230,6 +270,15 @@ def _eager_continuation(folder: Path, text: str, new_tokens: int = 8) -> list[in
     ].tolist()
 
 
+def _eager_text(folder: Path, text: str) -> str:
+    """What a decoder LLM's greedy `generate()` writes after `text`, the prompt's tokens included,
+    decoded as optimum's card block decodes it."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    return tokenizer.decode(tokenizer(text)["input_ids"] + _eager_continuation(folder, text), skip_special_tokens=True)
+
+
 def test_a_generative_models_card_snippets_run_a_real_prompt(pushed_llm, tmp_path):
     """A decoder LLM's card: the ExportedModel blocks (`.pt2`, `.pte`) run the one decode program on
     a tokenized prompt and print the logits' shape and the next token; its ONNX folder, laid out as
@@ -243,9 +292,10 @@ def test_a_generative_models_card_snippets_run_a_real_prompt(pushed_llm, tmp_pat
     onnx = next(b for b in outcome["report"]["backends"] if b["backend"] == "onnx")
     assert onnx["layout"] == "decoder-with-past" and onnx["programs"] == {"decode": "model.onnx"}
     assert any(c["name"] == "loaders_layout" and c["tokens_equal"] for c in onnx["validation"]["checks"])
-    blocks, js_output = _run_every_block(
+    ran = _run_every_block(
         api, repo, outcome["pr_num"], tmp_path, r"\(1, \d+, 128\) next token: |'input_ids'|forward", r"\S"
     )
+    blocks, js_output = ran.blocks, ran.js
     # ExportedModel for .pt2 and .pte; the ONNX folder is optimum's and transformers.js's layout.
     assert sum('model.runners["decode"]' in b for b in blocks) == 2
     assert any('"onnx/model.onnx"' in b for b in blocks) and any('"executorch/xnnpack/decode.pte"' in b for b in blocks)
@@ -256,6 +306,10 @@ def test_a_generative_models_card_snippets_run_a_real_prompt(pushed_llm, tmp_pat
     )
     eager = f"{text} {continuation}"  # the pipeline keeps the prompt as given
     assert set(js_output.values()) == {eager}, (js_output, eager)
+    _record(outcome, "transformers.js `text-generation`", "eager's text")
+    # optimum's ORTModelForCausalLM, as the card prints it: the prompt and eager's continuation.
+    assert len(ran.optimum) == 2 and set(ran.optimum.values()) == {_eager_text(folder, text)}, ran.optimum
+    _record(outcome, "optimum `ORTModelForCausalLM`", "eager's text")
     # The card lists the fp16 variant with the dtype that picks it; so picked, transformers.js
     # loads `model_fp16.onnx` (a float16 cache) and writes the same text.
     card = Path(api.hf_hub_download(repo, "README.md")).read_text()
@@ -263,10 +317,12 @@ def test_a_generative_models_card_snippets_run_a_real_prompt(pushed_llm, tmp_pat
     assert "`onnx/model_fp16.onnx` (fp16) — transformers.js: `dtype: 'fp16'`" in card
     ran = _run_js(js.replace('dtype: "fp32"', 'dtype: "fp16"'), tmp_path / "js-fp16")
     assert ran.returncode == 0 and ran.stdout.strip() == eager, (ran.stdout, ran.stderr[-2000:])
+    _record(outcome, "transformers.js `text-generation` (`dtype: 'fp16'`)", "eager's text")
 
 
-def _run_loader(home: Path, *args: str):
-    """`tests/loaders/load.py` in the loaders' own venv: a fresh cache, no token, this Hub."""
+def _run_loader(home: Path, *args: str, check: bool = True):
+    """`tests/loaders/load.py` in the loaders' own venv: a fresh cache, no token, this Hub. Returns
+    what it printed, read as JSON (`check=False`: the finished process, whatever its exit)."""
     python = LOADERS / ".venv" / "bin" / "python"
     if not python.exists():
         pytest.fail("the ecosystem's Python loaders live in tests/loaders/.venv: run `make test`, which builds it")
@@ -281,6 +337,8 @@ def _run_loader(home: Path, *args: str):
         env=env,
         cwd=home.parent,
     )
+    if not check:
+        return ran
     assert ran.returncode == 0, ran.stderr[-3000:]
     return json.loads(ran.stdout.strip().splitlines()[-1])
 
@@ -309,6 +367,7 @@ def test_the_ecosystems_python_loaders_read_the_prs(pushed, pushed_llm, tmp_path
         cosine = torch.nn.functional.cosine_similarity(got, eager, dim=-1)
         print(f"sentence-transformers onnx/{file}: cosine to eager {[round(float(c), 6) for c in cosine]}")
         assert got.shape == eager.shape and float(cosine.min()) >= floor, (file, cosine)
+        _record(outcome, f"sentence-transformers (`onnx/{file}`)", "1 − cosine to eager", 1 - float(cosine.min()))
 
     _, llm, folder = pushed_llm
     text = "hfexport validated this file against the original model."
@@ -317,6 +376,7 @@ def test_the_ecosystems_python_loaders_read_the_prs(pushed, pushed_llm, tmp_path
         tmp_path / "optimum", "optimum-causal-lm", LLM_REPO, f"refs/pr/{llm['pr_num']}", json.dumps(ids), "8"
     )
     assert got == _eager_continuation(folder, text), got
+    _record(llm, "optimum `ORTModelForCausalLM` (token ids in)", "eager's token ids")
 
 
 S2S_REPO = "s2s-owner/tiny-t5"
@@ -354,7 +414,7 @@ def test_an_encoder_decoder_is_published_as_the_loaders_read_it_and_they_generat
     assert any(c["name"] == "loaders_layout" and c["tokens_equal"] for c in onnx["validation"]["checks"])
     assert {"encoder_model.onnx", "decoder_model_merged.onnx"} <= {f["path"] for f in onnx["files"]}
     assert "export.json" not in {f["path"] for f in onnx["files"]}
-    blocks, js_output = _run_every_block(
+    ran = _run_every_block(
         api,
         S2S_REPO,
         outcome["pr_num"],
@@ -362,12 +422,16 @@ def test_an_encoder_decoder_is_published_as_the_loaders_read_it_and_they_generat
         r"\(1, 1, 128\) first token: |components=\['encoder', 'decode'\]",
         r"\S",
     )
+    blocks, js_output = ran.blocks, ran.js
     assert any('"onnx/decoder_model_merged.onnx"' in b for b in blocks)
     text = "hfexport validated this file against the original model."
     ids = _eager_seq2seq(folder, text)
     assert len(set(ids[1:])) >= 3, ids  # varied tokens: a decoder that ignored its cache would show
     eager = AutoTokenizer.from_pretrained(folder).decode(ids, skip_special_tokens=True)
     assert js_output and set(js_output.values()) == {eager}, (js_output, eager)
+    assert len(ran.optimum) == 2 and set(ran.optimum.values()) == {eager}, ran.optimum  # the card's block
+    _record(outcome, "transformers.js `text2text-generation`", "eager's text")
+    _record(outcome, "optimum `ORTModelForSeq2SeqLM`", "eager's text")
     prompt = AutoTokenizer.from_pretrained(folder)(text)["input_ids"]
     got = _run_loader(tmp_path / "optimum-s2s", "optimum-seq2seq-lm", S2S_REPO, "main", json.dumps(prompt), "8")
     assert got == ids, (got, ids)
@@ -384,6 +448,7 @@ def test_an_encoder_decoder_is_published_as_the_loaders_read_it_and_they_generat
     assert ran.returncode == 0 and ran.stdout.strip(), (ran.stdout, ran.stderr[-2000:])
     fetched = {p.name for p in (tmp_path / "js-q8" / "cache").rglob("*.onnx")}
     assert fetched == {"encoder_model_quantized.onnx", "decoder_model_merged_quantized.onnx"}, fetched
+    _record(outcome, "transformers.js `text2text-generation` (`dtype: 'q8'`)", "loads both int8 graphs, generates")
 
 
 @pytest.mark.parametrize(("family", "task"), [("bart", "summarization"), ("marian", "translation")])
@@ -414,3 +479,94 @@ def test_transformers_js_summarizes_and_translates_as_eager_generate(hub, family
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert json.loads(run.stdout.strip().splitlines()[-1]) == eager, (run.stdout, eager)
+    _record(outcome, f"transformers.js `{task}`", "eager's text")
+
+
+@pytest.mark.parametrize("family", ["mistral", "gemma2"])
+def test_a_sliding_window_llm_is_published_as_a_decoder_with_past_and_generates_as_eager(hub, family, tmp_path):
+    """Mistral (every layer sliding) and Gemma 2 (sliding and full in turn), window 4, pushed with
+    ONNX and its int8 variant: the folder is `model.onnx` with keys and values only (the window is
+    the graph's mask; a sliding layer's fill level, which the graph only handed back, is gone).
+    Every block of the card runs on the PR and merged; transformers.js's text-generation pipeline
+    writes eager `generate()`'s text with the fp32 graph, and loads the int8 one with `dtype: 'q8'`.
+    optimum's ORTModelForCausalLM generates eager's ids wherever the card says it loads the folder
+    (and the card names it nowhere it does not)."""
+    from transformers import AutoTokenizer
+
+    folder = getattr(tiny_models, f"{family}_with_tokenizer")(tmp_path / "model")
+    repo = f"sliding-{family}/tiny"
+    api, outcome = _push_with_bot(hub, f"sliding-{family}", repo, folder, "onnx", "onnx:int8")
+    (onnx,) = outcome["report"]["backends"]
+    assert onnx["layout"] == "decoder-with-past" and onnx["programs"] == {"decode": "model.onnx"}, onnx
+    assert any(c["name"] == "loaders_layout" and c["tokens_equal"] for c in onnx["validation"]["checks"])
+    ran = _run_every_block(api, repo, outcome["pr_num"], tmp_path, r"\(1, \d+, 128\)|'input_ids'", r"\S")
+    js_output = ran.js
+    text = "hfexport validated this file against the original model."
+    ids = _eager_continuation(folder, text)
+    assert len(set(ids)) >= 3 and len(AutoTokenizer.from_pretrained(folder)(text)["input_ids"]) > 4, ids
+    eager = f"{text} {AutoTokenizer.from_pretrained(folder).decode(ids, skip_special_tokens=True)}"
+    assert js_output and set(js_output.values()) == {eager}, (js_output, eager)
+    _record(outcome, "transformers.js `text-generation`", "eager's text")
+    card = Path(api.hf_hub_download(repo, "README.md")).read_text()
+    (js,) = _blocks(card, "js")
+    q8 = _run_js(js.replace('dtype: "fp32"', 'dtype: "q8"'), tmp_path / "js-q8")
+    assert q8.returncode == 0 and q8.stdout.strip(), (q8.stdout, q8.stderr[-2000:])
+    assert {p.name for p in (tmp_path / "js-q8" / "cache").rglob("*.onnx")} == {"model_quantized.onnx"}
+    _record(outcome, "transformers.js `text-generation` (`dtype: 'q8'`)", "loads the int8 graph, generates")
+    prompt = json.dumps(AutoTokenizer.from_pretrained(folder)(text)["input_ids"])
+    named = "`ORTModelForCausalLM.from_pretrained(repo)` load this folder" in card
+    assert named == bool(ran.optimum)  # its block is on the card where the card names it
+    if named:
+        assert set(ran.optimum.values()) == {_eager_text(folder, text)}, ran.optimum
+        assert _run_loader(tmp_path / "optimum", "optimum-causal-lm", repo, "main", prompt, "8") == ids
+        _record(outcome, "optimum `ORTModelForCausalLM`", "eager's text")
+    else:
+        failed = _run_loader(tmp_path / "optimum", "optimum-causal-lm", repo, "main", prompt, "8", check=False)
+        assert failed.returncode != 0, "optimum loads this folder: the card should name it"
+        why = re.findall(r"Got invalid dimensions for input: \S+", failed.stderr) or failed.stderr.splitlines()[-1:]
+        _record(outcome, "optimum `ORTModelForCausalLM`", f"fails (not on the card): {why[0]}")
+
+
+def test_a_speech_recognizer_transcribes_in_transformers_js_and_optimum_as_eager_whisper(hub, tmp_path):
+    """A multilingual Whisper with its feature extractor and tokenizer, pushed with ONNX and int8:
+    `encoder_model.onnx` + `decoder_model_merged.onnx`. Every block of its card runs on the PR and
+    merged: transformers.js's automatic-speech-recognition pipeline, fed a waveform (one second of a
+    tone), writes the text eager Whisper `generate()` writes for English (transformers.js's default
+    language), and optimum's ORTModelForSpeechSeq2Seq, fed the feature extractor's spectrogram, the
+    text eager writes with no language given; the int8 graphs load with `dtype: 'q8'`."""
+    import numpy as np
+    from transformers import AutoFeatureExtractor, AutoTokenizer, WhisperForConditionalGeneration
+
+    folder = tiny_models.whisper_with_processor(tmp_path / "model")
+    repo = "asr-owner/tiny-whisper"
+    api, outcome = _push_with_bot(hub, "asr-owner", repo, folder, "onnx", "onnx:int8")
+    (onnx,) = outcome["report"]["backends"]
+    assert onnx["layout"] == "encoder-decoder-with-past", onnx["layout"]
+    assert any(c["name"] == "loaders_layout" and c["tokens_equal"] for c in onnx["validation"]["checks"])
+    ran = _run_every_block(api, repo, outcome["pr_num"], tmp_path, r"\S", r"\S")
+    extractor, tokenizer = AutoFeatureExtractor.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    model = WhisperForConditionalGeneration.from_pretrained(folder)
+    rate = extractor.sampling_rate
+    tone = (0.5 * np.sin(2 * np.pi * 440 * np.arange(rate) / rate)).astype(np.float32)
+    features = extractor(tone, sampling_rate=rate, return_tensors="pt").input_features
+
+    def eager(**language) -> str:
+        ids = model.generate(features, max_new_tokens=8, do_sample=False, **language)[0]
+        return tokenizer.decode(ids, skip_special_tokens=True).strip()  # as printed, a line read back
+
+    english = eager(language="en", task="transcribe")
+    assert len(set(english.split())) >= 3, english  # varied tokens: a decoder that ignored its cache would show
+    assert ran.js and set(ran.js.values()) == {english}, ran.js
+    _record(outcome, "transformers.js `automatic-speech-recognition`", "eager's text")
+    assert len(ran.optimum) == 2 and set(ran.optimum.values()) == {eager()}, ran.optimum
+    _record(outcome, "optimum `ORTModelForSpeechSeq2Seq`", "eager's text")
+    card = Path(api.hf_hub_download(repo, "README.md")).read_text()
+    assert "ORTModelForSpeechSeq2Seq" in card and "transformers.js" in yaml.safe_load(card.split("---\n")[1])["tags"]
+    (js,) = _blocks(card, "js")
+    q8 = _run_js(js.replace('dtype: "fp32"', 'dtype: "q8"'), tmp_path / "js-q8")
+    assert q8.returncode == 0 and q8.stdout.strip(), (q8.stdout, q8.stderr[-2000:])
+    fetched = {p.name for p in (tmp_path / "js-q8" / "cache").rglob("*.onnx")}
+    assert fetched == {"encoder_model_quantized.onnx", "decoder_model_merged_quantized.onnx"}, fetched
+    _record(
+        outcome, "transformers.js `automatic-speech-recognition` (`dtype: 'q8'`)", "loads both int8 graphs, transcribes"
+    )

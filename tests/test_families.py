@@ -123,8 +123,10 @@ def test_a_sliding_window_cache_validates_on_onnx_and_the_plan_says_up_front_whe
     onnx = by_name["onnx"]
     assert onnx.status == Status.OK, onnx.error
     assert all(c.tokens_equal and c.error is None for c in onnx.validation.checks)
-    # Its cache holds more than keys and values: no decoder-with-past layout exists for it.
-    assert onnx.layout == "transformers.exporters" and "export.json" in {f.path for f in onnx.files}
+    # The window is the graph's mask: keys and values only, published as a decoder with past and
+    # judged again as optimum and transformers.js feed it.
+    assert onnx.layout == "decoder-with-past" and onnx.programs == {"decode": "model.onnx"}, onnx.layout
+    assert any(c.name == "loaders_layout" and c.tokens_equal for c in onnx.validation.checks)
     for backend in ("dynamo", "executorch"):
         skipped = by_name[backend]
         assert skipped.status == Status.SKIPPED and "sliding-window" in skipped.error and "onnx" in skipped.error

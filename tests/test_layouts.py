@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 from hfexport.layouts import as_decoder_with_past
 
 
-def _decoder(extra_input: bool = False) -> onnx_ir.Model:
+def _decoder(extra_input: bool = False, sliding: bool = False) -> onnx_ir.Model:
     """What the exporter leaves: its own cache names, head axes as symbols named by their size."""
     f, i = TensorProto.FLOAT, TensorProto.INT64
     cache = ["s0", "2", "s1", "8"]
@@ -20,8 +20,8 @@ def _decoder(extra_input: bool = False) -> onnx_ir.Model:
         helper.make_tensor_value_info("input.cache.layers.0.keys", f, cache),
         helper.make_tensor_value_info("input.cache.layers.0.values", f, cache),
     ]
-    if extra_input:  # a sliding layer's fill level: no decoder-with-past layout has it
-        inputs.append(helper.make_tensor_value_info("input.cache.layers.0._sliding_window_tensor", i, [1]))
+    if extra_input or sliding:  # a sliding layer's fill level
+        inputs.append(helper.make_tensor_value_info("input.cache.layers.0._sliding_window_tensor", i, []))
     present = ["s0", "2", "s1 + s2", "8"]
     outputs = [
         helper.make_tensor_value_info("logits", f, ["s0", "s2", 16]),
@@ -34,6 +34,21 @@ def _decoder(extra_input: bool = False) -> onnx_ir.Model:
         helper.make_node("Identity", ["input.cache.layers.0.keys"], ["output.cache.layers.0.keys"]),
         helper.make_node("Identity", ["input.cache.layers.0.values"], ["output.cache.layers.0.values"]),
     ]
+    if sliding:  # traced as a full layer: the graph only hands the fill level back
+        outputs.append(helper.make_tensor_value_info("output.cache.layers.0._sliding_window_tensor", i, []))
+        nodes.append(
+            helper.make_node(
+                "Identity",
+                ["input.cache.layers.0._sliding_window_tensor"],
+                ["output.cache.layers.0._sliding_window_tensor"],
+            )
+        )
+    if extra_input:  # ... and here reads it: the graph needs it
+        nodes[1] = helper.make_node("Expand", ["ids_f", "shape"], ["expanded"])
+        nodes += [
+            helper.make_node("Cast", ["input.cache.layers.0._sliding_window_tensor"], ["fill"], to=f),
+            helper.make_node("Add", ["expanded", "fill"], ["logits"]),
+        ]
     shape = helper.make_tensor("shape", i, [3], [1, 1, 16])
     graph = helper.make_graph(nodes, "decode", inputs, outputs, initializer=[shape])
     return onnx_ir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
@@ -60,3 +75,18 @@ def test_a_graph_with_more_cache_state_is_left_as_it_is():
     before = onnx_ir.to_proto(model).SerializeToString()
     assert not as_decoder_with_past(model)
     assert onnx_ir.to_proto(model).SerializeToString() == before
+
+
+def test_a_sliding_layers_fill_level_the_graph_only_hands_back_is_dropped():
+    """Traced as a full layer (the mask applies the window), the graph reads a sliding layer's fill
+    level only to return it: optimum and transformers.js feed no such tensor, so it goes."""
+    model = _decoder(sliding=True)
+    assert as_decoder_with_past(model)
+    assert [v.name for v in model.graph.inputs] == [
+        "input_ids",
+        "attention_mask",
+        "past_key_values.0.key",
+        "past_key_values.0.value",
+    ]
+    assert [v.name for v in model.graph.outputs] == ["logits", "present.0.key", "present.0.value"]
+    onnx.checker.check_model(onnx_ir.to_proto(model))

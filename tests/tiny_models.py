@@ -6,6 +6,7 @@ suite's cost is the exporters' fixed overhead, not the models.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -85,11 +86,28 @@ def _word_tokenizer(special: dict[int, str] | None = None):
     return tokenizer
 
 
+def _name_tokenizer_class(folder: Path, name: str) -> None:
+    settings = json.loads((folder / "tokenizer_config.json").read_text())
+    settings["tokenizer_class"] = name
+    if isinstance(settings.get("extra_special_tokens"), list):
+        settings["additional_special_tokens"] = settings.pop("extra_special_tokens")
+    (folder / "tokenizer_config.json").write_text(json.dumps(settings, indent=2))
+
+
+def _save_tokenizer(tokenizer, folder: Path) -> None:
+    """`tokenizer` saved as every transformers reads it, as the Hub's checkpoints have theirs: 5.x
+    writes the class `TokenizersBackend` and a list of `extra_special_tokens`, which 4.x (optimum-onnx's
+    pin, in tests/loaders) reads as neither; `PreTrainedTokenizerFast` and `additional_special_tokens`
+    both do."""
+    tokenizer.save_pretrained(folder)
+    _name_tokenizer_class(folder, "PreTrainedTokenizerFast")
+
+
 def llama_with_tokenizer(folder: Path) -> Path:
     """The tiny Llama with a tokenizer of its own (a word-level one over its 128 ids), so text goes
     in as a user's would: what the card's generation snippets need."""
     llama(folder)
-    _word_tokenizer().save_pretrained(folder)
+    _save_tokenizer(_word_tokenizer(), folder)
     return folder
 
 
@@ -128,7 +146,7 @@ def t5_with_tokenizer(folder: Path) -> Path:
             if weight.dim() == 2:
                 weight.mul_(8)
     _save(model, folder)
-    _word_tokenizer().save_pretrained(folder)
+    _save_tokenizer(_word_tokenizer(), folder)
     return folder
 
 
@@ -464,11 +482,26 @@ def mistral(folder: Path) -> Path:
     return _save(_sliding(MistralForCausalLM, MistralConfig), folder)
 
 
-def gemma2(folder: Path) -> Path:
+def gemma2(folder: Path, **extra) -> Path:
     """Gemma 2: sliding and full attention layers in turn (a hybrid cache)."""
     from transformers import Gemma2Config, Gemma2ForCausalLM
 
-    return _save(_sliding(Gemma2ForCausalLM, Gemma2Config, head_dim=8), folder)
+    return _save(_sliding(Gemma2ForCausalLM, Gemma2Config, head_dim=8, **extra), folder)
+
+
+def mistral_with_tokenizer(folder: Path) -> Path:
+    """The tiny Mistral (window 4) with a word-level tokenizer: a real sentence runs past its window."""
+    mistral(folder)
+    _save_tokenizer(_word_tokenizer(), folder)
+    return folder
+
+
+def gemma2_with_tokenizer(folder: Path) -> Path:
+    """The tiny Gemma 2 (sliding and full layers in turn) with a word-level tokenizer. Its head is
+    untied from the embeddings: tied, at this size, greedy decoding repeats the prompt's last token."""
+    gemma2(folder, tie_word_embeddings=False)
+    _save_tokenizer(_word_tokenizer(), folder)
+    return folder
 
 
 _TEXT_TOWER = dict(
@@ -543,47 +576,55 @@ def llava(folder: Path) -> Path:
     return _save(model, folder)
 
 
-def whisper(folder: Path) -> Path:
-    """Whisper with the generation config a multilingual checkpoint ships: languages and tasks
-    (named explicitly in the decoder prompt, never detected), suppressed tokens, tokens suppressed
-    at the start, timestamps off — and the greedy parity judged under them."""
+def _whisper(seed: int, ids: dict[str, int], suppress: list[int], begin_suppress: list[int], **sizes):
+    """A tiny Whisper and the generation config a multilingual checkpoint ships, its special tokens
+    at `ids` (end, start, en, fr, translate, transcribe, notimestamps)."""
     from transformers import GenerationConfig, WhisperConfig, WhisperForConditionalGeneration
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     config = WhisperConfig(
         vocab_size=128,
         num_mel_bins=16,
         d_model=32,
-        encoder_layers=1,
-        decoder_layers=1,
         encoder_attention_heads=2,
         decoder_attention_heads=2,
         encoder_ffn_dim=37,
         decoder_ffn_dim=37,
-        max_source_positions=30,
         max_target_positions=64,
-        pad_token_id=99,
-        bos_token_id=99,
-        eos_token_id=99,
-        decoder_start_token_id=100,
+        pad_token_id=ids["end"],
+        bos_token_id=ids["end"],
+        eos_token_id=ids["end"],
+        decoder_start_token_id=ids["start"],
         tie_word_embeddings=False,
+        **sizes,
     )
     model = WhisperForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        model.proj_out.weight.mul_(8)
     model.generation_config = GenerationConfig(
-        decoder_start_token_id=100,
-        bos_token_id=99,
-        eos_token_id=99,
-        pad_token_id=99,
+        decoder_start_token_id=ids["start"],
+        bos_token_id=ids["end"],
+        eos_token_id=ids["end"],
+        pad_token_id=ids["end"],
         is_multilingual=True,
-        lang_to_id={"<|en|>": 101, "<|fr|>": 102},
-        task_to_id={"transcribe": 104, "translate": 103},
-        no_timestamps_token_id=105,
-        suppress_tokens=[1, 2, 7, 8, 9, 10, 11, 12],
-        begin_suppress_tokens=[13, 99],
+        lang_to_id={"<|en|>": ids["en"], "<|fr|>": ids["fr"]},
+        task_to_id={"transcribe": ids["transcribe"], "translate": ids["translate"]},
+        no_timestamps_token_id=ids["notimestamps"],
+        suppress_tokens=suppress,
+        begin_suppress_tokens=begin_suppress,
         max_length=64,
     )
+    return model
+
+
+def whisper(folder: Path) -> Path:
+    """Whisper with the generation config a multilingual checkpoint ships: languages and tasks
+    (named explicitly in the decoder prompt, never detected), suppressed tokens, tokens suppressed
+    at the start, timestamps off — and the greedy parity judged under them."""
+    ids = dict(end=99, start=100, en=101, fr=102, translate=103, transcribe=104, notimestamps=105)
+    model = _whisper(
+        0, ids, [1, 2, 7, 8, 9, 10, 11, 12], [13, 99], encoder_layers=1, decoder_layers=1, max_source_positions=30
+    )
+    with torch.no_grad():
+        model.proj_out.weight.mul_(8)
     return _save(model, folder)
 
 
@@ -612,7 +653,7 @@ def bart_with_tokenizer(folder: Path) -> Path:
     """The tiny BART (its summarizers' generation config) with a word-level tokenizer whose special
     tokens sit at BART's ids (`<s>` 0, `<pad>` 1, `</s>` 2)."""
     bart(folder)
-    _word_tokenizer({0: "<s>", 1: "<pad>", 2: "</s>"}).save_pretrained(folder)
+    _save_tokenizer(_word_tokenizer({0: "<s>", 1: "<pad>", 2: "</s>"}), folder)
     return folder
 
 
@@ -620,5 +661,34 @@ def marian_with_tokenizer(folder: Path) -> Path:
     """The tiny Marian (its translators' generation config) with a word-level tokenizer whose special
     tokens sit at Marian's ids (`</s>` 0, `<pad>` 127)."""
     marian(folder)
-    _word_tokenizer({0: "</s>", 127: "<pad>"}).save_pretrained(folder)
+    _save_tokenizer(_word_tokenizer({0: "</s>", 127: "<pad>"}), folder)
+    return folder
+
+
+def whisper_with_processor(folder: Path) -> Path:
+    """A tiny multilingual Whisper as its checkpoints ship on the Hub, for the loaders' ASR pipelines:
+    a feature extractor (16 mel bins, one-second windows: 100 frames, 50 source positions) and a
+    tokenizer of the Whisper class whose special tokens sit where Whisper's do — end of text, start of
+    transcript, languages, tasks and `<|notimestamps|>` at the top of the vocabulary (its last id: no
+    timestamp tokens at this size). The decoder's matrices are scaled up so greedy decoding varies."""
+    from transformers import WhisperFeatureExtractor
+
+    special = {120: "<|endoftext|>", 121: "<|startoftranscript|>", 122: "<|en|>", 123: "<|fr|>"}
+    special |= {124: "<|translate|>", 125: "<|transcribe|>", 126: "<|nocaptions|>", 127: "<|notimestamps|>"}
+    ids = dict(end=120, start=121, en=122, fr=123, translate=124, transcribe=125, notimestamps=127)
+    model = _whisper(4, ids, [1, 2, 3], [120], encoder_layers=1, decoder_layers=2, max_source_positions=50)
+    with torch.no_grad():
+        for weight in [*model.model.decoder.parameters(), model.proj_out.weight]:
+            if weight.dim() == 2:
+                weight.mul_(8)
+    _save(model, folder)
+    WhisperFeatureExtractor(feature_size=16, chunk_length=1).save_pretrained(folder)
+    _save_tokenizer(_word_tokenizer(special), folder)
+    # Byte-level words, as Whisper's are (its tokenizer class decodes byte-level whatever the file says).
+    tokens = json.loads((folder / "tokenizer.json").read_text())
+    vocab = tokens["model"]["vocab"]
+    tokens["model"]["vocab"] = {(w if w.startswith("<") else f"\u0120{w}"): i for w, i in vocab.items()}
+    tokens["decoder"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+    (folder / "tokenizer.json").write_text(json.dumps(tokens, ensure_ascii=False))
+    _name_tokenizer_class(folder, "WhisperTokenizer")  # the class transformers.js decodes ASR output with
     return folder

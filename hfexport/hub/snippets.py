@@ -17,6 +17,7 @@ says so and shows them, and a greedy step with ONNX Runtime alone.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..backends import get_backend
 from ..report import BackendResult, Layout, Report, Split, VariantResult
@@ -32,21 +33,43 @@ def _header(repo_id: str) -> list[str]:
     return [f'repo, revision = "{repo_id}", "main"  # to try the pull request before it is merged: "refs/pr/<number>"']
 
 
-# A transformers.js pipeline (`Task.js_pipeline`) called on text, and the line that shows its output.
-_JS_FEEDS = "text"  # the modality the calls below feed (a vision model's feature-extraction takes images)
 _LOADERS_LAYOUTS = (Layout.DECODER_WITH_PAST, Layout.ENCODER_DECODER_WITH_PAST)
 # optimum's class for an encoder-decoder's folder, by what its encoder reads.
 _OPTIMUM_SEQ2SEQ = {"text": "ORTModelForSeq2SeqLM", "audio": "ORTModelForSpeechSeq2Seq"}
+# optimum-onnx 0.1.0's ORTModelForCausalLM sizes the first, empty cache from the config itself:
+# `num_key_value_heads` only for the model types it lists (else `num_attention_heads`), `head_dim`
+# only for gemma, gemma3_text, gpt_oss and nemotron (else hidden size / heads). A Gemma 2 cache it
+# sizes wrong, and ONNX Runtime refuses the feed (measured on the tiny one: "Got invalid dimensions
+# for input: past_key_values.1.key … Got: 4 Expected: 2"): model type → what the card says instead.
+_OPTIMUM_CAUSAL_LM_MISSIZES = {
+    "gemma2": "optimum-onnx 0.1.0's `ORTModelForCausalLM` sizes a gemma2 cache with its attention heads, "
+    "not its key-value heads, and cannot run it",
+}
+# One second of a 440 Hz tone at 16 kHz (the rate Whisper's feature extractors take): a waveform
+# any reader can make without a file.
+_JS_TONE = (
+    "const audio = Float32Array.from({ length: 16000 }, (_, i) => 0.5 * Math.sin((2 * Math.PI * 440 * i) / 16000));"
+)
+
+
+@dataclass(frozen=True)
+class _JsCall:
+    """A transformers.js pipeline (`Task.js_pipeline`) called as its users call it: on what it is
+    fed (`feeds`, the plan's modality), after `setup` lines, printing `show`."""
+
+    feeds: str
+    call: str
+    show: str
+    setup: tuple[str, ...] = ()
+
+
+_GREEDY = "{ max_new_tokens: 8, do_sample: false }"
 _JS_CALLS = {
-    "text2text-generation": (
-        f"{_PROMPT}, {{ max_new_tokens: 8, do_sample: false }}",
-        "console.log(output[0].generated_text);",
-    ),
-    "feature-extraction": (f'[{_PROMPT}, "Short one."]', "console.log(output.dims);"),
-    "text-generation": (
-        f"{_PROMPT}, {{ max_new_tokens: 8, do_sample: false }}",
-        "console.log(output[0].generated_text);",
-    ),
+    "text2text-generation": _JsCall("text", f"{_PROMPT}, {_GREEDY}", "console.log(output[0].generated_text);"),
+    "feature-extraction": _JsCall("text", f'[{_PROMPT}, "Short one."]', "console.log(output.dims);"),
+    "text-generation": _JsCall("text", f"{_PROMPT}, {_GREEDY}", "console.log(output[0].generated_text);"),
+    # A multilingual Whisper told no language transcribes as English (transformers.js's default).
+    "automatic-speech-recognition": _JsCall("audio", f"audio, {_GREEDY}", "console.log(output.text);", (_JS_TONE,)),
 }
 
 
@@ -58,13 +81,12 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
     if (
         not get_backend(b.backend).transformers_js
         or pipe is None
-        or report.plan.modality != _JS_FEEDS
+        or report.plan.modality != pipe.feeds
         or not _has_preprocessor(report, repo_files)
     ):
         return None
     if report.plan.split != Split.SINGLE and b.layout not in _LOADERS_LAYOUTS:
         return None
-    call, show = pipe
     # Past 2 GB the weights sit in `model.onnx_data`, which transformers.js fetches when told to (it
     # would read the flag from the repo's config.json, which is the owner's file, not ours).
     external = ", use_external_data_format: true" if any(f.path.endswith(".onnx_data") for f in b.files) else ""
@@ -75,8 +97,9 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
         f'const [repo, revision] = ["{repo_id}", "main"]; // to try the pull request before it is merged: '
         '"refs/pr/<number>"',
         f'const pipe = await pipeline("{task}", repo, {{ revision, dtype: "fp32"{external} }});',
-        f"const output = await pipe({call});",
-        show,
+        *pipe.setup,
+        f"const output = await pipe({pipe.call});",
+        pipe.show,
         "```",
     ]
 
@@ -139,16 +162,62 @@ def encoder_decoder_block(repo_id: str, b: BackendResult, encoder: str, decoder:
     )
 
 
+# How an optimum block makes a generative model's inputs, by what its encoder reads: its imports,
+# then the lines (after `tokenizer` exists) that make `inputs`.
+_OPTIMUM_INPUTS = {
+    "text": (
+        ["from transformers import AutoTokenizer"],
+        # No `token_type_ids`: a generic tokenizer (`PreTrainedTokenizerFast` without `model_input_names`)
+        # returns them, and a generative model's generate() refuses what its forward does not take.
+        [f'inputs = tokenizer([{_PROMPT}], return_tensors="pt", return_token_type_ids=False)'],
+    ),
+    "audio": (
+        ["import numpy as np", "from transformers import AutoFeatureExtractor, AutoTokenizer"],
+        [
+            "extractor = AutoFeatureExtractor.from_pretrained(repo, revision=revision)",
+            "rate = extractor.sampling_rate",
+            "audio = (0.5 * np.sin(2 * np.pi * 440 * np.arange(rate) / rate)).astype(np.float32)  # a 440 Hz tone",
+            'inputs = extractor(audio, sampling_rate=rate, return_tensors="pt")',
+        ],
+    ),
+}
+
+
+def optimum_block(repo_id: str, report: Report, cls: str) -> list[str]:
+    """optimum's ORTModel `cls` (`pip install optimum-onnx[onnxruntime]`) finding the folder's files by
+    itself and generating, greedy, from the text prompt or (a speech model) one second of a tone."""
+    imports, make_inputs = _OPTIMUM_INPUTS[report.plan.modality]
+    return _program(
+        [
+            *imports,
+            f"from optimum.onnxruntime import {cls}",
+            *_header(repo_id),
+            "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
+            f"model = {cls}.from_pretrained(repo, revision=revision)",
+            *make_inputs,
+            "ids = model.generate(**inputs, max_new_tokens=8, do_sample=False)",
+            "print(tokenizer.decode(ids[0], skip_special_tokens=True))",
+        ]
+    )
+
+
 # The files each modality's preprocessor loads from (any one of them).
 _PREPROCESSOR_FILES = {
     "text": ("tokenizer.json", "tokenizer_config.json", "vocab.txt"),
     "vision": ("preprocessor_config.json",),
+    "audio": ("preprocessor_config.json",),
 }
 
 
 def _has_preprocessor(report: Report, repo_files: set[str] | None) -> bool:
-    wanted = _PREPROCESSOR_FILES.get(report.plan.modality, ())
-    return repo_files is None or any(name in repo_files for name in wanted)
+    """Whether the repo holds what its inputs are made with: the modality's preprocessor, and for a
+    model that writes text (generation), a tokenizer as well."""
+    if repo_files is None:
+        return True
+    wanted = [_PREPROCESSOR_FILES.get(report.plan.modality, ())]
+    if report.plan.mode == "generation":  # it writes text: a tokenizer too
+        wanted.append(_PREPROCESSOR_FILES["text"])
+    return all(any(name in repo_files for name in names) for names in wanted)
 
 
 # Lines making `inputs` (tensors of the given kind: "pt", "np") with the repo's own preprocessor,
@@ -285,7 +354,7 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
         first = (b.components or ["model"])[0]
         js = js_block(repo_id, report, b, repo_files)
         if b.layout == Layout.DECODER_WITH_PAST:
-            lines += _decoder_with_past_section(repo_id, b, js, b.program_file(first), repo_files)
+            lines += _decoder_with_past_section(repo_id, report, b, js, b.program_file(first), repo_files)
             continue
         if b.layout == Layout.ENCODER_DECODER_WITH_PAST:
             lines += _encoder_decoder_section(repo_id, report, b, js, repo_files)
@@ -346,6 +415,9 @@ def _encoder_decoder_section(
     ]
     if js is not None:
         lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
+    if report.plan.modality in _OPTIMUM_INPUTS and _has_preprocessor(report, repo_files):
+        block = optimum_block(repo_id, report, optimum)
+        lines += ["With optimum (`pip install optimum-onnx[onnxruntime]`):", "", *block, ""]
     if _INPUT_LINES.get(report.plan.modality) and _has_preprocessor(report, repo_files):
         lines += ["With ONNX Runtime alone, the first step:", "", *encoder_decoder_block(repo_id, b, encoder, decoder)]
         lines.append("")
@@ -365,17 +437,26 @@ def _js_dtype(b: BackendResult, v: VariantResult) -> str | None:
 
 
 def _decoder_with_past_section(
-    repo_id: str, b: BackendResult, js: list[str] | None, file: str, repo_files: set[str] | None
+    repo_id: str, report: Report, b: BackendResult, js: list[str] | None, file: str, repo_files: set[str] | None
 ) -> list[str]:
     has_tokenizer = repo_files is None or any(n in repo_files for n in _PREPROCESSOR_FILES["text"])
+    cannot = _OPTIMUM_CAUSAL_LM_MISSIZES.get(report.plan.model_type)
+    loaders = (
+        f"transformers.js's `text-generation` pipeline loads this folder ({cannot})"
+        if cannot
+        else "transformers.js's `text-generation` pipeline and optimum's "
+        "`ORTModelForCausalLM.from_pretrained(repo)` load this folder"
+    )
     lines = [
         f"**{b.backend}** (`{b.subfolder}/`): one decoder graph with past (`{file}`), named as optimum and "
-        "transformers.js name theirs. transformers.js's `text-generation` pipeline and optimum's "
-        f"`ORTModelForCausalLM.from_pretrained(repo)` load this folder; `ExportedModel` does not.",
+        f"transformers.js name theirs. {loaders}; `ExportedModel` does not.",
         "",
     ]
     if js is not None:
         lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
+    if has_tokenizer and not cannot:
+        optimum = optimum_block(repo_id, report, "ORTModelForCausalLM")
+        lines += ["With optimum (`pip install optimum-onnx[onnxruntime]`):", "", *optimum, ""]
     if has_tokenizer:
         lines += ["With ONNX Runtime alone, one step:", "", *decoder_with_past_block(repo_id, b, file), ""]
     published = _variant_list(b)

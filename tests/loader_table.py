@@ -1,0 +1,91 @@
+"""The README's loader table, written by the test run, never by hand.
+
+Every export the suite makes (`conftest._exported`) records how its own runtime's reload compares
+with eager, and every test that reads a published folder with an ecosystem loader (transformers.js,
+optimum, sentence-transformers) records what that loader computed. The last test of the session
+(`tests/test_readme_loader_table.py`, moved last by conftest) renders those rows and requires the
+README's table to say the same — or, under `HFEXPORT_WRITE_LOADER_TABLE=1`, writes it there. A
+partial run (a `-k`, one file, a failure) records a partial table, so the check skips then.
+
+A difference is kept as the power of ten it stays under, and a README figure one power off the
+measured one still holds: another CPU's kernels move the last digits, not what a reader decides on.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+README = Path(__file__).parent.parent / "README.md"
+START = "<!-- loader-table: written by the test run (HFEXPORT_WRITE_LOADER_TABLE=1 make test); do not edit -->"
+END = "<!-- /loader-table -->"
+HEADER = ["| family | task | loaded with | result |", "|---|---|---|---|"]
+
+Key = tuple[str, str, str, str]  # family (the architecture), task, loader, what it got
+
+
+def within(difference: float) -> str:
+    """A difference as the power of ten it stays under (`< 1e-06`)."""
+    if difference == 0:
+        return "0"
+    return f"< 1e{math.ceil(math.log10(difference)):+03d}"
+
+
+_FIGURE = re.compile(r"^(?P<row>.*) (?P<figure>< 1e[+-]\d+|0) \|$")
+
+
+class LoaderTable:
+    def __init__(self) -> None:
+        self.rows: dict[Key, float | None] = {}
+
+    def record(self, family: str, task: str, loader: str, result: str, difference: float | None = None) -> None:
+        """One row: `result` in words ("eager's text"), and the largest `difference` measured (max abs
+        diff, or 1 − cosine) where it has one; the same row recorded again keeps the larger."""
+        key = (family, task, loader, result)
+        old = self.rows.get(key)
+        self.rows[key] = difference if old is None else max(old, difference if difference is not None else old)
+
+    def lines(self) -> list[str]:
+        out = []
+        for (family, task, loader, result), difference in sorted(self.rows.items()):
+            figure = f" {within(difference)}" if difference is not None else ""
+            out.append(f"| {family} | {task} | {loader} | {result}{figure} |")
+        return out
+
+    def render(self) -> str:
+        return "\n".join([START, "", *HEADER, *self.lines(), "", END])
+
+    @staticmethod
+    def in_readme(text: str) -> str | None:
+        """The README's table, markers included (None: it has none)."""
+        if START not in text or END not in text:
+            return None
+        return START + text.split(START, 1)[1].split(END, 1)[0] + END
+
+    def disagreements(self, written: str) -> list[str]:
+        """Where `written` (a README table) does not say what was measured: rows only one of them has,
+        a different result, or a figure more than one power of ten off."""
+
+        def parsed(lines: list[str]) -> dict[str, int | None]:
+            rows: dict[str, int | None] = {}
+            for line in lines:
+                figure = _FIGURE.match(line)
+                if figure is None:
+                    rows[line] = None
+                else:  # an exact 0 reads as far below any figure
+                    rows[figure["row"]] = -99 if figure["figure"] == "0" else int(figure["figure"].removeprefix("< 1e"))
+            return rows
+
+        table = [line for line in written.splitlines() if line.startswith("| ") and line not in HEADER]
+        have, measured = parsed(table), parsed(self.lines())
+        problems = [f"not measured: {row}" for row in have.keys() - measured.keys()]
+        problems += [f"not in the README: {row}" for row in measured.keys() - have.keys()]
+        for row in have.keys() & measured.keys():
+            a, b = have[row], measured[row]
+            if (a is None) != (b is None) or (a is not None and b is not None and abs(a - b) > 1):
+                problems.append(f"{row}: README 1e{a}, measured 1e{b}")
+        return sorted(problems)
+
+
+TABLE = LoaderTable()
