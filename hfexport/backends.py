@@ -76,8 +76,9 @@ class Backend:
     # for the largest shape a program accepts, and a program that takes up to 2048² images fails to
     # load (measured: SegFormer, error 0x21). Its validation then varies the batch alone.
     fixed_image_size: bool = False
-    # transformers.js reads this backend's folder (its `subfolder="onnx"` default): the card shows it.
-    transformers_js: bool = False
+    # transformers.js and optimum read this backend's folder (`subfolder="onnx"`, their default):
+    # the card shows their blocks.
+    ecosystem_loaders: bool = False
 
     def unavailable_reason(self) -> str | None:
         """Why this backend cannot run on this machine, or `None` if it can."""
@@ -240,7 +241,7 @@ def _dynamo(dynamic_shapes):
     snippet_tensors="np",
     packages=("onnx", "onnxscript", "onnxruntime"),
     layout=onnx_layout,
-    transformers_js=True,
+    ecosystem_loaders=True,
     runtime_ops_note="`{file}` runs ONNX Runtime's own operators ({ops}): it loads in ONNX Runtime (Python, node, "
     "web), not in other ONNX runtimes.",
 )

@@ -36,6 +36,8 @@ class Task:
     modality: Modality | None = None
     # transformers.js's pipeline for this task (the card's JavaScript block), if it has one.
     js_pipeline: str | None = None
+    # optimum-onnx's ORTModel class for this task (the card's optimum block), if it has one.
+    optimum_class: str | None = None
 
     @property
     def supported(self) -> bool:
@@ -52,15 +54,35 @@ TASK_TABLE: tuple[Task, ...] = (
         "single",
         "text",
         ("BERT, its own code: dynamo, onnx",),
+        js_pipeline="text-classification",
+        optimum_class="ORTModelForSequenceClassification",
     ),
-    Task("token-classification", "AutoModelForTokenClassification", "single", "text"),
-    Task("question-answering", "AutoModelForQuestionAnswering", "single", "text"),
+    Task(
+        "token-classification",
+        "AutoModelForTokenClassification",
+        "single",
+        "text",
+        ("BERT: onnx",),
+        js_pipeline="token-classification",
+        optimum_class="ORTModelForTokenClassification",
+    ),
+    Task(
+        "question-answering",
+        "AutoModelForQuestionAnswering",
+        "single",
+        "text",
+        ("BERT: onnx",),
+        js_pipeline="question-answering",
+        optimum_class="ORTModelForQuestionAnswering",
+    ),
     Task(
         "image-classification",
         "AutoModelForImageClassification",
         "single",
         "vision",
         ("ViT: dynamo, onnx, executorch",),
+        js_pipeline="image-classification",
+        optimum_class="ORTModelForImageClassification",
     ),
     Task("object-detection", "AutoModelForObjectDetection", "single", "vision", ("DETR: dynamo, onnx",)),
     Task(
@@ -81,6 +103,7 @@ TASK_TABLE: tuple[Task, ...] = (
         "text",
         ("Llama: dynamo, onnx, executorch", "Mistral, Gemma 2 (sliding window): onnx"),
         js_pipeline="text-generation",
+        optimum_class="ORTModelForCausalLM",
     ),
     Task(
         "text2text-generation-with-past",
@@ -89,6 +112,7 @@ TASK_TABLE: tuple[Task, ...] = (
         "text",
         ("T5: dynamo, onnx, executorch", "BART, Marian: dynamo, onnx"),
         js_pipeline="text2text-generation",
+        optimum_class="ORTModelForSeq2SeqLM",
     ),
     Task(
         "automatic-speech-recognition-with-past",
@@ -97,6 +121,7 @@ TASK_TABLE: tuple[Task, ...] = (
         "audio",
         ("Whisper: dynamo, onnx, executorch",),
         js_pipeline="automatic-speech-recognition",
+        optimum_class="ORTModelForSpeechSeq2Seq",
     ),
     # Causal LM logits as one graph, no cache (asked for by name: `auto` picks the one with past).
     Task("text-generation", "AutoModelForCausalLM", "single", "text", ("Llama: dynamo, onnx, executorch",)),

@@ -27,6 +27,7 @@ import tiny_models
 from conftest import run_cli
 from loader_table import TABLE
 from hfexport.hub.card import END, START
+from hfexport.tasks import TASKS
 
 REPO = "snippets-owner/minilm"
 JS = Path(__file__).parent / "js"
@@ -570,3 +571,96 @@ def test_a_speech_recognizer_transcribes_in_transformers_js_and_optimum_as_eager
     _record(
         outcome, "transformers.js `automatic-speech-recognition` (`dtype: 'q8'`)", "loads both int8 graphs, transcribes"
     )
+
+
+def _eager_head(task: str, folder: Path):
+    """What a single-graph head computes eagerly on the card's inputs (its two sentences, or the
+    teal 96×64 image), as the transformers.js pipeline of `task` reports it; and its outputs' shapes."""
+    import torch
+    import transformers
+    from PIL import Image
+
+    config = transformers.AutoConfig.from_pretrained(folder)
+    model = getattr(transformers, TASKS[task].auto_class).from_pretrained(folder).eval()
+    if task == "image-classification":
+        processor = transformers.AutoImageProcessor.from_pretrained(folder)
+        inputs = processor(images=[Image.new("RGB", (96, 64), "teal")], return_tensors="pt")
+    else:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+        inputs = tokenizer(TEXTS[:1] + ["Short one."], padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        outputs = model(**inputs)
+    shapes = str({name: tuple(value.shape) for name, value in outputs.items()})
+    if task == "question-answering":
+        return None, shapes
+    probabilities = outputs.logits.softmax(-1)
+    if task == "token-classification":
+        special = set(tokenizer.all_special_ids)
+        return [
+            [
+                (index, config.id2label[int(p.argmax())], float(p.max()))
+                for index, (token, p) in enumerate(zip(ids.tolist(), row))
+                if token not in special
+            ]
+            for ids, row in zip(inputs["input_ids"], probabilities)
+        ], shapes
+    if task == "image-classification":
+        return sorted(
+            ((config.id2label[i], float(p)) for i, p in enumerate(probabilities[0])), key=lambda r: -r[1]
+        ), shapes
+    return [(config.id2label[int(p.argmax())], float(p.max())) for p in probabilities], shapes
+
+
+def _largest_score_gap(got: list, eager: list) -> float:
+    """The labels (and token indexes) must be eager's; returns the largest score difference."""
+    assert [row[:-1] for row in got] == [row[:-1] for row in eager], (got, eager)
+    return max(abs(a[-1] - b[-1]) for a, b in zip(got, eager))
+
+
+@pytest.mark.parametrize(
+    ("task", "head"),
+    [
+        ("text-classification", "BertForSequenceClassification"),
+        ("token-classification", "BertForTokenClassification"),
+        ("question-answering", "BertForQuestionAnswering"),
+        ("image-classification", "ViTForImageClassification"),
+    ],
+)
+def test_a_single_graph_heads_card_runs_transformers_js_and_optimum_as_eager(hub, task, head, tmp_path):
+    """A head with its tokenizer or image processor, pushed with ONNX: its card carries the
+    transformers.js pipeline of its task and optimum's ORTModel class besides `ExportedModel` and the
+    runtime alone, and the `transformers.js` tag. Every block runs on the PR and merged; the pipeline
+    reports eager's labels (per token, for token classification) with eager's scores to 1e-5, or the
+    answer transformers' own question-answering pipeline picks from eager's logits; optimum's model
+    returns eager's outputs, by name and shape."""
+    folder = tmp_path / "model"
+    if head.startswith("ViT"):
+        tiny_models.vit_with_processor(folder)
+    else:
+        tiny_models.bert_head_with_tokenizer(folder, head)
+    repo = f"heads-{task}/tiny"
+    api, outcome = _push_with_bot(hub, f"heads-{task}", repo, folder, "onnx", "none")
+    assert outcome["report"]["plan"]["task"] == task, outcome["report"]["plan"]
+    ran = _run_every_block(api, repo, outcome["pr_num"], tmp_path, r"\(\d+, \d+", r"\S")
+    card = Path(api.hf_hub_download(repo, "README.md")).read_text()
+    assert "transformers.js" in yaml.safe_load(card.split("---\n")[1])["tags"]
+    (js,) = {json.dumps(json.loads(out)) for out in ran.js.values()}  # the same on the PR and merged
+    got, (eager, shapes) = json.loads(js), _eager_head(task, folder)
+    if task == "question-answering":
+        answer = _run_loader(tmp_path / "qa", "transformers-qa", repo, "main", "What was validated?", TEXTS[0])
+        assert got["answer"] == answer and got["answer"] in TEXTS[0], (got, answer)
+        _record(outcome, f"transformers.js `{task}`", "eager's answer")
+    elif task == "token-classification":
+        gap = max(
+            _largest_score_gap([(e["index"], e["entity"], e["score"]) for e in text], rows)
+            for text, rows in zip(got, eager)
+        )
+        assert gap < 1e-5, gap
+        _record(outcome, f"transformers.js `{task}`", "eager's labels; score difference", gap)
+    else:
+        gap = _largest_score_gap([(r["label"], r["score"]) for r in got], eager)
+        assert gap < 1e-5, gap
+        _record(outcome, f"transformers.js `{task}`", "eager's labels; score difference", gap)
+    (printed,) = set(ran.optimum.values())
+    assert printed == shapes, (printed, shapes)
+    _record(outcome, f"optimum `{TASKS[task].optimum_class}`", "eager's outputs (shapes)")

