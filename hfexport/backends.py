@@ -67,8 +67,8 @@ class Backend:
     runner_device: str | None = None
     # `layout(out_dir, components, loaders) -> (Layout, {old file: new})`: rewrite the validated files
     # as the ecosystem's loaders read them (`hfexport.layouts`), in the worker, after validation;
-    # `loaders`: the split's components by the loaders' file names (`ExportSplit.loaders_files`).
-    layout: Callable[[Any, list[str], dict[str, str] | None], tuple[Any, dict[str, str]]] | None = None
+    # `loaders`: how the loaders name the split's files (`ExportSplit.loaders`, a `layouts.LoadersNames`).
+    layout: Callable[[Any, list[str], Any], tuple[Any, dict[str, str]]] | None = None
     # `limits(plan) -> reason | None`: a model this backend's pinned exporter cannot export, said
     # up front (the backend is reported skipped with the reason) instead of failing mid-lowering.
     limits: Callable[[Any], str | None] | None = None

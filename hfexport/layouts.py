@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .report import Layout
@@ -70,7 +71,7 @@ def _cache_names(infix: str) -> tuple[tuple[re.Pattern, str], ...]:
 
 _DECODER_NAMES = _cache_names("")
 _SEQ2SEQ_NAMES = _cache_names("decoder.")
-_PLAIN = {"input_ids", "attention_mask", "position_ids", "logits"}
+_PLAIN = {"input_ids", "inputs_embeds", "attention_mask", "position_ids", "logits"}
 _SEQ2SEQ_PLAIN = {"input_ids", "encoder_hidden_states", "encoder_attention_mask", "logits"}
 
 
@@ -90,8 +91,9 @@ def as_decoder_with_past(model) -> bool:
     cache = {n for n in names if any(pattern.match(n) for pattern, _ in patterns)}
     passed_through = _passed_through_state(model)
     # Only keys and values: a cache with more state that the graph reads has no such layout.
-    if "input_ids" not in names or not cache or names - plain - cache - passed_through.keys():
+    if not {"input_ids", "inputs_embeds"} & names or not cache or names - plain - cache - passed_through.keys():
         return False
+    tokens = "input_ids" if "input_ids" in names else "inputs_embeds"  # an image-text decoder reads embeddings
     for name, node in passed_through.items():
         if node is not None:  # the output's Identity goes with its input
             model.graph.outputs.remove(node.outputs[0])
@@ -114,12 +116,12 @@ def as_decoder_with_past(model) -> bool:
     axes |= {symbol(name, 2): past for name in inputs if name.startswith("past_key_values.")}
     if seq2seq:
         axes |= {
-            symbol("input_ids", 1): "decoder_sequence_length",
+            symbol(tokens, 1): "decoder_sequence_length",
             symbol("encoder_hidden_states", 1): "encoder_sequence_length",
         }
     else:
         axes |= {
-            symbol("input_ids", 1): "sequence_length",
+            symbol(tokens, 1): "sequence_length",
             symbol("attention_mask", 1): "total_sequence_length",
         }
     axes.pop(None, None)
@@ -165,21 +167,30 @@ def _passed_through_state(model) -> dict:
     return found
 
 
+@dataclass(frozen=True)
+class LoadersNames:
+    """How optimum and transformers.js name a split's files (`ExportSplit.loaders`): the layout they
+    make, each component's file stem, and — for a graph without a cache that they read one output
+    of by name — that output's name."""
+
+    layout: Layout
+    files: dict[str, str]
+    outputs: dict[str, str] = field(default_factory=dict)
+
+
 def onnx_layout(
-    out_dir: Path, components: list[str], loaders: dict[str, str] | None = None
+    out_dir: Path, components: list[str], loaders: LoadersNames | None = None
 ) -> tuple[Layout, dict[str, str]]:
     """Rewrite each validated `<component>.onnx` (+ `.onnx.data`) in the loaders' layout, in place.
-    `loaders`: the split's components by the file names optimum and transformers.js read
-    (`ExportSplit.loaders_files`: a decoder LLM's `decode` → `model`; an encoder-decoder's `encoder`
-    → `encoder_model`, `decode` → `decoder_model_merged`). Those graphs, and their variants
-    (`<component>_quantized.onnx` …), are renamed so, their decoder as a decoder with past — where
-    it is one (a cache of keys and values only; else nothing is renamed). Returns the layout and
-    the files it renamed (old name → new)."""
-    if loaders and set(loaders) == set(components):
+    `loaders`: the split's components by the file names optimum and transformers.js read (a decoder
+    LLM's `decode` → `model`; an encoder-decoder's `encoder` → `encoder_model`, `decode` →
+    `decoder_model_merged`). Those graphs, and their variants (`<component>_quantized.onnx` …), are
+    renamed so, their decoder as a decoder with past — where it is one (a cache of keys and values
+    only; else nothing is renamed). Returns the layout and the files it renamed (old name → new)."""
+    if loaders and set(loaders.files) == set(components):
         renamed = _loaders_layout(out_dir, loaders)
         if renamed:
-            layout = Layout.DECODER_WITH_PAST if len(components) == 1 else Layout.ENCODER_DECODER_WITH_PAST
-            return layout, renamed
+            return loaders.layout, renamed
     for component in components:
         graph = out_dir / f"{component}.onnx"
         model = load_onnx(graph)
@@ -195,25 +206,33 @@ def onnx_layout(
     return Layout.EXPORTER, {}
 
 
-def _loaders_layout(out_dir: Path, loaders: dict[str, str]) -> dict[str, str]:
+def _loaders_layout(out_dir: Path, loaders: LoadersNames) -> dict[str, str]:
     """Each component's graph and its variants under the loaders' names, the graph with a cache
-    renamed as a decoder with past; {} (nothing touched) if that fp32 graph is not one."""
+    renamed as a decoder with past, a graph's one output named as they read it; {} (nothing
+    touched) if those fp32 graphs are not such."""
     import onnx_ir
 
     def has_cache(graph) -> bool:
         return any(v.name.startswith("input.cache.") for v in graph.graph.inputs)
 
-    fp32 = {component: onnx_ir.load(out_dir / f"{component}.onnx") for component in loaders}  # graphs, no weights
+    def output_named(graph, name: str | None) -> bool:
+        if name is not None and len(graph.graph.outputs) == 1:
+            graph.graph.outputs[0].name = name
+        return name is None or [v.name for v in graph.graph.outputs] == [name]
+
+    fp32 = {c: onnx_ir.load(out_dir / f"{c}.onnx") for c in loaders.files}  # graphs, no weights
     if not any(has_cache(g) for g in fp32.values()) or not all(
-        as_decoder_with_past(g) for g in fp32.values() if has_cache(g)
+        as_decoder_with_past(g) if has_cache(g) else output_named(g, loaders.outputs.get(c)) for c, g in fp32.items()
     ):
         return {}
     renamed = {}
-    for component, stem in loaders.items():
+    for component, stem in loaders.files.items():
         # `<component>.onnx` and its variants `<component>_<kind>.onnx`, nothing else of that prefix.
         for graph in sorted({out_dir / f"{component}.onnx", *out_dir.glob(f"{component}_*.onnx")}):
             model = load_onnx(graph)
             if has_cache(model) and not as_decoder_with_past(model):
+                continue
+            if not has_cache(model) and not output_named(model, loaders.outputs.get(component)):
                 continue
             name = stem + graph.name.removeprefix(component)
             staged = out_dir / ".layout"
@@ -223,8 +242,9 @@ def _loaders_layout(out_dir: Path, loaders: dict[str, str]) -> dict[str, str]:
             for path in written:
                 path.replace(out_dir / path.name)
             staged.rmdir()
-            graph.unlink()
-            graph.with_name(f"{graph.name}.data").unlink(missing_ok=True)
+            if name != graph.name:  # transformers.js's name may be the component's (`vision_encoder`)
+                graph.unlink()
+            graph.with_name(f"{graph.name}.data").unlink(missing_ok=True)  # its weights are in the graph now
             renamed[graph.name] = name
     # It describes programs by the exporter's input names, which these graphs no longer take.
     (out_dir / "export.json").unlink(missing_ok=True)

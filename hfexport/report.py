@@ -88,6 +88,14 @@ class Layout(StrEnum):
     # An encoder-decoder's ONNX graphs as they name theirs: `encoder_model.onnx` and one
     # `decoder_model_merged.onnx` (cache `past_key_values.N.decoder.key/value`) for every step.
     ENCODER_DECODER_WITH_PAST = "encoder-decoder-with-past"
+    # An image-text model's as transformers.js names them: `vision_encoder.onnx` (→ `image_features`),
+    # `embed_tokens.onnx` (→ `inputs_embeds`) and `decoder_model_merged.onnx` over embeddings.
+    IMAGE_TEXT_DECODER_WITH_PAST = "image-text-decoder-with-past"
+
+    @property
+    def for_loaders(self) -> bool:
+        """Named as optimum's and transformers.js's files are (no `export.json`)."""
+        return self is not Layout.EXPORTER
 
 
 class PublishAction(StrEnum):

@@ -457,13 +457,13 @@ def test_transformers_js_summarizes_and_translates_as_eager_generate(hub, family
     """BART (its summarizers' generation config: forced BOS/EOS, no repeated trigrams, a minimum
     length) and Marian (its translators': the pad id banned, forced EOS), each with a tokenizer,
     pushed with ONNX: transformers.js's `summarization` / `translation` pipeline, greedy, reads the
-    PR's `encoder_model.onnx` + `decoder_model_merged.onnx` and writes the text eager `generate()`
-    writes under the same generation config."""
+    `encoder_model.onnx` + `decoder_model_merged.onnx` of the PR and, merged, of main, each in a fresh
+    cache, and writes the text eager `generate()` writes under the same generation config."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     folder = getattr(tiny_models, f"{family}_with_tokenizer")(tmp_path / "model")
     repo = f"s2s-{family}/tiny"
-    _, outcome = _push_with_bot(hub, f"s2s-{family}", repo, folder, "onnx", "none")
+    api, outcome = _push_with_bot(hub, f"s2s-{family}", repo, folder, "onnx", "none")
     (onnx,) = outcome["report"]["backends"]
     assert onnx["layout"] == "encoder-decoder-with-past", onnx
     text = "hfexport validated this file against the original model."
@@ -471,15 +471,18 @@ def test_transformers_js_summarizes_and_translates_as_eager_generate(hub, family
     ids = model.generate(**tokenizer([text], return_tensors="pt"), max_new_tokens=8, do_sample=False, num_beams=1)[0]
     assert len(set(ids.tolist()[1:])) >= 3, ids  # varied tokens: a decoder that ignored its cache would show
     eager = tokenizer.decode(ids, skip_special_tokens=True)
-    run = subprocess.run(
-        ["node", str(JS / "generate.mjs"), hub.url, repo, f"refs/pr/{outcome['pr_num']}", task, "fp32", text, "8"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "TRANSFORMERS_JS_CACHE": str(tmp_path / "js-cache")},
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert json.loads(run.stdout.strip().splitlines()[-1]) == eager, (run.stdout, eager)
+    for revision in (f"refs/pr/{outcome['pr_num']}", "main"):
+        if revision == "main":
+            api.merge_pull_request(repo, outcome["pr_num"])
+        run = subprocess.run(
+            ["node", str(JS / "generate.mjs"), hub.url, repo, revision, task, "fp32", text, "8"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "TRANSFORMERS_JS_CACHE": str(tmp_path / f"js-cache-{revision.replace('/', '-')}")},
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert json.loads(run.stdout.strip().splitlines()[-1]) == eager, (revision, run.stdout, eager)
     _record(outcome, f"transformers.js `{task}`", "eager's text")
 
 
@@ -664,3 +667,67 @@ def test_a_single_graph_heads_card_runs_transformers_js_and_optimum_as_eager(hub
     (printed,) = set(ran.optimum.values())
     assert printed == shapes, (printed, shapes)
     _record(outcome, f"optimum `{TASKS[task].optimum_class}`", "eager's outputs (shapes)")
+
+
+def test_an_image_text_model_is_published_as_transformers_js_reads_it_and_its_class_generates_as_eager(hub, tmp_path):
+    """LLaVA with its processor, pushed with ONNX and int8: `vision_encoder.onnx` (→ `image_features`),
+    `embed_tokens.onnx` (→ `inputs_embeds`) and `decoder_model_merged.onnx` over embeddings, and each
+    one's `_quantized` twin. transformers.js's image-text-to-text class (its 4.3.2 has no pipeline for
+    the task), fed the Python processor's ids and pixels for an image and a sentence, generates
+    eager `generate()`'s tokens from the PR, with the fp32 graphs and with `dtype: 'q8'`, and again from
+    main once merged, each in a fresh cache."""
+    import torch
+    from PIL import Image
+    from transformers import AutoProcessor, LlavaForConditionalGeneration
+
+    folder = tiny_models.llava(tmp_path / "model")
+    repo = "vlm-owner/tiny-llava"
+    api, outcome = _push_with_bot(hub, "vlm-owner", repo, folder, "onnx", "onnx:int8")
+    (onnx,) = outcome["report"]["backends"]
+    assert onnx["layout"] == "image-text-decoder-with-past", onnx["layout"]
+    assert onnx["programs"] == {
+        "vision_encoder": "vision_encoder.onnx",
+        "embed_tokens": "embed_tokens.onnx",
+        "decode": "decoder_model_merged.onnx",
+    }
+    assert any(c["name"] == "loaders_layout" and c["tokens_equal"] for c in onnx["validation"]["checks"])
+    processor, model = AutoProcessor.from_pretrained(folder), LlavaForConditionalGeneration.from_pretrained(folder)
+    prompt = processor(
+        images=[Image.new("RGB", (96, 64), "teal")], text=["<image> hfexport validated this file"], return_tensors="pt"
+    )
+    with torch.inference_mode():
+        eager = model.generate(**prompt, max_new_tokens=8, do_sample=False)[0, prompt["input_ids"].shape[1] :].tolist()
+    assert len(set(eager)) >= 3, eager  # varied tokens: a decoder that ignored its cache would show
+    feed = {
+        "input_ids": prompt["input_ids"].tolist(),
+        "attention_mask": prompt["attention_mask"].tolist(),
+        "pixel_values": {"dims": list(prompt["pixel_values"].shape), "data": prompt["pixel_values"].flatten().tolist()},
+    }
+    revisions = [f"refs/pr/{outcome['pr_num']}"] * 2 + ["main"] * 2
+    for index, (revision, dtype) in enumerate(zip(revisions, ("fp32", "q8", "fp32", "q8"))):
+        if index == 2:
+            card = Path(api.hf_hub_download(repo, "README.md", revision=revisions[0])).read_text()
+            assert "`AutoModelForImageTextToText`" in card and "onnx/decoder_model_merged_quantized.onnx" in card, card
+            api.merge_pull_request(repo, outcome["pr_num"])
+        run = subprocess.run(
+            [
+                "node",
+                str(JS / "image_text.mjs"),
+                hub.url,
+                repo,
+                revision,
+                dtype,
+                json.dumps(feed),
+                "8",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "TRANSFORMERS_JS_CACHE": str(tmp_path / f"js-{index}")},
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert json.loads(run.stdout.strip().splitlines()[-1]) == [eager], (revision, dtype, run.stdout, eager)
+        fetched = {p.name for p in (tmp_path / f"js-{index}").rglob("*.onnx")}
+        suffix = "_quantized" if dtype == "q8" else ""
+        assert fetched == {f"{s}{suffix}.onnx" for s in ("vision_encoder", "embed_tokens", "decoder_model_merged")}
+        _record(outcome, f"transformers.js `AutoModelForImageTextToText` (`dtype: '{dtype}'`)", "eager's tokens")

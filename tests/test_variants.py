@@ -431,25 +431,27 @@ def test_a_decoder_llm_gets_an_8da4w_executorch_program_that_loads_in_the_runtim
 
 
 @pytest.mark.parametrize(
-    "family, components",
+    "family, components, published",
     [
-        ("t5", ["encoder", "decode"]),
-        ("llava", ["vision_encoder", "embed_tokens", "decode"]),
+        ("t5", ["encoder", "decode"], ["encoder_model", "decoder_model_merged"]),
+        (
+            "llava",
+            ["vision_encoder", "embed_tokens", "decode"],
+            ["vision_encoder", "embed_tokens", "decoder_model_merged"],
+        ),
     ],
 )
 def test_an_export_of_several_components_gets_int8_of_each_program_where_its_loaders_read_it(
-    family, components, workspace, tmp_path
+    family, components, published, workspace, tmp_path
 ):
     """A T5 (encoder, one decoder) and a LLaVA (vision encoder, token embeddings, decoder over
     embeddings) exported for generation with `--variants int8,fp16`: each component's graph
     quantized, all judged together on the tokens their greedy loop generates against eager
-    `generate()`. T5's are published beside its fp32 graphs under transformers.js's names
-    (`encoder_model_quantized.onnx`, `decoder_model_merged_quantized.onnx`: `dtype: 'q8'` picks
-    both) and judged again as the loaders run them; LLaVA's, whose folder keeps the exporter's
-    layout, as `onnx/quantized/` with the export's manifest, which `ExportedModel` loads as it
-    loads the fp32 folder. fp16, a re-export of one program, is reported skipped with the reason."""
+    `generate()`, published beside its fp32 graphs under transformers.js's names
+    (`encoder_model_quantized.onnx`, `decoder_model_merged_quantized.onnx`, `vision_encoder_quantized.onnx`
+    …: `dtype: 'q8'` picks them all) and judged again as the loaders run them. fp16, a re-export of
+    one program, is reported skipped with the reason."""
     import onnx_ir
-    from transformers.exporters import ExportedModel
 
     folder = getattr(tiny_models, family)(workspace / f"model-{family}-variants")
     out = tmp_path / "out"
@@ -464,20 +466,9 @@ def test_an_export_of_several_components_gets_int8_of_each_program_where_its_loa
     assert set(int8["quality"]) == {"token_agreement", "logprob_delta_mean"} and int8["speedup"] > 0, int8
     assert int8["status"] == "ok", int8  # tiny models with peaky logits keep their greedy tokens in int8
     assert 0 < int8["size_share"] < 1, int8  # tiny graphs: mostly structure
-    published = {p["path"] for p in entry["files"]}
-    if family == "t5":
-        graphs = [out / "onnx" / f for f in ("encoder_model_quantized.onnx", "decoder_model_merged_quantized.onnx")]
-        assert int8["files"] == [g.name for g in graphs] and int8["file"] == graphs[0].name, int8
-        assert {g.name for g in graphs} <= published and not any(p.startswith("quantized/") for p in published)
-        assert not (out / "onnx" / "quantized").exists()
-    else:
-        quantized = out / "onnx" / "quantized"
-        assert int8["file"] == f"quantized/{components[0]}.onnx" and (quantized / "export.json").exists(), int8
-        assert {
-            f"quantized/{name}" for name in ("export.json", "config.json", *(f"{c}.onnx" for c in components))
-        } <= published
-        graphs = [quantized / f"{c}.onnx" for c in components]
-        for graph in graphs:  # self-contained graphs, laid out as the fp32 ones are
-            assert graph.with_name(f"{graph.name}.data").stat().st_size == 0
-        assert set(ExportedModel.from_pretrained(quantized).runners) == set(components)
+    files = {p["path"] for p in entry["files"]}
+    graphs = [out / "onnx" / f"{stem}_quantized.onnx" for stem in published]
+    assert int8["files"] == [g.name for g in graphs] and int8["file"] == graphs[0].name, int8
+    assert {g.name for g in graphs} <= files and not any(p.startswith("quantized/") for p in files)
+    assert not (out / "onnx" / "quantized").exists() and "export.json" not in files
     assert "MatMulInteger" in {n.op_type for graph in graphs for n in onnx_ir.load(graph).graph}

@@ -33,7 +33,6 @@ def _header(repo_id: str) -> list[str]:
     return [f'repo, revision = "{repo_id}", "main"  # to try the pull request before it is merged: "refs/pr/<number>"']
 
 
-_LOADERS_LAYOUTS = (Layout.DECODER_WITH_PAST, Layout.ENCODER_DECODER_WITH_PAST)
 # optimum-onnx 0.1.0's ORTModelForCausalLM sizes the first, empty cache from the config itself:
 # `num_key_value_heads` only for the model types it lists (else `num_attention_heads`), `head_dim`
 # only for gemma, gemma3_text, gpt_oss and nemotron (else hidden size / heads). A Gemma 2 cache it
@@ -94,7 +93,7 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
         or not _has_preprocessor(report, repo_files)
     ):
         return None
-    if report.plan.split != Split.SINGLE and b.layout not in _LOADERS_LAYOUTS:
+    if report.plan.split != Split.SINGLE and not Layout(b.layout).for_loaders:
         return None
     # Past 2 GB the weights sit in `model.onnx_data`, which transformers.js fetches when told to (it
     # would read the flag from the repo's config.json, which is the owner's file, not ours).
@@ -197,7 +196,7 @@ def optimum_class(report: Report, b: BackendResult) -> str | None:
     task = TASKS.get(report.plan.task)
     if task is None or task.optimum_class is None or not get_backend(b.backend).ecosystem_loaders:
         return None
-    if report.plan.split != Split.SINGLE and b.layout not in _LOADERS_LAYOUTS:
+    if report.plan.split != Split.SINGLE and not Layout(b.layout).for_loaders:
         return None
     return task.optimum_class
 
@@ -393,6 +392,9 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
         if b.layout == Layout.ENCODER_DECODER_WITH_PAST:
             lines += _encoder_decoder_section(repo_id, report, b, js, repo_files)
             continue
+        if b.layout == Layout.IMAGE_TEXT_DECODER_WITH_PAST:
+            lines += _image_text_section(b)
+            continue
         lines += [
             f"**{b.backend}** (`{b.subfolder}/`), with `transformers.exporters`:",
             "",
@@ -465,13 +467,28 @@ def _encoder_decoder_section(
     return lines
 
 
+def _image_text_section(b: BackendResult) -> list[str]:
+    files = ", ".join(f"`{b.program_file(c)}`" for c in b.components)
+    lines = [
+        f"**{b.backend}** (`{b.subfolder}/`): {files} — the vision encoder (one image's features a call), the "
+        "token embeddings and one decoder over embeddings for every step, named as transformers.js names "
+        "theirs. transformers.js's image-text-to-text model class (`AutoModelForImageTextToText`) loads this "
+        "folder; make its prompts with the repo's Python processor (transformers.js 4.3.2 has no pipeline for "
+        "the task, and its processor counts an image placeholder more than a `default`-strategy model "
+        "has features). `ExportedModel` loads the `.pt2` and `.pte` programs instead.",
+        "",
+    ]
+    published = _variant_list(b)
+    return [*lines, *published, ""] if published else lines
+
+
 def _js_dtype(b: BackendResult, v: VariantResult) -> str | None:
     """The transformers.js `dtype` that picks variant `v`'s files, where they have transformers.js's
     names: the single graph's (`model_quantized.onnx`), or every program's in a loaders' layout."""
     variant = VARIANTS.get((b.backend, v.kind))
     if variant is None or variant.js_dtype is None:
         return None
-    return variant.js_dtype if v.file == variant.file or b.layout in _LOADERS_LAYOUTS else None
+    return variant.js_dtype if v.file == variant.file or Layout(b.layout).for_loaders else None
 
 
 def _decoder_with_past_section(

@@ -96,7 +96,7 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     import transformers
     from transformers.exporters import ExportedModel
 
-    from ..report import ArtifactFile, Layout, Status, Validation
+    from ..report import ArtifactFile, Status, Validation
     from ..versions import runtime_versions
     from .derive import CALIBRATION, rejudge_published, run_variants
     from .splits import Exporting, split_for
@@ -164,13 +164,13 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     if validation.passed and backend.layout is not None:
         stage("laying out for loaders")
         del loaded
-        result.layout, renamed = backend.layout(out_dir, components, split.loaders_files)
+        result.layout, renamed = backend.layout(out_dir, components, split.loaders)
         result.programs = {c: renamed.get(file, file) for c, file in result.programs.items()}
         for variant in result.variants:
             if variant.file:
                 variant.file = renamed.get(variant.file, variant.file)
             variant.files = [renamed.get(f, f) for f in variant.files]
-        if result.layout in (Layout.DECODER_WITH_PAST, Layout.ENCODER_DECODER_WITH_PAST):
+        if result.layout.for_loaders:
             # The graphs the loaders read have other names than the ones validated: run them as they do.
             paths = {c: out_dir / file for c, file in result.programs.items()}
             run = loaders_run(paths, model.config)

@@ -120,7 +120,7 @@ def run_variants(
                 outcome.kept_in_float, outcome.runtime_ops = list(derived.kept_in_float), list(derived.runtime_ops)
                 figures, speedup = judge(derived)
                 outcome.quality, outcome.speedup = _reported(figures), round(speedup, 3)
-                if len(components) == 1 or split.loaders_files:
+                if len(components) == 1 or split.loaders:
                     # Each program a file beside the fp32 ones (`decode_quantized.onnx`), which the
                     # loaders' layout then names as theirs (`decoder_model_merged_quantized.onnx`).
                     files = [variant.file_for(c) for c in components]

@@ -28,7 +28,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from ..report import Check, ExportPlan, Shape, Split
+from ..layouts import LoadersNames
+from ..report import Check, ExportPlan, Layout, Shape, Split
 from .inputs import build_inputs, decoder_prompt, generation_config_of
 
 Call = Callable[..., Any]  # call(component, **kwargs) -> that component's output
@@ -116,8 +117,8 @@ class ExportSplit:
     # Judged by a greedy loop against eager `generate()` (else by one forward per input set).
     generates: ClassVar[bool] = True
     # The components by the file names optimum and transformers.js read them under: the ONNX layout
-    # publishes them so (`layouts.onnx_layout`), the decoder as a decoder with past. Empty: none.
-    loaders_files: ClassVar[dict[str, str]] = {}
+    # publishes them so (`layouts.onnx_layout`), the decoder as a decoder with past. None: no such names.
+    loaders: ClassVar[LoadersNames | None] = None
 
     def __init__(self, plan: ExportPlan):
         self.plan = plan
@@ -215,7 +216,7 @@ class SingleGraph(ExportSplit):
 @register_split(Split.DECODER)
 class Decoder(ExportSplit):
     components: ClassVar[tuple[str, ...]] = ("decode",)
-    loaders_files: ClassVar[dict[str, str]] = {"decode": "model"}
+    loaders: ClassVar[LoadersNames | None] = LoadersNames(Layout.DECODER_WITH_PAST, {"decode": "model"})
 
     def export_program(self, x: Exporting, model, inputs: dict, config):
         from transformers.exporters.utils import decompose_for_generation
@@ -267,7 +268,12 @@ class Decoder(ExportSplit):
 @register_split(Split.IMAGE_TEXT_DECODER)
 class ImageTextDecoder(Decoder):
     components = ("vision_encoder", "embed_tokens", "decode")
-    loaders_files: ClassVar[dict[str, str]] = {}  # not yet transformers.js's layout for these models
+    # transformers.js's three sessions of an image-text model (`LlavaForConditionalGeneration`, …).
+    loaders: ClassVar[LoadersNames | None] = LoadersNames(
+        Layout.IMAGE_TEXT_DECODER_WITH_PAST,
+        {"vision_encoder": "vision_encoder", "embed_tokens": "embed_tokens", "decode": "decoder_model_merged"},
+        {"vision_encoder": "image_features", "embed_tokens": "inputs_embeds"},
+    )
 
     def export(self, x: Exporting, model, sample: dict):
         from transformers.exporters import ExportedModel
@@ -313,7 +319,9 @@ class EncoderDecoder(ExportSplit):
     decoder's weights are stored once — what transformers.js and optimum call `decoder_model_merged`."""
 
     components = ("encoder", "decode")
-    loaders_files: ClassVar[dict[str, str]] = {"encoder": "encoder_model", "decode": "decoder_model_merged"}
+    loaders: ClassVar[LoadersNames | None] = LoadersNames(
+        Layout.ENCODER_DECODER_WITH_PAST, {"encoder": "encoder_model", "decode": "decoder_model_merged"}
+    )
 
     def prepare(self, model) -> None:
         super().prepare(model)
