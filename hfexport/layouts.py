@@ -19,9 +19,12 @@ the window, and the sliding layers' fill level the graph only hands back is drop
 encoder-decoder's `encoder` and merged `decode` are published as `encoder_model.onnx` and
 `decoder_model_merged.onnx` (cache `past_key_values.N.decoder.key/value`, fed
 `encoder_hidden_states` and `encoder_attention_mask`): the two sessions transformers.js 4 opens,
-and what optimum's `ORTModelForSeq2SeqLM` / `ORTModelForSpeechSeq2Seq` find. `ExportedModel` binds
-inputs by the exporter's names, so such a folder carries no `export.json` (`Layout.DECODER_WITH_PAST`,
-`Layout.ENCODER_DECODER_WITH_PAST`; the card says which loaders read it).
+and what optimum's `ORTModelForSeq2SeqLM` / `ORTModelForSpeechSeq2Seq` find. An image-text model's
+three programs are transformers.js's three sessions: `vision_encoder.onnx` (its one output named
+`image_features`), `embed_tokens.onnx` (`inputs_embeds`) and `decoder_model_merged.onnx` over
+embeddings. Each split declares those names once (`LoadersNames`, `ExportSplit.loaders`).
+`ExportedModel` binds inputs by the exporter's names, so such a folder carries no `export.json`
+(`Layout.for_loaders`; the card says which loaders read it).
 """
 
 from __future__ import annotations
@@ -184,9 +187,10 @@ def onnx_layout(
     """Rewrite each validated `<component>.onnx` (+ `.onnx.data`) in the loaders' layout, in place.
     `loaders`: the split's components by the file names optimum and transformers.js read (a decoder
     LLM's `decode` → `model`; an encoder-decoder's `encoder` → `encoder_model`, `decode` →
-    `decoder_model_merged`). Those graphs, and their variants (`<component>_quantized.onnx` …), are
-    renamed so, their decoder as a decoder with past — where it is one (a cache of keys and values
-    only; else nothing is renamed). Returns the layout and the files it renamed (old name → new)."""
+    `decoder_model_merged`; an image-text model's three sessions). Those graphs, and their variants
+    (`<component>_quantized.onnx` …), are renamed so, their decoder as a decoder with past — where it
+    is one (a cache of keys and values only; else nothing is renamed). Returns the layout and the
+    files it renamed (old name → new)."""
     if loaders and set(loaders.files) == set(components):
         renamed = _loaders_layout(out_dir, loaders)
         if renamed:

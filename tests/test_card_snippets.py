@@ -458,12 +458,13 @@ def test_transformers_js_summarizes_and_translates_as_eager_generate(hub, family
     length) and Marian (its translators': the pad id banned, forced EOS), each with a tokenizer,
     pushed with ONNX: transformers.js's `summarization` / `translation` pipeline, greedy, reads the
     `encoder_model.onnx` + `decoder_model_merged.onnx` of the PR and, merged, of main, each in a fresh
-    cache, and writes the text eager `generate()` writes under the same generation config."""
+    cache, and writes the text eager `generate()` writes under the same generation config; with
+    `dtype: 'q8'` it reads their int8 twins and generates."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     folder = getattr(tiny_models, f"{family}_with_tokenizer")(tmp_path / "model")
     repo = f"s2s-{family}/tiny"
-    api, outcome = _push_with_bot(hub, f"s2s-{family}", repo, folder, "onnx", "none")
+    api, outcome = _push_with_bot(hub, f"s2s-{family}", repo, folder, "onnx", "onnx:int8")
     (onnx,) = outcome["report"]["backends"]
     assert onnx["layout"] == "encoder-decoder-with-past", onnx
     text = "hfexport validated this file against the original model."
@@ -484,6 +485,17 @@ def test_transformers_js_summarizes_and_translates_as_eager_generate(hub, family
         assert run.returncode == 0, run.stderr[-3000:]
         assert json.loads(run.stdout.strip().splitlines()[-1]) == eager, (revision, run.stdout, eager)
     _record(outcome, f"transformers.js `{task}`", "eager's text")
+    run = subprocess.run(
+        ["node", str(JS / "generate.mjs"), hub.url, repo, "main", task, "q8", text, "8"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TRANSFORMERS_JS_CACHE": str(tmp_path / "js-cache-q8")},
+    )
+    assert run.returncode == 0 and json.loads(run.stdout.strip().splitlines()[-1]), run.stderr[-3000:]
+    fetched = {p.name for p in (tmp_path / "js-cache-q8").rglob("*.onnx")}
+    assert fetched == {"encoder_model_quantized.onnx", "decoder_model_merged_quantized.onnx"}, fetched
+    _record(outcome, f"transformers.js `{task}` (`dtype: 'q8'`)", "loads both int8 graphs, generates")
 
 
 @pytest.mark.parametrize("family", ["mistral", "gemma2"])
