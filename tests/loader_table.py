@@ -25,9 +25,15 @@ HEADER = ["| family | task | loaded with | result |", "|---|---|---|---|"]
 Key = tuple[str, str, str, str]  # family (the architecture), task, loader, what it got
 
 
+# An exact 0 reads as this power when compared: float32 rounding (its epsilon is 1.2e-07) is the
+# step by which another CPU's kernels can move a result that was exact here.
+_ZERO = -7
+
+
 def within(difference: float) -> str:
-    """A difference as the power of ten it stays under (`< 1e-06`)."""
-    if difference == 0:
+    """A difference as the power of ten it stays under (`< 1e-06`); none at all (or float noise
+    under 0, as 1 − a cosine of 1.0000001) is `0`."""
+    if difference <= 0:
         return "0"
     return f"< 1e{math.ceil(math.log10(difference)):+03d}"
 
@@ -73,8 +79,9 @@ class LoaderTable:
                 figure = _FIGURE.match(line)
                 if figure is None:
                     rows[line] = None
-                else:  # an exact 0 reads as far below any figure
-                    rows[figure["row"]] = -99 if figure["figure"] == "0" else int(figure["figure"].removeprefix("< 1e"))
+                else:
+                    power = figure["figure"].removeprefix("< 1e")
+                    rows[figure["row"]] = _ZERO if power == "0" else int(power)
             return rows
 
         table = [line for line in written.splitlines() if line.startswith("| ") and line not in HEADER]
