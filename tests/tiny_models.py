@@ -17,20 +17,26 @@ def _save(model, folder: Path) -> Path:
     return folder
 
 
-def bert(folder: Path, seed: int = 0) -> Path:
-    """A tiny BERT; a different `seed` gives different weights (a model the export cache hasn't seen)."""
-    from transformers import BertConfig, BertModel
+def _bert_config(**extra):
+    from transformers import BertConfig
 
-    torch.manual_seed(seed)
-    config = BertConfig(
+    return BertConfig(
         vocab_size=128,
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=37,
         max_position_embeddings=128,
+        **extra,
     )
-    return _save(BertModel(config).eval(), folder)
+
+
+def bert(folder: Path, seed: int = 0) -> Path:
+    """A tiny BERT; a different `seed` gives different weights (a model the export cache hasn't seen)."""
+    from transformers import BertModel
+
+    torch.manual_seed(seed)
+    return _save(BertModel(_bert_config()).eval(), folder)
 
 
 def llama(folder: Path) -> Path:
@@ -176,15 +182,8 @@ def bert_head_with_tokenizer(folder: Path, head: str) -> Path:
 
     torch.manual_seed(0)
     labels = {} if head == "BertForQuestionAnswering" else {0: "ALPHA", 1: "BETA", 2: "GAMMA"}
-    config = transformers.BertConfig(
-        vocab_size=128,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=37,
-        max_position_embeddings=128,
-        **({"id2label": labels, "label2id": {name: i for i, name in labels.items()}} if labels else {}),
-    )
+    named = {"id2label": labels, "label2id": {name: i for i, name in labels.items()}} if labels else {}
+    config = _bert_config(**named)
     _save(getattr(transformers, head)(config).eval(), folder)
     tokenizer = _word_tokenizer()
     tokenizer.padding_side = "right"
