@@ -129,6 +129,20 @@ def _run_js(code: str, home: Path) -> subprocess.CompletedProcess:
     return subprocess.run(["node", str(home / "card.mjs")], capture_output=True, text=True, timeout=600, cwd=home)
 
 
+def _node(script: str, cache: Path, *args: str):
+    """`tests/js/<script>` (transformers.js as its users run it) with a fresh cache of its own:
+    what it printed on its last line, read as JSON."""
+    run = subprocess.run(
+        ["node", str(JS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TRANSFORMERS_JS_CACHE": str(cache)},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
 def _eager(texts: list[str]):
     import torch
     from transformers import AutoModel, AutoTokenizer
@@ -155,15 +169,7 @@ def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub
     revision = f"refs/pr/{outcome['pr_num']}"
     eager = _eager(TEXTS)
     for dtype, floor in (("fp32", 0.9999), ("q8", 0.98)):
-        run = subprocess.run(
-            ["node", str(JS / "embed.mjs"), hub.url, REPO, revision, dtype, json.dumps(TEXTS)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "TRANSFORMERS_JS_CACHE": str(tmp_path / dtype)},
-        )
-        assert run.returncode == 0, run.stderr[-3000:]
-        got = torch.tensor(json.loads(run.stdout.strip().splitlines()[-1]))
+        got = torch.tensor(_node("embed.mjs", tmp_path / dtype, hub.url, REPO, revision, dtype, json.dumps(TEXTS)))
         cosine = torch.nn.functional.cosine_similarity(got, eager, dim=-1)
         print(f"transformers.js {dtype}: cosine to eager {[round(float(c), 6) for c in cosine]}")
         assert got.shape == eager.shape and float(cosine.min()) >= floor, (dtype, cosine)
@@ -475,24 +481,11 @@ def test_transformers_js_summarizes_and_translates_as_eager_generate(hub, family
     for revision in (f"refs/pr/{outcome['pr_num']}", "main"):
         if revision == "main":
             api.merge_pull_request(repo, outcome["pr_num"])
-        run = subprocess.run(
-            ["node", str(JS / "generate.mjs"), hub.url, repo, revision, task, "fp32", text, "8"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "TRANSFORMERS_JS_CACHE": str(tmp_path / f"js-cache-{revision.replace('/', '-')}")},
-        )
-        assert run.returncode == 0, run.stderr[-3000:]
-        assert json.loads(run.stdout.strip().splitlines()[-1]) == eager, (revision, run.stdout, eager)
+        cache = tmp_path / f"js-cache-{revision.replace('/', '-')}"
+        got = _node("generate.mjs", cache, hub.url, repo, revision, task, "fp32", text, "8")
+        assert got == eager, (revision, got, eager)
     _record(outcome, f"transformers.js `{task}`", "eager's text")
-    run = subprocess.run(
-        ["node", str(JS / "generate.mjs"), hub.url, repo, "main", task, "q8", text, "8"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "TRANSFORMERS_JS_CACHE": str(tmp_path / "js-cache-q8")},
-    )
-    assert run.returncode == 0 and json.loads(run.stdout.strip().splitlines()[-1]), run.stderr[-3000:]
+    assert _node("generate.mjs", tmp_path / "js-cache-q8", hub.url, repo, "main", task, "q8", text, "8")
     fetched = {p.name for p in (tmp_path / "js-cache-q8").rglob("*.onnx")}
     assert fetched == {"encoder_model_quantized.onnx", "decoder_model_merged_quantized.onnx"}, fetched
     _record(outcome, f"transformers.js `{task}` (`dtype: 'q8'`)", "loads both int8 graphs, generates")
@@ -721,24 +714,8 @@ def test_an_image_text_model_is_published_as_transformers_js_reads_it_and_its_cl
             card = Path(api.hf_hub_download(repo, "README.md", revision=revisions[0])).read_text()
             assert "`AutoModelForImageTextToText`" in card and "onnx/decoder_model_merged_quantized.onnx" in card, card
             api.merge_pull_request(repo, outcome["pr_num"])
-        run = subprocess.run(
-            [
-                "node",
-                str(JS / "image_text.mjs"),
-                hub.url,
-                repo,
-                revision,
-                dtype,
-                json.dumps(feed),
-                "8",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "TRANSFORMERS_JS_CACHE": str(tmp_path / f"js-{index}")},
-        )
-        assert run.returncode == 0, run.stderr[-3000:]
-        assert json.loads(run.stdout.strip().splitlines()[-1]) == [eager], (revision, dtype, run.stdout, eager)
+        got = _node("image_text.mjs", tmp_path / f"js-{index}", hub.url, repo, revision, dtype, json.dumps(feed), "8")
+        assert got == [eager], (revision, dtype, got, eager)
         fetched = {p.name for p in (tmp_path / f"js-{index}").rglob("*.onnx")}
         suffix = "_quantized" if dtype == "q8" else ""
         assert fetched == {f"{s}{suffix}.onnx" for s in ("vision_encoder", "embed_tokens", "decoder_model_merged")}

@@ -81,19 +81,25 @@ _JS_CALLS = {
 }
 
 
+def _loaders_read(report: Report, b: BackendResult) -> bool:
+    """Whether transformers.js and optimum read `b`'s folder: a backend of theirs, and a single graph
+    or a split laid out under their names."""
+    return get_backend(b.backend).ecosystem_loaders and (
+        report.plan.split == Split.SINGLE or Layout(b.layout).for_loaders
+    )
+
+
 def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str] | None = None) -> list[str] | None:
     """transformers.js (`@huggingface/transformers` on npm) running the ONNX folder's fp32 graph
     through its pipeline for the task, or None where it has none or the repo no preprocessor."""
     task = TASKS[report.plan.task].js_pipeline if report.plan.task in TASKS else None
     pipe = _JS_CALLS.get(task) if task else None
     if (
-        not get_backend(b.backend).ecosystem_loaders
+        not _loaders_read(report, b)
         or pipe is None
         or report.plan.modality != pipe.feeds
         or not _has_preprocessor(report, repo_files)
     ):
-        return None
-    if report.plan.split != Split.SINGLE and not Layout(b.layout).for_loaders:
         return None
     # Past 2 GB the weights sit in `model.onnx_data`, which transformers.js fetches when told to (it
     # would read the flag from the repo's config.json, which is the owner's file, not ours).
@@ -194,11 +200,7 @@ _OPTIMUM_INPUTS = {
 def optimum_class(report: Report, b: BackendResult) -> str | None:
     """The ORTModel class of optimum-onnx (`Task.optimum_class`) that reads `b`'s folder, if one does."""
     task = TASKS.get(report.plan.task)
-    if task is None or task.optimum_class is None or not get_backend(b.backend).ecosystem_loaders:
-        return None
-    if report.plan.split != Split.SINGLE and not Layout(b.layout).for_loaders:
-        return None
-    return task.optimum_class
+    return task.optimum_class if task is not None and _loaders_read(report, b) else None
 
 
 def optimum_block(repo_id: str, report: Report, cls: str) -> list[str]:
