@@ -84,13 +84,23 @@ TASK_TABLE: tuple[Task, ...] = (
         js_pipeline="image-classification",
         optimum_class="ORTModelForImageClassification",
     ),
-    Task("object-detection", "AutoModelForObjectDetection", "single", "vision", ("DETR: dynamo, onnx",)),
+    # optimum-onnx 0.1.0 has no ORTModel class for detection.
+    Task(
+        "object-detection",
+        "AutoModelForObjectDetection",
+        "single",
+        "vision",
+        ("DETR: dynamo, onnx",),
+        js_pipeline="object-detection",
+    ),
     Task(
         "image-segmentation",
         "AutoModelForSemanticSegmentation",
         "single",
         "vision",
         ("SegFormer: dynamo, onnx, executorch",),
+        js_pipeline="image-segmentation",
+        optimum_class="ORTModelForSemanticSegmentation",
     ),
     Task("depth-estimation", "AutoModelForDepthEstimation", "single", "vision", ("GLPN: dynamo, onnx",)),
     Task("audio-classification", "AutoModelForAudioClassification", "single", "audio", ("wav2vec2: dynamo, onnx",)),
@@ -132,6 +142,8 @@ TASK_TABLE: tuple[Task, ...] = (
         "text + images",
         ("CLIP, SigLIP: dynamo, onnx",),
         modality="text-vision",
+        js_pipeline="zero-shot-image-classification",
+        optimum_class="ORTModelForZeroShotImageClassification",
     ),
     Task(
         "image-text-to-text",

@@ -191,10 +191,13 @@ class _Ran:
     optimum: dict
 
 
-def _run_every_block(api, repo: str, num: int, tmp_path: Path, printed: str, js_printed: str) -> _Ran:
+def _run_every_block(
+    api, repo: str, num: int, tmp_path: Path, printed: str, js_printed: str, on_pr: bool = True
+) -> _Ran:
     """Every Python and JavaScript block of the PR's card, run against the PR (with the revision the
     card says to set), then, once merged, exactly as printed. Each must exit 0 and print `printed`
-    (`js_printed` for JavaScript; regexes; optimum's blocks print generated text, returned)."""
+    (`js_printed` for JavaScript; regexes; optimum's blocks print generated text, returned).
+    `on_pr=False`: merged only — where the other cards' runs already prove the revision line."""
     card = Path(api.hf_hub_download(repo, "README.md", revision=f"refs/pr/{num}")).read_text()
     blocks, js_blocks = _blocks(card), _blocks(card, "js")
     assert all('"main"  # to try the pull request before it is merged: "refs/pr/<number>"' in b for b in blocks)
@@ -218,7 +221,8 @@ def _run_every_block(api, repo: str, num: int, tmp_path: Path, printed: str, js_
             assert re.search(js_printed, ran.stdout), (block, ran.stdout)
             js_output[(label, index)] = ran.stdout.strip()
 
-    run_all("pr", f"refs/pr/{num}")
+    if on_pr:
+        run_all("pr", f"refs/pr/{num}")
     api.merge_pull_request(repo, num)
     run_all("merged", "main")
     return _Ran(blocks, js_output, optimum_output)
@@ -581,29 +585,76 @@ def test_a_speech_recognizer_transcribes_in_transformers_js_and_optimum_as_eager
     )
 
 
-def _eager_head(task: str, folder: Path):
-    """What a single-graph head computes eagerly on the card's inputs (its two sentences, or the
-    teal 96×64 image), as the transformers.js pipeline of `task` reports it; and its outputs' shapes."""
-    import torch
+_TEAL = ("RGB", (96, 64), "teal")  # the card's image (hfexport.hub.snippets), as PIL makes it
+_ZERO_SHOT_LABELS = ["teal", "cat", "dog"]  # the card's candidate labels
+
+
+def _card_inputs(task: str, folder: Path) -> dict:
+    """What the card's Python blocks feed a single-graph head (`hfexport.hub.snippets`' input lines),
+    as torch tensors: its two sentences, the teal image, or both towers' inputs."""
     import transformers
     from PIL import Image
 
+    modality = TASKS[task].modality or ("vision" if task in _VISION_TASKS else "text")
+    if modality == "vision":
+        processor = transformers.AutoImageProcessor.from_pretrained(folder)
+        return dict(processor(images=[Image.new(*_TEAL)], return_tensors="pt"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    if modality == "text":
+        return dict(tokenizer(TEXTS[:1] + ["Short one."], padding=True, return_tensors="pt"))
+    processor = transformers.AutoImageProcessor.from_pretrained(folder)
+    texts = tokenizer(["a photo of teal", "a cat"], padding=True, return_token_type_ids=False, return_tensors="pt")
+    return {**texts, **processor(images=[Image.new(*_TEAL)], return_tensors="pt")}
+
+
+_VISION_TASKS = ("image-classification", "object-detection", "image-segmentation")
+
+
+def _eager_head(task: str, folder: Path):
+    """What a single-graph head computes eagerly, as the transformers.js pipeline of `task` reports
+    it (on what that pipeline feeds it); and, on the card's inputs, its outputs' shapes."""
+    import torch
+    import transformers
+
     config = transformers.AutoConfig.from_pretrained(folder)
     model = getattr(transformers, TASKS[task].auto_class).from_pretrained(folder).eval()
-    if task == "image-classification":
-        processor = transformers.AutoImageProcessor.from_pretrained(folder)
-        inputs = processor(images=[Image.new("RGB", (96, 64), "teal")], return_tensors="pt")
-    else:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-        inputs = tokenizer(TEXTS[:1] + ["Short one."], padding=True, return_tensors="pt")
+    inputs = _card_inputs(task, folder)
     with torch.inference_mode():
         outputs = model(**inputs)
-    shapes = str({name: tuple(value.shape) for name, value in outputs.items()})
+    shapes = str({name: tuple(value.shape) for name, value in outputs.items() if isinstance(value, torch.Tensor)})
     if task == "question-answering":
         return None, shapes
+    if task == "zero-shot-image-classification":  # the pipeline's own prompts, padded as it pads them
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+        siglip = config.model_type == "siglip"
+        texts = tokenizer(
+            [f"This is a photo of {label}" for label in _ZERO_SHOT_LABELS],
+            padding="max_length" if siglip else True,
+            truncation=True,
+            return_token_type_ids=False,
+            return_tensors="pt",
+        )
+        with torch.inference_mode():
+            logits = model(**texts, pixel_values=inputs["pixel_values"]).logits_per_image[0]
+        scores = logits.sigmoid() if siglip else logits.softmax(-1)
+        return sorted(zip(_ZERO_SHOT_LABELS, scores.tolist()), key=lambda r: -r[1]), shapes
+    if task == "image-segmentation":  # a mask per label found, at the image's size
+        processor = transformers.AutoImageProcessor.from_pretrained(folder)
+        (labels,) = processor.post_process_semantic_segmentation(outputs, target_sizes=[_TEAL[1][::-1]])
+        found = labels.flatten().bincount()
+        return [(config.id2label[i], int(n)) for i, n in enumerate(found.tolist()) if n], shapes
+    if task == "object-detection":  # per query: its best class unless "no object" or below 0.9; pixel boxes
+        rows = []
+        width, height = _TEAL[1]
+        for logit, (cx, cy, w, h) in zip(outputs.logits[0], outputs.pred_boxes[0].tolist()):
+            best, score = int(logit.argmax()), float(logit.softmax(-1).max())
+            if best != len(logit) - 1 and score >= 0.9:
+                box = [(cx - w / 2) * width, (cy - h / 2) * height, (cx + w / 2) * width, (cy + h / 2) * height]
+                rows.append((config.id2label[best], [int(x) for x in box], score))
+        return rows, shapes
     probabilities = outputs.logits.softmax(-1)
     if task == "token-classification":
-        special = set(tokenizer.all_special_ids)
+        special = set(transformers.AutoTokenizer.from_pretrained(folder).all_special_ids)
         return [
             [
                 (index, config.id2label[int(p.argmax())], float(p.max()))
@@ -625,6 +676,15 @@ def _largest_score_gap(got: list, eager: list) -> float:
     return max(abs(a[-1] - b[-1]) for a, b in zip(got, eager))
 
 
+_HEAD_FOLDERS = {
+    "ViTForImageClassification": tiny_models.vit_with_processor,
+    "DetrForObjectDetection": tiny_models.detr_with_processor,
+    "SegformerForSemanticSegmentation": tiny_models.segformer_with_processor,
+    "CLIPModel": lambda folder: tiny_models.two_towers_with_processor(folder, "clip"),
+    "SiglipModel": lambda folder: tiny_models.two_towers_with_processor(folder, "siglip"),
+}
+
+
 @pytest.mark.parametrize(
     ("task", "head"),
     [
@@ -632,46 +692,69 @@ def _largest_score_gap(got: list, eager: list) -> float:
         ("token-classification", "BertForTokenClassification"),
         ("question-answering", "BertForQuestionAnswering"),
         ("image-classification", "ViTForImageClassification"),
+        ("object-detection", "DetrForObjectDetection"),
+        ("image-segmentation", "SegformerForSemanticSegmentation"),
+        ("zero-shot-image-classification", "CLIPModel"),
+        ("zero-shot-image-classification", "SiglipModel"),
     ],
 )
 def test_a_single_graph_heads_card_runs_transformers_js_and_optimum_as_eager(hub, task, head, tmp_path):
-    """A head with its tokenizer or image processor, pushed with ONNX: its card carries the
-    transformers.js pipeline of its task and optimum's ORTModel class besides `ExportedModel` and the
-    runtime alone, and the `transformers.js` tag. Every block runs on the PR and merged; the pipeline
-    reports eager's labels (per token, for token classification) with eager's scores to 1e-5, or the
-    answer transformers' own question-answering pipeline picks from eager's logits; optimum's model
-    returns eager's outputs, by name and shape."""
+    """A head with its tokenizer or image processor (both, for two towers), pushed with ONNX: its card
+    carries the transformers.js pipeline of its task and optimum's ORTModel class where optimum has
+    one, besides `ExportedModel` and the runtime alone, and the `transformers.js` tag. Every block runs
+    as printed once merged. The pipeline reports eager's labels (per token, for token classification;
+    ranked, for zero-shot) with eager's scores to 1e-5, eager's boxes to the pixel, the pixels eager
+    gives each label to 1 %, or the answer transformers' own question-answering pipeline picks from
+    eager's logits; optimum's model returns eager's outputs, by name and shape."""
     folder = tmp_path / "model"
-    if head.startswith("ViT"):
-        tiny_models.vit_with_processor(folder)
-    else:
-        tiny_models.bert_head_with_tokenizer(folder, head)
-    repo = f"heads-{task}/tiny"
-    api, outcome = _push_with_bot(hub, f"heads-{task}", repo, folder, "onnx", "none")
+    _HEAD_FOLDERS.get(head, lambda f: tiny_models.bert_head_with_tokenizer(f, head))(folder)
+    owner = f"heads-{head.lower()}"
+    repo = f"{owner}/tiny"
+    api, outcome = _push_with_bot(hub, owner, repo, folder, "onnx", "none")
     assert outcome["report"]["plan"]["task"] == task, outcome["report"]["plan"]
-    ran = _run_every_block(api, repo, outcome["pr_num"], tmp_path, r"\(\d+, \d+", r"\S")
+    # Eight cards of one shape: their blocks run once merged, as printed (the PR's revision line is
+    # proven by the other cards).
+    ran = _run_every_block(api, repo, outcome["pr_num"], tmp_path, r"\(\d+, \d+", r"\S", on_pr=False)
     card = Path(api.hf_hub_download(repo, "README.md")).read_text()
     assert "transformers.js" in yaml.safe_load(card.split("---\n")[1])["tags"]
-    (js,) = {json.dumps(json.loads(out)) for out in ran.js.values()}  # the same on the PR and merged
+    (js,) = ran.js.values()
     got, (eager, shapes) = json.loads(js), _eager_head(task, folder)
+    loader = f"transformers.js `{task}`"
     if task == "question-answering":
         answer = _run_loader(tmp_path / "qa", "transformers-qa", repo, "main", "What was validated?", TEXTS[0])
         assert got["answer"] == answer and got["answer"] in TEXTS[0], (got, answer)
-        _record(outcome, f"transformers.js `{task}`", "eager's answer")
+        _record(outcome, loader, "eager's answer")
     elif task == "token-classification":
         gap = max(
             _largest_score_gap([(e["index"], e["entity"], e["score"]) for e in text], rows)
             for text, rows in zip(got, eager)
         )
         assert gap < 1e-5, gap
-        _record(outcome, f"transformers.js `{task}`", "eager's labels; score difference", gap)
+        _record(outcome, loader, "eager's labels; score difference", gap)
+    elif task == "object-detection":
+        assert eager and [r["label"] for r in got] == [r[0] for r in eager], (got, eager)
+        for row, (_, box, _) in zip(got, eager):
+            assert max(abs(a - b) for a, b in zip(row["box"].values(), box)) <= 1, (row, box)
+        gap = max(abs(row["score"] - score) for row, (*_, score) in zip(got, eager))
+        assert gap < 1e-5, gap
+        _record(outcome, loader, "eager's labels and boxes; score difference", gap)
+    elif task == "image-segmentation":
+        assert [r["label"] for r in got] == [label for label, _ in eager], (got, eager)
+        pixels = _TEAL[1][0] * _TEAL[1][1]
+        share = max(abs(r["pixels"] - n) for r, (_, n) in zip(got, eager)) / pixels
+        assert share <= 0.01, (got, eager)
+        _record(outcome, loader, "eager's labels; share of pixels labelled otherwise", share)
     else:
         gap = _largest_score_gap([(r["label"], r["score"]) for r in got], eager)
         assert gap < 1e-5, gap
-        _record(outcome, f"transformers.js `{task}`", "eager's labels; score difference", gap)
+        _record(outcome, loader, "eager's labels; score difference", gap)
+    cls = TASKS[task].optimum_class
+    if cls is None:
+        assert not ran.optimum and "optimum" not in card, card
+        return
     (printed,) = set(ran.optimum.values())
     assert printed == shapes, (printed, shapes)
-    _record(outcome, f"optimum `{TASKS[task].optimum_class}`", "eager's outputs (shapes)")
+    _record(outcome, f"optimum `{cls}`", "eager's outputs (shapes)")
 
 
 def test_an_image_text_model_is_published_as_transformers_js_reads_it_and_its_class_generates_as_eager(hub, tmp_path):

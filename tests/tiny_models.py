@@ -63,8 +63,11 @@ def llama(folder: Path) -> Path:
     return _save(model, folder)
 
 
-def _word_tokenizer(special: dict[int, str] | None = None):
-    """A word-level tokenizer over 128 ids: a few real words, `w<i>` for the rest, and `special`
+_WORDS = "hfexport validated this file against the original model . short one"
+
+
+def _word_tokenizer(special: dict[int, str] | None = None, known: str = _WORDS):
+    """A word-level tokenizer over 128 ids: a few real words (`known`), `w<i>` for the rest, and `special`
     tokens (`{id: text}`) at the ids the model's config gives them."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -75,7 +78,7 @@ def _word_tokenizer(special: dict[int, str] | None = None):
             words[words.index(text)] = f"w{words.index(text)}"
         words[index] = text
     vocab = {word: index for index, word in enumerate(words)}
-    for index, word in enumerate("hfexport validated this file against the original model . short one".split()):
+    for index, word in enumerate(known.split()):
         vocab[word] = vocab.pop(f"w{index + 4}")
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -546,7 +549,10 @@ def gemma2_with_tokenizer(folder: Path) -> Path:
 
 
 _TEXT_TOWER = dict(
-    vocab_size=99,
+    vocab_size=128,  # the word-level tokenizer's ids
+    pad_token_id=0,
+    bos_token_id=1,
+    eos_token_id=2,
     hidden_size=32,
     num_hidden_layers=1,
     num_attention_heads=2,
@@ -732,4 +738,57 @@ def whisper_with_processor(folder: Path) -> Path:
     tokens["decoder"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
     (folder / "tokenizer.json").write_text(json.dumps(tokens, ensure_ascii=False))
     _name_tokenizer_class(folder, "WhisperTokenizer")  # the class transformers.js decodes ASR output with
+    return folder
+
+
+def detr_with_processor(folder: Path) -> Path:
+    """The tiny DETR with its image processor and three named labels. Shortest edge 64 (the smallest
+    images the export takes), longest 96: the card's 96×64 image as it is. (transformers.js 4.3.2 scales
+    an image up to the longest edge when it can, which transformers does not: with DETR's own 800/1333
+    it feeds that image at 1333×888, transformers at 1200×800.)
+    Its class head is drawn wide (std 16: top probability 0.98) so its queries pass transformers.js's default
+    detection threshold (0.9) instead of sitting near a flat 1/4."""
+    from transformers import DetrForObjectDetection, DetrImageProcessor
+
+    torch.manual_seed(0)
+    config = _detr_config()
+    config.id2label, config.label2id = {0: "ant", 1: "bee", 2: "cat"}, {"ant": 0, "bee": 1, "cat": 2}
+    model = DetrForObjectDetection(config).eval()
+    with torch.no_grad():
+        model.class_labels_classifier.weight.normal_(0, 16)
+    DetrImageProcessor(size={"shortest_edge": 64, "longest_edge": 96}).save_pretrained(folder)
+    return _save(model, folder)
+
+
+def segformer_with_processor(folder: Path) -> Path:
+    """The tiny SegFormer with its image processor (64×64, the smallest the export takes) and three
+    named labels."""
+    from transformers import SegformerImageProcessor
+
+    segformer(folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["id2label"] = {"0": "sky", "1": "road", "2": "tree"}
+    config["label2id"] = {name: int(i) for i, name in config["id2label"].items()}
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    SegformerImageProcessor(size={"height": 64, "width": 64}).save_pretrained(folder)
+    return folder
+
+
+def two_towers_with_processor(folder: Path, family: str) -> Path:
+    """The tiny CLIP or SigLIP (`family`) with its image processor (32×32) and a word-level tokenizer
+    that knows the card's zero-shot labels (teal, cat, dog), padding to 64 (SigLIP's length, which
+    transformers.js pads SigLIP prompts to)."""
+    from transformers import CLIPImageProcessor, SiglipImageProcessor
+
+    size = _IMAGE_TOWER["image_size"]
+    if family == "clip":
+        clip(folder)
+        processor = CLIPImageProcessor(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+    else:
+        siglip(folder)
+        processor = SiglipImageProcessor(size={"height": size, "width": size})
+    processor.save_pretrained(folder)
+    tokenizer = _word_tokenizer(known=f"{_WORDS} teal cat dog")
+    tokenizer.padding_side, tokenizer.model_max_length = "right", _TEXT_TOWER["max_position_embeddings"]
+    _save_tokenizer(tokenizer, folder)
     return folder

@@ -53,6 +53,8 @@ _JS_IMAGE = (
     "96, 64, 3);"
 )
 _JS_JSON = "console.log(JSON.stringify(output));"
+# A zero-shot classifier's candidate labels (the teal image should match the first).
+_LABELS = '["teal", "cat", "dog"]'
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,20 @@ _JS_CALLS = {
     "token-classification": _JsCall("text", _TEXTS, _JS_JSON),
     "question-answering": _JsCall("text", f'"What was validated?", {_PROMPT}', _JS_JSON),
     "image-classification": _JsCall("vision", "image", _JS_JSON, (_JS_IMAGE,), ("RawImage",)),
+    # Boxes above the pipeline's default threshold (0.9), in pixels of the image.
+    "object-detection": _JsCall("vision", "image", _JS_JSON, (_JS_IMAGE,), ("RawImage",)),
+    # A mask per label found; printed as how many of the image's pixels each label covers.
+    "image-segmentation": _JsCall(
+        "vision",
+        "image",
+        "console.log(JSON.stringify(output.map(({ label, mask }) => ({ label, pixels: mask.data.filter((v) => v > 0)"
+        ".length }))));",
+        (_JS_IMAGE,),
+        ("RawImage",),
+    ),
+    "zero-shot-image-classification": _JsCall(
+        "text-vision", f"image, {_LABELS}", _JS_JSON, (_JS_IMAGE,), ("RawImage",)
+    ),
 }
 
 
@@ -236,20 +252,25 @@ def optimum_forward_block(repo_id: str, cls: str, inputs: list[str]) -> list[str
     )
 
 
-# The files each modality's preprocessor loads from (any one of them).
+# The files each kind of preprocessor loads from (any one of them).
 _PREPROCESSOR_FILES = {
     "text": ("tokenizer.json", "tokenizer_config.json", "vocab.txt"),
     "vision": ("preprocessor_config.json",),
     "audio": ("preprocessor_config.json",),
 }
+# The preprocessors a modality's inputs are made with (two towers: a tokenizer and an image processor).
+_PREPROCESSORS = {"text": ("text",), "vision": ("vision",), "audio": ("audio",), "text-vision": ("text", "vision")}
 
 
 def _has_preprocessor(report: Report, repo_files: set[str] | None) -> bool:
-    """Whether the repo holds what its inputs are made with: the modality's preprocessor, and for a
+    """Whether the repo holds what its inputs are made with: the modality's preprocessors, and for a
     model that writes text (generation), a tokenizer as well."""
     if repo_files is None:
         return True
-    wanted = [_PREPROCESSOR_FILES.get(report.plan.modality, ())]
+    kinds = _PREPROCESSORS.get(report.plan.modality)
+    if kinds is None:
+        return False
+    wanted = [_PREPROCESSOR_FILES[kind] for kind in kinds]
     if report.plan.mode == "generation":  # it writes text: a tokenizer too
         wanted.append(_PREPROCESSOR_FILES["text"])
     return all(any(name in repo_files for name in names) for names in wanted)
@@ -268,6 +289,18 @@ _INPUT_LINES: dict[str, Callable[[str], list[str]]] = {
         "from transformers import AutoImageProcessor",
         "processor = AutoImageProcessor.from_pretrained(repo, revision=revision)",
         f'inputs = processor(images=[Image.new("RGB", (96, 64), "teal")], return_tensors="{tensors}")',
+    ],
+    # Two towers: each text against each image. An attention mask asked for, as the graph takes one
+    # (SigLIP's tokenizers return none unless asked).
+    "text-vision": lambda tensors: [
+        "from PIL import Image",
+        "from transformers import AutoImageProcessor, AutoTokenizer",
+        "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
+        "processor = AutoImageProcessor.from_pretrained(repo, revision=revision)",
+        'texts = tokenizer(["a photo of teal", "a cat"], padding=True, return_attention_mask=True, '
+        f'return_token_type_ids=False, return_tensors="{tensors}")',
+        f'images = processor(images=[Image.new("RGB", (96, 64), "teal")], return_tensors="{tensors}")',
+        "inputs = {**texts, **images}",
     ],
 }
 
@@ -345,7 +378,8 @@ def exported_model_block(
         lines += [
             *inputs,
             "outputs = model(**inputs)",
-            "print({name: tuple(value.shape) for name, value in outputs.items()})",
+            # Two towers also return each tower's own outputs, nested.
+            'print({name: tuple(value.shape) for name, value in outputs.items() if hasattr(value, "shape")})',
         ]
     elif decode is not None:
         lines += decode
