@@ -289,7 +289,7 @@ def weights_once() -> list[dict]:
 
 
 def llm_8da4w() -> dict:
-    """The 134 M Llama's ExecuTorch decode program, fp32 and 8da4w (`--variants executorch:8da4w`):
+    """The 134 M Llama's ExecuTorch program (the LLM runner's), fp32 and 8da4w (`--variants executorch:8da4w`):
     bytes, the 8da4w file's share, and its speed and quality as hfexport measured them while
     validating (speed: the whole greedy loop, prompt + 8 new tokens, against the fp32 `.pte` in
     paired rounds; quality: greedy tokens as eager fp32 `generate()`, mean |Δ log-prob|)."""
@@ -321,7 +321,7 @@ def llm_8da4w() -> dict:
         )
     result = json.loads((out / "hfexport-report.json").read_text())["backends"][0]
     (variant,) = result["variants"]
-    fp32 = next(f["size"] for f in result["files"] if f["path"] == "decode.pte")
+    fp32 = next(f["size"] for f in result["files"] if f["path"] == "model.pte")
     step = decode_step_speedup(out / "executorch" / "xnnpack") if variant["status"] == "ok" else None
     return {
         "status": variant["status"],
@@ -336,44 +336,32 @@ def llm_8da4w() -> dict:
 
 
 def decode_step_speedup(folder: Path, steps: int = 32, rounds: int = 5) -> float:
-    """fp32 `decode.pte` time over `decode_8da4w.pte` time for one decode step at batch 1: each
-    program's greedy loop for 1 + `steps` new tokens minus its loop for 1 (the prompt alone),
-    in interleaved rounds; the median of the paired ratios."""
-    import shutil
-    import tempfile
-
+    """fp32 `model.pte` time over `8da4w/model.pte` time for one decode step at batch 1 (ExecuTorch's
+    LLM runner layout: each program holds its cache): each program's greedy loop for 1 + `steps` new
+    tokens minus its loop for 1 (the prompt alone), in interleaved rounds; the median of the paired ratios."""
     import executorch.kernels.quantized  # noqa: F401  (the 8da4w program's int8 embedding kernel)
     import torch
-    from transformers import AutoConfig
-    from transformers.exporters import ExportedModel
+    from executorch.runtime import Runtime
 
-    from hfexport.report import REPORT_FILE, Report
-    from hfexport.worker.splits import split_for
-    from hfexport.worker.validate import greedy_loop
+    programs = {"fp32": folder / "model.pte", "8da4w": folder / "8da4w" / "model.pte"}
+    methods = {label: Runtime.get().load_program(path).load_method("forward") for label, path in programs.items()}
+    prompt = torch.randint(3, 30000, (1, 16))
 
-    # The export's own report (two folders up: executorch/xnnpack) names its split.
-    split = split_for(Report.from_dict(json.loads((folder.parent.parent / REPORT_FILE).read_text())).plan)
-    with tempfile.TemporaryDirectory() as tmp:
-        quantized = Path(tmp) / "8da4w"
-        shutil.copytree(folder, quantized, ignore=shutil.ignore_patterns("*.pte"))
-        shutil.copy(folder / "decode_8da4w.pte", quantized / "decode.pte")
-        models = {"fp32": ExportedModel.from_pretrained(folder), "8da4w": ExportedModel.from_pretrained(quantized)}
-        config = AutoConfig.from_pretrained(folder)
-        prompt = {"input_ids": torch.randint(3, 30000, (1, 16)), "attention_mask": torch.ones(1, 16, dtype=torch.long)}
+    def loop(method, new_tokens):
+        started = time.perf_counter()
+        logits = method.execute([prompt, torch.arange(prompt.shape[1])])[0]
+        for step in range(new_tokens - 1):
+            token = logits[:, -1:].argmax(-1)
+            logits = method.execute([token, torch.tensor([prompt.shape[1] + step])])[0]
+        return time.perf_counter() - started
 
-        def loop(model, new_tokens):
-            traced = {name: set(r.metadata.kwargs) for name, r in model.runners.items()}
-            started = time.perf_counter()
-            greedy_loop(split, lambda c, **kw: model.runners[c](**kw), traced, prompt, config, new_tokens)
-            return time.perf_counter() - started
-
-        per_step = {label: [] for label in models}
-        with torch.inference_mode():
-            for model in models.values():
-                loop(model, 2)  # warm-up
-            for _ in range(rounds):
-                for label, model in models.items():
-                    per_step[label].append((loop(model, 1 + steps) - loop(model, 1)) / steps)
+    per_step: dict[str, list[float]] = {label: [] for label in methods}
+    with torch.inference_mode():
+        for method in methods.values():
+            loop(method, 2)  # warm-up
+        for _ in range(rounds):
+            for label, method in methods.items():
+                per_step[label].append((loop(method, 1 + steps) - loop(method, 1)) / steps)
     ratios = sorted(a / b for a, b in zip(per_step["fp32"], per_step["8da4w"]))
     return ratios[len(ratios) // 2]
 

@@ -79,6 +79,9 @@ class Backend:
     # transformers.js and optimum read this backend's folder (`subfolder="onnx"`, their default):
     # the card shows their blocks.
     ecosystem_loaders: bool = False
+    # `module:function` that exports and judges a decoder LLM as the runtime's own LLM runner reads
+    # it (`worker/llm_runner.py`), instead of the exporter's decode program with its cache passed in and out.
+    llm_runner: str | None = None
 
     def unavailable_reason(self) -> str | None:
         """Why this backend cannot run on this machine, or `None` if it can."""
@@ -260,6 +263,7 @@ def _onnx(dynamic_shapes):
     packages=("executorch", "torchao"),
     limits=_executorch_limits,
     fixed_image_size=True,
+    llm_runner="hfexport.worker.llm_runner:run",
     **_EXECUTORCH_QUANTIZED_KERNELS,
 )
 def _executorch_xnnpack(dynamic_shapes):

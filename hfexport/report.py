@@ -91,10 +91,14 @@ class Layout(StrEnum):
     # An image-text model's as transformers.js names them: `vision_encoder.onnx` (→ `image_features`),
     # `embed_tokens.onnx` (→ `inputs_embeds`) and `decoder_model_merged.onnx` over embeddings.
     IMAGE_TEXT_DECODER_WITH_PAST = "image-text-decoder-with-past"
+    # A decoder LLM's ExecuTorch program as ExecuTorch's own LLM runner reads it: `model.pte`,
+    # `forward(input_ids, cache_position)`, its KV cache inside, the runner's metadata methods
+    # (`worker/llm_runner.py`). `TextLLMRunner` and optimum-executorch read it; `ExportedModel` does not.
+    LLM_RUNNER = "executorch-llm-runner"
 
     @property
     def for_loaders(self) -> bool:
-        """Named as optimum's and transformers.js's files are (no `export.json`)."""
+        """Named as the ecosystem's loaders name their files (no `export.json`)."""
         return self is not Layout.EXPORTER
 
 
@@ -274,6 +278,8 @@ class Check:
     eager_tokens: list[list[int]] | None = None
     exported_tokens: list[list[int]] | None = None
     error: str | None = None
+    # What the check could not judge, and why (not a failure: e.g. a tokenizer the runner cannot read).
+    note: str | None = None
 
     def worst(self) -> float:
         return max(self.max_abs_diff.values(), default=0.0)
@@ -531,6 +537,8 @@ class BackendResult:
     # Loading its programs runs pickled code (a `.pt2`): `ExportedModel.from_pretrained` needs
     # `trust_remote_code=True` (the exporter class's `requires_trust_remote_code`).
     trust_remote_code: bool = False
+    # A program holding its KV cache (`Layout.LLM_RUNNER`): the positions it holds, prompt and new tokens together.
+    max_seq_len: int | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)

@@ -98,7 +98,12 @@ def _exported(workspace: Path, name: str, build, backends: str = ALL_CPU, **kwar
     for b in report.succeeded:  # the README's loader table: each export reloaded on its own runtime
         v = b.validation
         result = "eager's tokens; logits max abs diff" if v.tokens_equal else "max abs diff"
-        loader = f"`ExportedModel` ({b.backend})"
+        # ExecuTorch's LLM runner program: judged in ExecuTorch's runtime, its cache inside.
+        loader = (
+            "ExecuTorch runtime (`forward`)"
+            if b.layout == "executorch-llm-runner"
+            else f"`ExportedModel` ({b.backend})"
+        )
         TABLE.record(report.plan.architecture, report.plan.task, loader, result, v.max_abs_diff)
     return folder, report
 

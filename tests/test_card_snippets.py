@@ -189,6 +189,7 @@ class _Ran:
     blocks: list[str]
     js: dict
     optimum: dict
+    python: dict  # every Python block's stdout, by (PR or merged, index)
 
 
 def _run_every_block(
@@ -204,6 +205,7 @@ def _run_every_block(
     assert all('"main"]; // to try the pull request before it is merged: "refs/pr/<number>"' in b for b in js_blocks)
     js_output: dict = {}
     optimum_output: dict = {}
+    python_output: dict = {}
 
     def run_all(label: str, revision: str) -> None:
         for index, block in enumerate(blocks):
@@ -211,6 +213,7 @@ def _run_every_block(
                 block.replace('"main"  #', f'"{revision}"  #', 1), tmp_path / f"{label}-{index}" / "hf-home"
             )
             assert ran.returncode == 0, f"{label} block {index}:\n{block}\n{ran.stderr[-3000:]}"
+            python_output[(label, index)] = ran.stdout
             if "from optimum." in block:
                 optimum_output[(label, index)] = ran.stdout.strip()
             else:
@@ -225,7 +228,7 @@ def _run_every_block(
         run_all("pr", f"refs/pr/{num}")
     api.merge_pull_request(repo, num)
     run_all("merged", "main")
-    return _Ran(blocks, js_output, optimum_output)
+    return _Ran(blocks, js_output, optimum_output, python_output)
 
 
 def test_every_card_snippet_runs_on_the_pr_and_after_the_merge(pushed, tmp_path):
@@ -246,9 +249,9 @@ def test_every_card_snippet_runs_on_the_pr_and_after_the_merge(pushed, tmp_path)
 LLM_REPO = "snippets-owner/tiny-llm"
 
 
-def _push_with_bot(hub, owner: str, repo: str, folder: Path, backends: str, variants: str) -> tuple:
-    """`folder` uploaded by `owner` to `repo`, then `hfexport push` by a bot of its own. Returns the
-    owner's API and the push's JSON outcome."""
+def _push_with_bot(hub, owner: str, repo: str, folder: Path, backends: str, variants: str, *extra: str) -> tuple:
+    """`folder` uploaded by `owner` to `repo`, then `hfexport push` by a bot of its own (`extra`: more
+    of its options). Returns the owner's API and the push's JSON outcome."""
     from huggingface_hub import HfApi
 
     token, bot = hub.add_user(owner), hub.add_user(f"{owner}-bot")
@@ -256,7 +259,16 @@ def _push_with_bot(hub, owner: str, repo: str, folder: Path, backends: str, vari
     api.create_repo(repo)
     api.upload_folder(repo_id=repo, folder_path=folder)
     result = run_cli(
-        "push", repo, "--backends", backends, "--variants", variants, "--json", env={"HF_TOKEN": bot}, timeout=1800
+        "push",
+        repo,
+        "--backends",
+        backends,
+        "--variants",
+        variants,
+        "--json",
+        *extra,
+        env={"HF_TOKEN": bot},
+        timeout=1800,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return api, json.loads(result.stdout)
@@ -307,9 +319,12 @@ def test_a_generative_models_card_snippets_run_a_real_prompt(pushed_llm, tmp_pat
         api, repo, outcome["pr_num"], tmp_path, r"\(1, \d+, 128\) next token: |'input_ids'|forward", r"\S"
     )
     blocks, js_output = ran.blocks, ran.js
-    # ExportedModel for .pt2 and .pte; the ONNX folder is optimum's and transformers.js's layout.
-    assert sum('model.runners["decode"]' in b for b in blocks) == 2
-    assert any('"onnx/model.onnx"' in b for b in blocks) and any('"executorch/xnnpack/decode.pte"' in b for b in blocks)
+    # ExportedModel for the .pt2; the ONNX folder is optimum's and transformers.js's layout, the
+    # ExecuTorch one its LLM runner's (a word-level tokenizer, which that runner cannot read: said).
+    assert sum('model.runners["decode"]' in b for b in blocks) == 1
+    assert any('"onnx/model.onnx"' in b for b in blocks) and any('"executorch/xnnpack/model.pte"' in b for b in blocks)
+    card = Path(api.hf_hub_download(repo, "README.md")).read_text()
+    assert "Not run in the runner here: ExecuTorch's LLM runner cannot read the repo's tokenizer.json" in card
     # transformers.js's text-generation pipeline, greedy: the text eager generate() writes.
     text = "hfexport validated this file against the original model."
     continuation = AutoTokenizer.from_pretrained(folder).decode(
@@ -323,7 +338,6 @@ def test_a_generative_models_card_snippets_run_a_real_prompt(pushed_llm, tmp_pat
     _record(outcome, "optimum `ORTModelForCausalLM`", "eager's text")
     # The card lists the fp16 variant with the dtype that picks it; so picked, transformers.js
     # loads `model_fp16.onnx` (a float16 cache) and writes the same text.
-    card = Path(api.hf_hub_download(repo, "README.md")).read_text()
     (js,) = _blocks(card, "js")
     assert "`onnx/model_fp16.onnx` (fp16) — transformers.js: `dtype: 'fp16'`" in card
     ran = _run_js(js.replace('dtype: "fp32"', 'dtype: "fp16"'), tmp_path / "js-fp16")
@@ -803,3 +817,67 @@ def test_an_image_text_model_is_published_as_transformers_js_reads_it_and_its_cl
         suffix = "_quantized" if dtype == "q8" else ""
         assert fetched == {f"{s}{suffix}.onnx" for s in ("vision_encoder", "embed_tokens", "decoder_model_merged")}
         _record(outcome, f"transformers.js `AutoModelForImageTextToText` (`dtype: '{dtype}'`)", "eager's tokens")
+
+
+def _runner_wrote(stdout: str) -> str:
+    """The text ExecuTorch's LLM runner printed, without the stats line it ends with."""
+    return stdout.split("\nPyTorchObserver", 1)[0].rstrip("\n")
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_a_decoder_llms_executorch_program_writes_eager_text_in_executorchs_own_llm_runner(hub, family, tmp_path):
+    """A Llama and a Qwen2 over a byte-level BPE tokenizer, pushed with ExecuTorch (the Llama with
+    8da4w too): the folder holds `model.pte` as ExecuTorch's LLM runner reads it (no exporter
+    manifest), the 8da4w program in a folder of its own. The card's runner block — `TextLLMRunner`
+    with the repo's `tokenizer.json`, greedy — writes eager `generate()`'s text from the PR in a fresh
+    cache (the Llama's every block again once merged), and the 8da4w program runs in the same runner
+    from the PR. (Its figures on random weights say nothing of quality, so its floor is lifted: this
+    test is about the runner taking it.)"""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = tiny_models.decoder_with_byte_level_tokenizer(tmp_path / "model", family)
+    owner = f"runner-{family}"
+    repo = f"{owner}/tiny"
+    variants = ("8da4w", "--min-quality", "8da4w.token_agreement=0") if family == "llama" else ("none",)
+    api, outcome = _push_with_bot(hub, owner, repo, folder, "executorch", *variants)
+    (b,) = outcome["report"]["backends"]
+    pr = f"refs/pr/{outcome['pr_num']}"
+    assert b["layout"] == "executorch-llm-runner" and b["programs"] == {"decode": "model.pte"}, b
+    checks = {c["name"]: c for c in b["validation"]["checks"]}
+    assert checks["llm_runner"]["tokens_equal"] is True and checks["generation_other_shape"]["tokens_equal"] is True
+
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder).eval()
+    text = "hfexport validated this file against the original model."
+    ids = tokenizer(text, return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        new = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False)
+    eager = tokenizer.decode(new[0, ids.shape[1] :], skip_special_tokens=True)
+    assert len(set(new[0, ids.shape[1] :].tolist())) >= 3, new  # varied tokens, not one repeated id
+
+    card = Path(api.hf_hub_download(repo, "README.md", revision=pr)).read_text()
+    (runner,) = [block for block in _blocks(card) if "TextLLMRunner" in block]
+    assert f"--seq_len {b['max_seq_len']}" in card
+    on_pr = runner.replace('"main"  #', f'"{pr}"  #', 1)
+    loader = "ExecuTorch `TextLLMRunner` (`model.pte`, `tokenizer.json`)"
+    if family != "llama":  # the runner's block alone, from the PR
+        ran = _run_python(on_pr, tmp_path / "runner" / "hf-home")
+        assert ran.returncode == 0 and _runner_wrote(ran.stdout) == eager, (ran.stdout, eager, ran.stderr[-2000:])
+        _record(outcome, loader, "eager's text")
+        return
+
+    (variant,) = b["variants"]
+    assert variant["status"] == "ok" and variant["file"] == "8da4w/model.pte", variant
+    assert {f["path"] for f in b["files"]} == {"model.pte", "8da4w/model.pte", "config.json", "generation_config.json"}
+    assert "executorch/xnnpack/8da4w/model.pte" in card
+    quantized = "import executorch.kernels.quantized\n" + on_pr.replace(
+        "executorch/xnnpack/model.pte", "executorch/xnnpack/8da4w/model.pte"
+    )
+    ran = _run_python(quantized, tmp_path / "8da4w" / "hf-home")
+    assert ran.returncode == 0 and "PyTorchObserver" in ran.stdout, ran.stderr[-3000:]
+    _record(outcome, "ExecuTorch `TextLLMRunner` (`8da4w/model.pte`)", "generates")
+
+    ran = _run_every_block(api, repo, outcome["pr_num"], tmp_path, r"next token: |PyTorchObserver", r"\S")
+    written = {_runner_wrote(out) for (_, index), out in ran.python.items() if "TextLLMRunner" in ran.blocks[index]}
+    assert written == {eager}, (written, eager)
+    _record(outcome, loader, "eager's text")

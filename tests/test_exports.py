@@ -91,9 +91,16 @@ def test_llama_single_graph(llama_single_export):
 def _generation_checks(report):
     for b in report.backends:
         checks = {c.name: c for c in b.validation.checks}
-        # A graph renamed for the ecosystem's loaders is run again, as they run it.
-        relaid = {"loaders_layout"} if b.layout != Layout.EXPORTER else set()
-        assert set(checks) == {"generation_sample", "generation_other_shape"} | relaid
+        if b.layout == Layout.LLM_RUNNER:
+            # ExecuTorch's runner program: ExecuTorch's runtime on prompts of other lengths than its
+            # trace, then the runner itself (a tiny model without a tokenizer.json: said, not run).
+            assert set(checks) == {"generation_other_shape", "llm_runner"}, set(checks)
+            runner = checks.pop("llm_runner")
+            assert runner.tokens_equal is None and "no tokenizer.json" in (runner.note or ""), runner
+        else:
+            # A graph renamed for the ecosystem's loaders is run again, as they run it.
+            relaid = {"loaders_layout"} if b.layout != Layout.EXPORTER else set()
+            assert set(checks) == {"generation_sample", "generation_other_shape"} | relaid
         for check in checks.values():
             assert check.error is None, (b.backend, check)
             assert check.tokens_equal is True, (b.backend, check)
@@ -110,8 +117,12 @@ def test_llama_generation_split_token_parity(llama_generation_export, workspace)
     # Weights once: one decoder program per backend (the prompt runs through it on an empty cache).
     for b in report.backends:
         programs = [f.path for f in b.files if not f.path.endswith(".json")]
-        assert all(p.startswith("decode.") for p in programs) or b.backend == "onnx", (b.backend, programs)
+        assert all(p.startswith("decode.") for p in programs) or b.backend != "dynamo", (b.backend, programs)
         assert "prefill" not in str(b.files), (b.backend, programs)
+    # ExecuTorch: the program its own LLM runner reads, the cache inside, no manifest of the exporter's.
+    executorch = next(b for b in report.backends if b.backend == "executorch")
+    assert executorch.layout == Layout.LLM_RUNNER and executorch.programs == {"decode": "model.pte"}
+    assert executorch.max_seq_len == 128 and "export.json" not in {f.path for f in executorch.files}
     # ONNX: one graph, as optimum and transformers.js name a decoder with past (their loaders read it).
     onnx = next(b for b in report.backends if b.backend == "onnx")
     assert onnx.layout == Layout.DECODER_WITH_PAST and onnx.programs == {"decode": "model.onnx"}

@@ -792,3 +792,55 @@ def two_towers_with_processor(folder: Path, family: str) -> Path:
     tokenizer.padding_side, tokenizer.model_max_length = "right", _TEXT_TOWER["max_position_embeddings"]
     _save_tokenizer(tokenizer, folder)
     return folder
+
+
+def byte_level_tokenizer(vocab_size: int = 256):
+    """A byte-level BPE tokenizer (GPT-2's and Llama 3's kind, which ExecuTorch's LLM runner reads),
+    trained here on the card's sentences over printable ASCII: every ASCII text encodes (ExecuTorch's
+    runner refuses a prompt with a byte outside the vocabulary, "Tokenizers error code 5"), and every
+    token decodes to whole characters, whatever a random model picks. `<|endoftext|>` (id 0) starts
+    and ends text, `<|pad|>` (1) pads."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    corpus = [f"{_WORDS} hfexport validated this file against the original model.", "Short one. A third sentence."]
+    # Printable ASCII as the byte-level pre-tokenizer writes it (a space is "Ġ", a newline "Ċ").
+    alphabet = [chr(b) for b in range(33, 127)] + ["\u0120", "\u010a"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<|pad|>"], initial_alphabet=alphabet
+    )
+    core.train_from_iterator(corpus * 50, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<|endoftext|>", eos_token="<|endoftext|>", pad_token="<|pad|>"
+    )
+
+
+def decoder_with_byte_level_tokenizer(folder: Path, family: str) -> Path:
+    """A tiny Llama or Qwen2 (`family`) over a byte-level BPE tokenizer's ids, its head scaled so
+    greedy tokens vary: a decoder LLM as ExecuTorch's LLM runner takes it, tokenizer and all."""
+    import transformers
+
+    tokenizer = byte_level_tokenizer()
+    ids = dict(bos_token_id=0, eos_token_id=0, pad_token_id=1)
+    torch.manual_seed(0)
+    config_class = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}[family]
+    config = config_class(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=128,
+        **ids,
+    )
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8)
+    model.generation_config = transformers.GenerationConfig(**ids)
+    _save(model, folder)
+    _save_tokenizer(tokenizer, folder)
+    return folder

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..backends import get_backend
 from ..report import BackendResult, Layout, Report, Split, VariantResult
@@ -431,6 +432,9 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
         if b.layout == Layout.IMAGE_TEXT_DECODER_WITH_PAST:
             lines += _image_text_section(b)
             continue
+        if b.layout == Layout.LLM_RUNNER:
+            lines += _llm_runner_section(repo_id, b, repo_files)
+            continue
         lines += [
             f"**{b.backend}** (`{b.subfolder}/`), with `transformers.exporters`:",
             "",
@@ -554,4 +558,81 @@ def _decoder_with_past_section(
     if published:
         block = decoder_with_past_block(repo_id, b, b.published_variants[0].file) if has_tokenizer else []
         lines += [*published, "", *block, ""]
+    return lines
+
+
+def llm_runner_block(repo_id: str, b: BackendResult, file: str) -> list[str]:
+    """ExecuTorch's `TextLLMRunner` (its Python bindings of the C++ runner apps use) generating from
+    `file` with the repo's `tokenizer.json`, greedy; it prints the text as it comes."""
+    return _program(
+        [
+            "from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner",
+            "from huggingface_hub import hf_hub_download",
+            *_header(repo_id),
+            f'program = hf_hub_download(repo, "{b.subfolder}/{file}", revision=revision)',
+            'tokenizer = hf_hub_download(repo, "tokenizer.json", revision=revision)',
+            "runner = TextLLMRunner(program, tokenizer)",
+            f"runner.generate({_PROMPT}, GenerationConfig(max_new_tokens=8, temperature=0.0, echo=False))",
+        ]
+    )
+
+
+def llm_runner_step_block(repo_id: str, b: BackendResult, file: str) -> list[str]:
+    """The runner's program with ExecuTorch's runtime alone: the prompt at once, its cache inside."""
+    return _program(
+        [
+            "import torch",
+            "from executorch.runtime import Runtime",
+            "from huggingface_hub import hf_hub_download",
+            "from transformers import AutoTokenizer",
+            *_header(repo_id),
+            "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
+            f'program = Runtime.get().load_program(hf_hub_download(repo, "{b.subfolder}/{file}", revision=revision))',
+            'forward = program.load_method("forward")',
+            f'ids = torch.tensor([tokenizer({_PROMPT})["input_ids"]])',
+            "# The prompt at positions 0…n-1; each next token then at the position after (the cache is inside).",
+            "logits = forward.execute([ids, torch.arange(ids.shape[1])])[0]",
+            'print(tuple(logits.shape), "next token:", tokenizer.decode(logits[0, -1].argmax()))',
+        ]
+    )
+
+
+def _llm_runner_section(repo_id: str, b: BackendResult, repo_files: set[str] | None) -> list[str]:
+    file = b.program_file("decode")
+    positions = f"{b.max_seq_len} positions, prompt and new tokens together" if b.max_seq_len else "a static cache"
+    lines = [
+        f"**{b.backend}** (`{b.subfolder}/`): `{file}` as ExecuTorch's LLM runner reads it — "
+        f"`forward(input_ids, cache_position)`, its KV cache inside ({positions}), and the metadata methods "
+        "the runner reads. ExecuTorch's `TextLLMRunner` (the C++ runner of its Android and iOS LLM demos and "
+        "`llama_main`) loads it; `ExportedModel` does not.",
+        "",
+    ]
+    has_tokenizer = repo_files is None or "tokenizer.json" in repo_files
+    runner = next((c for c in (b.validation.checks if b.validation else []) if c.name == "llm_runner"), None)
+    if runner is not None and runner.note:
+        lines += [f"Not run in the runner here: {runner.note}.", ""]
+    elif has_tokenizer:
+        lines += [
+            "With ExecuTorch's LLM runner (`pip install executorch`: Python bindings of the C++ runner apps link):",
+            "",
+            *llm_runner_block(repo_id, b, file),
+            "",
+            f"An app or `llama_main` takes the same two files: `llama_main --model_path {Path(file).name} "
+            f'--tokenizer_path tokenizer.json --prompt "…" --temperature 0'
+            + (f" --seq_len {b.max_seq_len}`" if b.max_seq_len else "`")
+            + ".",
+            "",
+        ]
+    if any(n in (repo_files or {"tokenizer.json"}) for n in _PREPROCESSOR_FILES["text"]):
+        lines += ["With ExecuTorch's runtime alone, one step:", "", *llm_runner_step_block(repo_id, b, file), ""]
+    if b.published_variants:
+        lines += [
+            f"Variants of **{b.backend}**, each a folder of its own (one program a folder), read the same way:",
+            "",
+        ]
+        spec = get_backend(b.backend)
+        for v in b.published_variants:
+            ops = spec.runtime_ops_note.format(file=v.file, ops=", ".join(v.runtime_ops)) if v.runtime_ops else ""
+            lines.append(f"- `{b.subfolder}/{v.file}` ({v.kind}){': ' + ops if ops and spec.runtime_ops_note else ''}")
+        lines.append("")
     return lines

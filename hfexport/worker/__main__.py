@@ -96,7 +96,7 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     import transformers
     from transformers.exporters import ExportedModel
 
-    from ..report import ArtifactFile, Status, Validation
+    from ..report import ArtifactFile, Split, Status, Validation
     from ..versions import runtime_versions
     from .derive import CALIBRATION, rejudge_published, run_variants
     from .splits import Exporting, split_for
@@ -121,6 +121,14 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
         use_safetensors=job.use_safetensors,
     ).eval()
     split.prepare(model)
+    if backend.llm_runner is not None and split.name == Split.DECODER:
+        # The runtime's own LLM runner drives the decoder: it is exported as that runner reads it.
+        module, _, function = backend.llm_runner.partition(":")
+        getattr(importlib.import_module(module), function)(split, backend, model, model_dir, out_dir, result, stage)
+        files = sorted(p for p in out_dir.rglob("*") if p.is_file())
+        result.files = [ArtifactFile(str(p.relative_to(out_dir)), p.stat().st_size) for p in files]
+        result.versions = runtime_versions(("torch", "executorch", *backend.packages))
+        return
     sample = split.inputs(model_dir, model.config, plan.sample, seed=0)
     other = split.inputs(model_dir, model.config, plan.validation, seed=1)
 

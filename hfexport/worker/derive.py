@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .splits import Exporting, ExportSplit
 
 
-def _reported(figures: dict[str, float]) -> dict:
+def reported(figures: dict[str, float]) -> dict:
     """Quality figures as the report keeps them: 6 decimals, a non-finite one as its text (JSON has no NaN)."""
     import math
 
@@ -43,7 +43,7 @@ def rejudge_published(
     except Exception as e:
         missed = [f"{type(e).__name__}: {describe_error(e)}"]
         figures = {}
-    variant.quality = _reported(figures) or variant.quality
+    variant.quality = reported(figures) or variant.quality
     if missed:
         for file in variant.published_files:
             (out_dir / file).unlink(missing_ok=True)
@@ -90,7 +90,7 @@ def run_variants(
     for variant in variants_of(backend.name, plan.variants):
         stage(f"variant {variant.kind}")
         outcome = VariantResult(variant.kind, Status.FAILED, thresholds=thresholds_for(variant.kind, plan.min_quality))
-        skipped = _why_skipped(variant, split, backend.name)
+        skipped = why_skipped(variant, split, backend.name)
         if skipped:
             outcome.status, outcome.error = Status.SKIPPED, skipped
             results.append(outcome)
@@ -119,7 +119,7 @@ def run_variants(
                     derived = _derive_per_component(variant, job_for, components, out_dir, work)
                 outcome.kept_in_float, outcome.runtime_ops = list(derived.kept_in_float), list(derived.runtime_ops)
                 figures, speedup = judge(derived)
-                outcome.quality, outcome.speedup = _reported(figures), round(speedup, 3)
+                outcome.quality, outcome.speedup = reported(figures), round(speedup, 3)
                 if len(components) == 1 or split.loaders:
                     # Each program a file beside the fp32 ones (`decode_quantized.onnx`), which the
                     # loaders' layout then names as theirs (`decoder_model_merged_quantized.onnx`).
@@ -149,7 +149,7 @@ def run_variants(
     return results
 
 
-def _why_skipped(variant: Variant, split: ExportSplit, backend: str) -> str | None:
+def why_skipped(variant: Variant, split: ExportSplit, backend: str) -> str | None:
     """Why `variant` is not derived from this split's export, or None: it is."""
     from ..variants import VARIANTS
 

@@ -31,7 +31,7 @@ def int8(job: VariantJob) -> Derived:
     return Derived(job.work_dir / "variant")
 
 
-def _quantized_kernels(program: Path) -> list[str]:
+def quantized_kernels(program: Path) -> list[str]:
     """The operators of ExecuTorch's quantized kernel library a `.pte` calls (its operator table
     names them), which a Python runtime registers only when told (`Backend.runtime_ops_import`)."""
     import re
@@ -44,8 +44,8 @@ def _quantized_kernels(program: Path) -> list[str]:
 INT4_GROUP_SIZE = 32
 
 
-def da8w4(job: VariantJob) -> Derived:
-    """optimum-executorch's `--qlinear 8da4w --qembedding 8w`. torchao's
+def quantize_8da4w(model):
+    """optimum-executorch's `--qlinear 8da4w --qembedding 8w`, on a copy of `model`. torchao's
     `Int8DynamicActivationIntxWeightConfig` on the decoder's linears (the LM head included): int4
     weights in groups of `INT4_GROUP_SIZE`, activations quantized per token at run time, which
     XNNPACK's partitioner lowers to its own kernels. The embedding table: int8 weights with a scale
@@ -60,7 +60,7 @@ def da8w4(job: VariantJob) -> Derived:
     from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
     from torchao.quantization.granularity import PerGroup
 
-    model = copy.deepcopy(job.model)
+    model = copy.deepcopy(model)
     config = Int8DynamicActivationIntxWeightConfig(
         weight_dtype=torch.int4,  # type: ignore[attr-defined]  # torch has it, its stubs do not
         weight_granularity=PerGroup(INT4_GROUP_SIZE),
@@ -71,7 +71,11 @@ def da8w4(job: VariantJob) -> Derived:
         filter_fn=lambda module, _: isinstance(module, torch.nn.Linear) and module.in_features % INT4_GROUP_SIZE == 0,
     )
     # Embeddings last: the LM head of a model with tied embeddings is quantized from the float table.
-    model = EmbeddingQuantHandler(model, bitwidth=8, group_size=None, packed=False).quantized_model()
-    job.export(model, job.sample, job.make_config()).save_pretrained(job.work_dir / "variant")
+    return EmbeddingQuantHandler(model, bitwidth=8, group_size=None, packed=False).quantized_model()
+
+
+def da8w4(job: VariantJob) -> Derived:
+    """The 8da4w program (`quantize_8da4w`) exported as the fp32 one was."""
+    job.export(quantize_8da4w(job.model), job.sample, job.make_config()).save_pretrained(job.work_dir / "variant")
     folder = job.work_dir / "variant"
-    return Derived(folder, runtime_ops=_quantized_kernels(folder / f"{job.component}.pte"))
+    return Derived(folder, runtime_ops=quantized_kernels(folder / f"{job.component}.pte"))

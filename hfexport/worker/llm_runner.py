@@ -1,0 +1,356 @@
+"""A decoder LLM's ExecuTorch program as ExecuTorch's own LLM runner reads it.
+
+ExecuTorch's apps (its Android and iOS LLM demos, `llama_main`) and optimum-executorch drive an LLM
+through the C++ `TextLLMRunner` (Python bindings in the pinned wheel: `executorch.extension.llm.runner`):
+one `model.pte` whose `forward(input_ids, cache_position)` keeps the KV cache inside the program (a
+static cache of `max_seq_len` positions), and constant methods it reads before the first token
+(`get_max_seq_len`, `use_kv_cache`, `get_eos_ids`, …; without `get_max_seq_len` it refuses the program).
+The exporter's decode program takes the cache in and hands it back, which no runner feeds. So once that
+program has validated, the decoder is exported again as the runner's: transformers' own exportable
+module (`TorchExportableModuleForDecoderOnlyLM`: a `StaticCache` held as buffers) traced by torch.export,
+lowered by ExecuTorch's `to_edge_transform_and_lower` with XNNPACK's partitioner and the metadata as
+constant methods — optimum-executorch's xnnpack recipe, with the pinned stack's parts.
+
+It is judged as apps run it, on prompts of other lengths than its trace (3 tokens): a greedy loop over
+`forward` in ExecuTorch's Python runtime must give eager `generate()`'s token ids, and the runner itself,
+reading the repo's `tokenizer.json`, must write eager's text. The runner reads byte-level BPE,
+SentencePiece and tiktoken tokenizers; one it cannot read is said in the check, not hidden.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..report import Check
+
+# The file the runner and optimum-executorch's `ExecuTorchModelForCausalLM` load.
+PROGRAM = "model.pte"
+# The static cache's positions: the model's own context, bounded. Its bytes are layers × 2 × key-value
+# heads × head size × positions × 4 (fp32) — 64 MB for a 1 B Llama (16 layers, 8 heads of 64) at 2048.
+MAX_SEQ_LEN_BOUND = 2048
+# The prompts the runner is judged on: real text, of other lengths than the trace's 3 tokens.
+PROMPTS = ("hfexport validated this file against the original model.", "Short one, then a longer one.")
+_TRACE_LENGTH = 3  # above 1, so torch.export keeps the prompt length dynamic
+
+
+def max_seq_len(config) -> int:
+    """The static cache's positions: the model's `max_position_embeddings`, at most `MAX_SEQ_LEN_BOUND`."""
+    text = config.get_text_config()
+    return min(int(getattr(text, "max_position_embeddings", None) or MAX_SEQ_LEN_BOUND), MAX_SEQ_LEN_BOUND)
+
+
+def metadata(model, seq_len: int) -> dict[str, Any]:
+    """The constant methods the runner (`llm_runner_helper.cpp`) and optimum-executorch read."""
+    config = model.config.get_text_config()
+    generation = model.generation_config
+    eos = generation.eos_token_id if generation.eos_token_id is not None else config.eos_token_id
+    bos = generation.bos_token_id if generation.bos_token_id is not None else config.bos_token_id
+    values = {
+        "get_max_seq_len": seq_len,
+        "get_max_context_len": seq_len,
+        "get_max_batch_size": 1,
+        "get_dtype": 6,  # float32, in ExecuTorch's scalar type numbering (float16: 5)
+        "get_vocab_size": config.vocab_size,
+        "get_n_layers": config.num_hidden_layers,
+        "get_bos_id": bos,
+        "get_eos_ids": [eos] if isinstance(eos, int) else list(eos or []),
+        "use_kv_cache": True,
+        "use_sdpa_with_kv_cache": False,
+        "enable_dynamic_shape": True,
+    }
+    return {name: value for name, value in values.items() if value is not None and value != []}
+
+
+def export(model, path: Path, seq_len: int) -> None:
+    """`model` (a decoder LLM) as the runner's program at `path`, its cache `seq_len` positions."""
+    import copy
+
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
+    from executorch.exir.passes import MemoryPlanningPass
+    from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+
+    constants = metadata(model, seq_len)
+    saved = model.generation_config
+    # transformers' exportable module sizes its static cache from the generation config.
+    model.generation_config = copy.deepcopy(saved)
+    model.generation_config.use_cache = True
+    model.generation_config.cache_implementation = "static"
+    model.generation_config.cache_config = {"batch_size": 1, "max_cache_len": seq_len}
+    try:
+        module = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=seq_len)
+        length = torch.export.Dim("prompt_length", max=seq_len - 1)
+        with torch.no_grad():
+            program = module.export(
+                input_ids=torch.zeros((1, _TRACE_LENGTH), dtype=torch.long),
+                cache_position=torch.arange(_TRACE_LENGTH),
+                dynamic_shapes={"input_ids": {1: length}, "cache_position": {0: length}},
+                strict=True,
+            )
+    finally:
+        model.generation_config = saved
+    lowered = to_edge_transform_and_lower(
+        {"forward": program},
+        partitioner=[XnnpackPartitioner()],
+        compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True),
+        constant_methods=constants,
+    ).to_executorch(
+        config=ExecutorchBackendConfig(
+            extract_delegate_segments=True, memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False)
+        )
+    )
+    with open(path, "wb") as file:
+        lowered.write_to_file(file)
+
+
+def program_run(path: Path):
+    """`run(component, **kwargs)` over the runner's program in ExecuTorch's Python runtime, for the
+    split's greedy loop (`validate.greedy_loop`): fed `input_ids` and `cache_position` only, its cache
+    inside it (one prompt at a time, unpadded: the runner's batch is 1)."""
+    from executorch.runtime import Runtime
+
+    method = Runtime.get().load_program(path).load_method("forward")
+
+    def run(component: str, input_ids: torch.Tensor, cache_position: torch.Tensor, **_: Any) -> dict:
+        return {"logits": method.execute([input_ids, cache_position])[0], "cache": ()}
+
+    return run
+
+
+def rows(prompt: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    """A left-padded batch as its prompts one by one, unpadded: what the runner is fed."""
+    out = []
+    for ids, mask in zip(prompt["input_ids"], prompt["attention_mask"]):
+        kept = ids[mask.bool()][None]
+        out.append({"input_ids": kept, "attention_mask": torch.ones_like(kept)})
+    return out
+
+
+# What the split's greedy loop builds for a decode step (the eager model takes them all; the program's
+# run keeps `input_ids` and `cache_position`).
+TRACED = {"decode": {"input_ids", "attention_mask", "position_ids", "cache_position", "cache"}}
+
+
+def compare(name: str, model, split, path: Path, prompt: dict) -> Check:
+    """The split's greedy-loop check (`validate.compare_generation`) of the program at `path`, prompt
+    by prompt, gathered into one check: eager `generate()`'s token ids, and the logits' largest diff."""
+    from .validate import compare_generation
+
+    run = program_run(path)
+    checks = [compare_generation(name, model, split, run, TRACED, row) for row in rows(prompt)]
+    gathered = Check(name, max_abs_diff={"logits": max(c.worst() for c in checks)})
+    gathered.eager_tokens = [row for c in checks for row in c.eager_tokens or []]
+    gathered.exported_tokens = [row for c in checks for row in c.exported_tokens or []]
+    gathered.tokens_equal = all(c.tokens_equal for c in checks)
+    gathered.error = next((c.error for c in checks if c.error), None)
+    return gathered
+
+
+def quality(model, split, path: Path, prompt: dict) -> dict[str, float]:
+    """A variant's program against eager fp32 (`validate.generation_quality`), averaged over the prompts."""
+    from .validate import generation_quality
+
+    run = program_run(path)
+    figures = [generation_quality(model, split, run, TRACED, row) for row in rows(prompt)]
+    return {name: sum(f[name] for f in figures) / len(figures) for name in figures[0]}
+
+
+@contextlib.contextmanager
+def _captured_stdout():
+    """What C++ writes to this process's stdout meanwhile, as bytes (a list filled on exit): the runner
+    prints each token's bytes as an app's console shows them — a piece may end mid-character, which
+    its Python callback cannot take."""
+    import sys
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    captured: list[bytes] = []
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 1)
+        try:
+            yield captured
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            sink.seek(0)
+            captured.append(sink.read())
+
+
+def runner_text(path: Path, tokenizer: Path, prompt: str, new_tokens: int, bos: int) -> str:
+    """What `TextLLMRunner` writes for `prompt`, greedy (temperature 0), `bos` start tokens added.
+
+    Raises:
+        RuntimeError: the runner refuses the program or the tokenizer.
+    """
+    from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
+
+    runner = TextLLMRunner(str(path), str(tokenizer))
+    config = GenerationConfig(echo=False, max_new_tokens=new_tokens, temperature=0.0, num_bos=bos)
+    with _captured_stdout() as out:
+        runner.generate(prompt, config)
+    return out[0].decode("utf-8", errors="replace").split("\nPyTorchObserver", 1)[0].rstrip("\n")
+
+
+def _start_tokens(tokenizer, prompt: str) -> int:
+    """How many tokens the repo's tokenizer puts before a prompt's own (a BOS): the runner adds them by count."""
+    ids = tokenizer(prompt)["input_ids"]
+    plain = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    return len(ids) - len(plain) if plain and ids[-len(plain) :] == plain else 0
+
+
+def runs_in_runner(model_dir: Path, path: Path, new_tokens: int) -> str | None:
+    """Why ExecuTorch's LLM runner cannot generate with the program at `path` and the repo's
+    tokenizer, or None when it can (or the repo has no tokenizer it reads: nothing to try)."""
+    from transformers import AutoTokenizer
+
+    tokenizer_file = model_dir / "tokenizer.json"
+    if not tokenizer_file.exists():
+        return None
+    bos = _start_tokens(AutoTokenizer.from_pretrained(model_dir), PROMPTS[0])
+    try:
+        runner_text(path, tokenizer_file, PROMPTS[0], new_tokens, bos)
+    except RuntimeError as e:
+        return None if _refused_tokenizer(e) else f"ExecuTorch's LLM runner cannot run it: {_without_paths(e, path)}"
+    return None
+
+
+def _without_paths(error: Exception, path: Path) -> str:
+    """The runner's message with this machine's path to the program as its name in the folder."""
+    return str(error).replace(str(path.parent), ".")
+
+
+def _refused_tokenizer(error: RuntimeError) -> bool:
+    """The runner's refusal of the tokenizer ("Failed to load tokenizer from: …"), not of the program.
+    It reads byte-level BPE, SentencePiece and tiktoken; not, for one, a word-level `tokenizer.json`."""
+    return "tokenizer" in str(error).lower()
+
+
+def runner_check(model, model_dir: Path, path: Path, new_tokens: int) -> Check:
+    """ExecuTorch's `TextLLMRunner` itself, reading the repo's `tokenizer.json`, against eager
+    `generate()` (stopping at end of sequence, as the runner does) on `PROMPTS`: the same text."""
+    from transformers import AutoTokenizer
+
+    check = Check("llm_runner")
+    tokenizer_file = model_dir / "tokenizer.json"
+    if not tokenizer_file.exists():
+        check.note = "the repo has no tokenizer.json, which ExecuTorch's LLM runner reads: it was not run"
+        return check
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    for prompt in PROMPTS:
+        ids = tokenizer(prompt)["input_ids"]
+        bos = _start_tokens(tokenizer, prompt)
+        with torch.inference_mode():
+            new = model.generate(
+                torch.tensor([ids]),
+                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                max_new_tokens=new_tokens,
+                do_sample=False,
+            )[0, len(ids) :].tolist()
+        expected = tokenizer.decode(new, skip_special_tokens=True)
+        try:
+            written = runner_text(path, tokenizer_file, prompt, new_tokens, bos)
+        except RuntimeError as e:
+            if not _refused_tokenizer(e):
+                check.error = f"ExecuTorch's LLM runner cannot run it: {_without_paths(e, path)}"
+                return check
+            # Not the runner's message: it names this machine's path to the file.
+            check.note = (
+                "ExecuTorch's LLM runner cannot read the repo's tokenizer.json (it reads byte-level BPE, "
+                "SentencePiece and tiktoken ones): it was not run"
+            )
+            return check
+        if written != expected:
+            check.error = f"the runner wrote {written!r} where eager generate() writes {expected!r}"
+    check.tokens_equal = check.error is None
+    return check
+
+
+def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) -> None:
+    """A decoder LLM's whole backend job in the runner's layout (`Backend.llm_runner` names this):
+    `model.pte` exported and judged, its variants (8da4w: `8da4w/model.pte`, a folder of its own, as
+    optimum-executorch loads one program per folder), `result` filled in."""
+    import time
+
+    from ..report import Layout, Status, Validation
+
+    plan = split.plan
+    seq_len = max_seq_len(model.config)
+    other = split.inputs(model_dir, model.config, plan.validation, seed=1)
+    stage("exporting for ExecuTorch's LLM runner")
+    started = time.perf_counter()
+    export(model, out_dir / PROGRAM, seq_len)
+    result.export_seconds = round(time.perf_counter() - started, 2)
+    model.config.save_pretrained(out_dir)
+    model.generation_config.save_pretrained(out_dir)
+
+    stage("validating")
+    started = time.perf_counter()
+    validation = Validation(tolerance=backend.tolerance[plan.dtype])
+    validation.checks.append(compare("generation_other_shape", model, split, out_dir / PROGRAM, other))
+    validation.checks.append(runner_check(model, model_dir, out_dir / PROGRAM, plan.validation.new_tokens))
+    result.validate_seconds = round(time.perf_counter() - started, 2)
+    if plan.variants and validation.passed:
+        stage("variants")
+        result.variants = _variants(split, backend, model, model_dir, out_dir, other, seq_len, stage)
+    result.layout, result.max_seq_len = Layout.LLM_RUNNER, seq_len
+    result.components, result.programs = ["decode"], {"decode": PROGRAM}
+    result.inputs = {"decode": ["input_ids", "cache_position"]}
+    result.validation = validation
+    result.status = Status.OK if validation.passed else Status.FAILED
+    result.error = validation.first_problem()
+
+
+def _variants(split, backend, model, model_dir: Path, out_dir: Path, prompt: dict, seq_len: int, stage) -> list:
+    """The plan's ExecuTorch variants in the runner's layout: 8da4w re-exported from the quantized
+    model (`executorch_variants.quantize_8da4w`) into a folder of its own, judged by the same figures
+    as every generation variant; others are not built in this layout yet (reported skipped)."""
+    import shutil
+    import traceback
+
+    from ..report import Status, VariantKind, VariantResult, describe_error
+    from ..variants import misses, thresholds_for, variants_of
+    from .derive import reported, why_skipped
+    from .executorch_variants import quantize_8da4w, quantized_kernels
+
+    plan, base = split.plan, (out_dir / PROGRAM).stat().st_size
+    results = []
+    for variant in variants_of(backend.name, plan.variants):
+        stage(f"variant {variant.kind}")
+        outcome = VariantResult(variant.kind, Status.FAILED, thresholds=thresholds_for(variant.kind, plan.min_quality))
+        results.append(outcome)
+        skipped = why_skipped(variant, split, backend.name) or (
+            None if variant.kind == VariantKind.DA8W4 else f"{variant.kind} is not built in the LLM runner's layout"
+        )
+        if skipped:
+            outcome.status, outcome.error = Status.SKIPPED, skipped
+            continue
+        folder = out_dir / str(variant.kind)
+        try:
+            folder.mkdir()
+            export(quantize_8da4w(model), folder / PROGRAM, seq_len)
+            figures = quality(model, split, folder / PROGRAM, prompt)
+        except Exception as e:
+            traceback.print_exc()
+            outcome.error = f"{type(e).__name__}: {describe_error(e)}"
+            shutil.rmtree(folder, ignore_errors=True)
+            continue
+        outcome.quality = reported(figures)
+        missed = misses(figures, outcome.thresholds)
+        refused = runs_in_runner(model_dir, folder / PROGRAM, plan.validation.new_tokens)
+        missed += [refused] if refused else []
+        if missed:
+            shutil.rmtree(folder)
+            outcome.error = ", ".join(missed) + " (not published)"
+            continue
+        outcome.status, outcome.file = Status.OK, f"{variant.kind}/{PROGRAM}"
+        outcome.files = [outcome.file]
+        outcome.size = (folder / PROGRAM).stat().st_size
+        outcome.size_share = round(outcome.size / base, 4)
+        outcome.runtime_ops = quantized_kernels(folder / PROGRAM)
+    return results
