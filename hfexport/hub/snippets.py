@@ -598,7 +598,7 @@ def llm_runner_step_block(repo_id: str, b: BackendResult, file: str) -> list[str
 
 
 def _llm_runner_section(repo_id: str, b: BackendResult, repo_files: set[str] | None) -> list[str]:
-    file = b.program_file("decode")
+    file = b.program_file(b.components[0])  # the one decoder program
     positions = f"{b.max_seq_len} positions, prompt and new tokens together" if b.max_seq_len else "a static cache"
     lines = [
         f"**{b.backend}** (`{b.subfolder}/`): `{file}` as ExecuTorch's LLM runner reads it — "

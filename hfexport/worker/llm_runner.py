@@ -134,7 +134,13 @@ def rows(prompt: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
 
 # What the split's greedy loop builds for a decode step (the eager model takes them all; the program's
 # run keeps `input_ids` and `cache_position`).
-TRACED = {"decode": {"input_ids", "attention_mask", "position_ids", "cache_position", "cache"}}
+_STEP = {"input_ids", "attention_mask", "position_ids", "cache_position", "cache"}
+
+
+def _traced(split) -> dict[str, set[str]]:
+    """The split's one component (the decoder) and what each of its steps is fed."""
+    (component,) = split.components
+    return {component: _STEP}
 
 
 def compare(name: str, model, split, path: Path, prompt: dict) -> Check:
@@ -143,7 +149,7 @@ def compare(name: str, model, split, path: Path, prompt: dict) -> Check:
     from .validate import compare_generation
 
     run = program_run(path)
-    checks = [compare_generation(name, model, split, run, TRACED, row) for row in rows(prompt)]
+    checks = [compare_generation(name, model, split, run, _traced(split), row) for row in rows(prompt)]
     gathered = Check(name, max_abs_diff={"logits": max(c.worst() for c in checks)})
     gathered.eager_tokens = [row for c in checks for row in c.eager_tokens or []]
     gathered.exported_tokens = [row for c in checks for row in c.exported_tokens or []]
@@ -157,7 +163,7 @@ def quality(model, split, path: Path, prompt: dict) -> dict[str, float]:
     from .validate import generation_quality
 
     run = program_run(path)
-    figures = [generation_quality(model, split, run, TRACED, row) for row in rows(prompt)]
+    figures = [generation_quality(model, split, run, _traced(split), row) for row in rows(prompt)]
     return {name: sum(f[name] for f in figures) / len(figures) for name in figures[0]}
 
 
@@ -299,8 +305,9 @@ def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) ->
         stage("variants")
         result.variants = _variants(split, backend, model, model_dir, out_dir, other, seq_len, stage)
     result.layout, result.max_seq_len = Layout.LLM_RUNNER, seq_len
-    result.components, result.programs = ["decode"], {"decode": PROGRAM}
-    result.inputs = {"decode": ["input_ids", "cache_position"]}
+    result.components = list(split.components)
+    result.programs = {c: PROGRAM for c in split.components}
+    result.inputs = {c: ["input_ids", "cache_position"] for c in split.components}
     result.validation = validation
     result.status = Status.OK if validation.passed else Status.FAILED
     result.error = validation.first_problem()
