@@ -39,22 +39,22 @@ def bert(folder: Path, seed: int = 0) -> Path:
     return _save(BertModel(_bert_config()).eval(), folder)
 
 
+# The tiny decoder LLMs' sizes (Llama, Qwen2): grouped-query attention, a 128-position context.
+_DECODER_SIZES = dict(
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    intermediate_size=37,
+    max_position_embeddings=128,
+)
+
+
 def llama(folder: Path) -> Path:
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=128,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=37,
-        max_position_embeddings=128,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-    )
+    config = LlamaConfig(vocab_size=128, **_DECODER_SIZES, pad_token_id=0, bos_token_id=1, eos_token_id=2)
     model = LlamaForCausalLM(config).eval()
     # Larger random weights make the tiny model's greedy tokens vary instead of repeating one id.
     with torch.no_grad():
@@ -827,16 +827,7 @@ def decoder_with_byte_level_tokenizer(folder: Path, family: str) -> Path:
     ids = dict(bos_token_id=0, eos_token_id=0, pad_token_id=1)
     torch.manual_seed(0)
     config_class = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}[family]
-    config = config_class(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=37,
-        max_position_embeddings=128,
-        **ids,
-    )
+    config = config_class(vocab_size=len(tokenizer), **_DECODER_SIZES, **ids)
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     with torch.no_grad():
         model.lm_head.weight.mul_(8)
