@@ -500,12 +500,7 @@ def _sliding(model_class, config_class, **extra) -> object:
     torch.manual_seed(0)
     config = config_class(
         vocab_size=128,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=37,
-        max_position_embeddings=128,
+        **_DECODER_SIZES,
         pad_token_id=0,
         bos_token_id=1,
         eos_token_id=2,
