@@ -25,6 +25,7 @@ from typing import Any
 
 from .errors import UnknownBackendError
 from .layouts import onnx_layout
+from .report import Split
 
 # `snippet(path, inputs) -> lines of Python` running the file with the backend's runtime alone:
 # `path` is an expression for its local path (an `hf_hub_download(...)` call); `inputs` the names
@@ -205,6 +206,19 @@ def _dynamo_limits(plan) -> str | None:
 def _executorch_limits(plan) -> str | None:
     if plan.sliding_window is not None:
         return _sliding_window_limit(plan)
+    return _executorch_input_limits(plan)
+
+
+def _executorch_runner_limits(plan) -> str | None:
+    # A decoder LLM goes to ExecuTorch's LLM runner layout (`worker/llm_runner.py`), whose static
+    # cache takes sliding-window layers as full ones, the mask applying the window: measured on the
+    # tiny Mistral and Gemma 2 (window 4, prompts of 10), eager generate()'s tokens.
+    if plan.sliding_window is not None and plan.split == Split.DECODER:
+        return _executorch_input_limits(plan)
+    return _executorch_limits(plan)
+
+
+def _executorch_input_limits(plan) -> str | None:
     if 1 in plan.dynamic_axes.get("input_values", {}):  # raw audio, its length dynamic
         # Measured with executorch 1.4.1: torch.export keeps the conv encoder's length guards as
         # runtime asserts that use `**`, which ExecuTorch's symbolic ops lack; tracing lengths as a
@@ -261,7 +275,7 @@ def _onnx(dynamic_shapes):
     tags=("executorch",),
     snippet=_executorch_snippet,
     packages=("executorch", "torchao"),
-    limits=_executorch_limits,
+    limits=_executorch_runner_limits,
     fixed_image_size=True,
     llm_runner="hfexport.worker.llm_runner:run",
     **_EXECUTORCH_QUANTIZED_KERNELS,

@@ -111,7 +111,11 @@ TASK_TABLE: tuple[Task, ...] = (
         "AutoModelForCausalLM",
         "generation",
         "text",
-        ("Llama: dynamo, onnx, executorch", "Mistral, Gemma 2 (sliding window): onnx"),
+        (
+            "Llama: dynamo, onnx, executorch",
+            "Mistral (sliding window): onnx, executorch",
+            "Gemma 2 (sliding window): onnx",
+        ),
         js_pipeline="text-generation",
         optimum_class="ORTModelForCausalLM",
     ),

@@ -114,9 +114,11 @@ def test_an_encoder_decoder_with_its_shipped_generation_config_matches_generate_
 @pytest.mark.parametrize("name", ["mistral", "gemma2"])
 def test_a_sliding_window_cache_validates_on_onnx_and_the_plan_says_up_front_where_it_cannot(workspace, name):
     """Mistral (every layer sliding) and Gemma 2 (sliding and full in turn), window 4, prompts and
-    8 new tokens well past it: ONNX reproduces generate() token for token. The pinned exporter's
-    .pt2 and .pte runners cannot run such a cache past its traced length, so those backends are
-    reported skipped with that reason before anything runs, not failed after minutes of lowering."""
+    8 new tokens well past it: ONNX reproduces generate() token for token, and so does ExecuTorch's
+    LLM runner program (its static cache takes the sliding layers as full ones, the mask applies the
+    window), prompt by prompt. The pinned exporter's .pt2 runner cannot run such a cache past its
+    traced length, so dynamo is reported skipped with that reason before anything runs, not failed
+    after minutes of lowering."""
     folder, report = _exported(workspace, name, getattr(tiny_models, name))
     assert report.plan.sliding_window == 4 and report.plan.validation.sequence > 4
     by_name = {b.backend: b for b in report.backends}
@@ -127,9 +129,12 @@ def test_a_sliding_window_cache_validates_on_onnx_and_the_plan_says_up_front_whe
     # judged again as optimum and transformers.js feed it.
     assert onnx.layout == "decoder-with-past" and onnx.programs == {"decode": "model.onnx"}, onnx.layout
     assert any(c.name == "loaders_layout" and c.tokens_equal for c in onnx.validation.checks)
-    for backend in ("dynamo", "executorch"):
-        skipped = by_name[backend]
-        assert skipped.status == Status.SKIPPED and "sliding-window" in skipped.error and "onnx" in skipped.error
+    executorch = by_name["executorch"]
+    assert executorch.status == Status.OK and executorch.layout == "executorch-llm-runner", executorch.error
+    (runtime,) = [c for c in executorch.validation.checks if c.name == "generation_other_shape"]
+    assert runtime.tokens_equal is True and len(runtime.exported_tokens) == report.plan.validation.batch
+    skipped = by_name["dynamo"]
+    assert skipped.status == Status.SKIPPED and "sliding-window" in skipped.error and "onnx" in skipped.error
     assert report.ok
 
 
