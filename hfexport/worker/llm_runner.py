@@ -279,8 +279,8 @@ def runner_check(model, model_dir: Path, path: Path, new_tokens: int) -> Check:
 
 def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) -> None:
     """A decoder LLM's whole backend job in the runner's layout (`Backend.llm_runner` names this):
-    `model.pte` exported and judged, its variants (8da4w: `8da4w/model.pte`, a folder of its own, as
-    optimum-executorch loads one program per folder), `result` filled in."""
+    `model.pte` exported and judged, its variants (8da4w: `8da4w/model.pte`, a folder of its own: one
+    program a folder, each with the name the runner's users look for), `result` filled in."""
     import time
 
     from ..report import Layout, Status, Validation
