@@ -398,39 +398,6 @@ def test_a_repo_whose_hfexport_yaml_names_bad_variants_is_refused_as_bad_input(h
     assert not list(api.get_repo_discussions("yaml-owner/tiny"))
 
 
-@pytest.mark.slow
-def test_a_decoder_llm_gets_an_8da4w_executorch_program_that_loads_in_the_runtime(workspace, tmp_path):
-    """`--variants 8da4w` on a decoder LLM: the runner's program (`executorch/xnnpack/model.pte`)
-    re-exported with int4 grouped weights and int8 dynamic activations on its linears (torchao,
-    lowered by XNNPACK) and an int8 embedding table (ExecuTorch's quantized embedding op) into a
-    folder of its own (`8da4w/model.pte`), judged on the tokens it generates, smaller than the fp32
-    `.pte`, and loadable by ExecuTorch's own runtime. ExecuTorch's int8 (PT2E) has no generation
-    support: reported skipped."""
-    out = tmp_path / "out"
-    backend = _decoder_llm_export(workspace, out, "executorch", "8da4w,int8", timeout=1200)
-    variant, int8 = backend["variants"]
-    # A variant with no generation support is reported skipped, not silently dropped.
-    assert int8["kind"] == "int8" and int8["status"] == "skipped" and "generation" in int8["error"], int8
-    assert variant["kind"] == "8da4w" and set(variant["quality"]) == {"token_agreement", "logprob_delta_mean"}
-    assert variant["status"] == "ok", variant  # a random tiny Llama keeps most greedy tokens at int4
-    program = out / "executorch" / "xnnpack" / "8da4w" / "model.pte"
-    fp32 = out / "executorch" / "xnnpack" / "model.pte"
-    assert variant["file"] == "8da4w/model.pte" and program.stat().st_size == variant["size"] < fp32.stat().st_size
-    # The table is looked up by the runtime's int8 embedding kernel, not kept in float; a Python
-    # program registers that kernel by importing it (the report and the card say so), or cannot load it.
-    assert variant["runtime_ops"] == ["quantized_decomposed::embedding_byte"], variant
-    assert b"embedding_byte" not in fp32.read_bytes()
-    load = (
-        f"from executorch.runtime import Runtime; Runtime.get().load_program({str(program)!r}).load_method('forward')"
-    )
-    for registers, loads in (("", False), ("import executorch.kernels.quantized; ", True)):
-        ran = subprocess.run([sys.executable, "-c", registers + load], capture_output=True, text=True, timeout=300)
-        assert (ran.returncode == 0) == loads, ran.stderr[-2000:]
-    from executorch.runtime import Runtime
-
-    assert "forward" in Runtime.get().load_program(program).method_names
-
-
 @pytest.mark.parametrize(
     "family, components, published",
     [
