@@ -93,7 +93,7 @@ class Layout(StrEnum):
     IMAGE_TEXT_DECODER_WITH_PAST = "image-text-decoder-with-past"
     # A decoder LLM's ExecuTorch program as ExecuTorch's own LLM runner reads it: `model.pte`,
     # `forward(input_ids, cache_position)`, its KV cache inside, the runner's metadata methods
-    # (`worker/llm_runner.py`). `TextLLMRunner` and optimum-executorch read it; `ExportedModel` does not.
+    # (`worker/llm_runner.py`). ExecuTorch's `TextLLMRunner` reads it; `ExportedModel` does not.
     LLM_RUNNER = "executorch-llm-runner"
 
     @property
