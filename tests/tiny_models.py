@@ -403,6 +403,38 @@ def glpn(folder: Path) -> Path:
     return _save(GLPNForDepthEstimation(config).eval(), folder)
 
 
+def modernbert(folder: Path) -> Path:
+    """A tiny ModernBERT for fill-mask: its MLP `chunk`s and its attention `unbind`s, ops that return
+    a list of tensors whose first axis is the batch (see `hfexport/worker/exporter_fixes.py`)."""
+    from transformers import ModernBertConfig, ModernBertForMaskedLM
+
+    torch.manual_seed(0)
+    config = ModernBertConfig(
+        vocab_size=128,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=128,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        cls_token_id=1,
+        sep_token_id=2,
+        local_attention=16,
+    )
+    return _save(ModernBertForMaskedLM(config).eval(), folder)
+
+
+def gpt2_classifier(folder: Path) -> Path:
+    """A tiny GPT-2 with a sequence-classification head: its attention `split`s the fused QKV."""
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=128, n_embd=32, n_layer=2, n_head=4, n_positions=128, pad_token_id=0, num_labels=3)
+    return _save(GPT2ForSequenceClassification(config).eval(), folder)
+
+
 def _wav2vec2_config(**extra):
     from transformers import Wav2Vec2Config
 

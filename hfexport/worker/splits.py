@@ -73,6 +73,8 @@ class Exporting:
     def __post_init__(self) -> None:
         from transformers.exporters import AutoHfExporter
 
+        from . import exporter_fixes  # noqa: F401  (registers them with the exporter's patches)
+
         self.exporter = AutoHfExporter.from_config({"export_format": self.backend.export_format})
 
     def dynamic_shapes(self, inputs: Mapping[str, torch.Tensor]) -> dict:
