@@ -32,9 +32,16 @@ tests/loaders/.venv/.installed: tests/loaders/requirements.txt
 	tests/loaders/.venv/bin/python -m pip install -q -r tests/loaders/requirements.txt
 	touch $@
 
+# optimum-executorch, in a venv of its own too: it pins a release candidate of transformers.
+tests/loaders/.venv-executorch/.installed: tests/loaders/executorch-requirements.txt
+	python3 -m venv tests/loaders/.venv-executorch
+	tests/loaders/.venv-executorch/bin/python -m pip install -q -r tests/loaders/executorch-requirements.txt
+	touch $@
+
 # Lint and types first (seconds), then the suite, naming its slowest tests (CI's budget is 40 minutes).
 # Settings for all three live in pyproject.toml.
-test: $(VENV)/.installed tests/js/node_modules/.installed tests/loaders/.venv/.installed
+test: $(VENV)/.installed tests/js/node_modules/.installed tests/loaders/.venv/.installed \
+      tests/loaders/.venv-executorch/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

@@ -321,7 +321,7 @@ def llm_8da4w() -> dict:
         )
     result = json.loads((out / "hfexport-report.json").read_text())["backends"][0]
     (variant,) = result["variants"]
-    fp32 = next(f["size"] for f in result["files"] if f["path"] == "model.pte")
+    fp32 = next(f["size"] for f in result["files"] if f["path"] == "fp32/model.pte")
     step = decode_step_speedup(out / "executorch" / "xnnpack") if variant["status"] == "ok" else None
     return {
         "status": variant["status"],
@@ -336,14 +336,14 @@ def llm_8da4w() -> dict:
 
 
 def decode_step_speedup(folder: Path, steps: int = 32, rounds: int = 5) -> float:
-    """fp32 `model.pte` time over `8da4w/model.pte` time for one decode step at batch 1 (ExecuTorch's
+    """fp32 `fp32/model.pte` time over `8da4w/model.pte` time for one decode step at batch 1 (ExecuTorch's
     LLM runner layout: each program holds its cache): each program's greedy loop for 1 + `steps` new
     tokens minus its loop for 1 (the prompt alone), in interleaved rounds; the median of the paired ratios."""
     import executorch.kernels.quantized  # noqa: F401  (the 8da4w program's int8 embedding kernel)
     import torch
     from executorch.runtime import Runtime
 
-    programs = {"fp32": folder / "model.pte", "8da4w": folder / "8da4w" / "model.pte"}
+    programs = {"fp32": folder / "fp32" / "model.pte", "8da4w": folder / "8da4w" / "model.pte"}
     methods = {label: Runtime.get().load_program(path).load_method("forward") for label, path in programs.items()}
     prompt = torch.randint(3, 30000, (1, 16))
 

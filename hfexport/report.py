@@ -91,9 +91,10 @@ class Layout(StrEnum):
     # An image-text model's as transformers.js names them: `vision_encoder.onnx` (→ `image_features`),
     # `embed_tokens.onnx` (→ `inputs_embeds`) and `decoder_model_merged.onnx` over embeddings.
     IMAGE_TEXT_DECODER_WITH_PAST = "image-text-decoder-with-past"
-    # A decoder LLM's ExecuTorch program as ExecuTorch's own LLM runner reads it: `model.pte`,
+    # A decoder LLM's ExecuTorch program as ExecuTorch's own LLM runner reads it: `fp32/model.pte`,
     # `forward(input_ids, cache_position)`, its KV cache inside, the runner's metadata methods
-    # (`worker/llm_runner.py`). ExecuTorch's `TextLLMRunner` reads it; `ExportedModel` does not.
+    # (`worker/llm_runner.py`). ExecuTorch's `TextLLMRunner` and optimum-executorch's
+    # `ExecuTorchModelForCausalLM` read it; `ExportedModel` does not.
     LLM_RUNNER = "executorch-llm-runner"
 
     @property

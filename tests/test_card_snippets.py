@@ -92,13 +92,14 @@ def _blocks(card: str, language: str = "python") -> list[str]:
 
 
 def _python_for(code: str) -> str:
-    """The interpreter a block runs in: optimum's blocks in the loaders' venv (optimum-onnx pins a
-    transformers below ours), every other in this one."""
+    """The interpreter a block runs in: optimum's blocks in the loaders' venvs (optimum-onnx pins a
+    transformers below ours, optimum-executorch a release candidate of ours), every other in this one."""
     if "from optimum." not in code:
         return sys.executable
-    python = LOADERS / ".venv" / "bin" / "python"
+    venv = ".venv-executorch" if "from optimum.executorch" in code else ".venv"
+    python = LOADERS / venv / "bin" / "python"
     if not python.exists():
-        pytest.fail("the ecosystem's Python loaders live in tests/loaders/.venv: run `make test`, which builds it")
+        pytest.fail(f"the ecosystem's Python loaders live in tests/loaders/{venv}: run `make test`, which builds it")
     return str(python)
 
 
@@ -827,12 +828,13 @@ def _runner_wrote(stdout: str) -> str:
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
 def test_a_decoder_llms_executorch_program_writes_eager_text_in_executorchs_own_llm_runner(hub, family, tmp_path):
     """A Llama and a Qwen2 over a byte-level BPE tokenizer, pushed with ExecuTorch (the Llama with
-    8da4w too): the folder holds `model.pte` as ExecuTorch's LLM runner reads it (no exporter
+    8da4w too): the folder holds `fp32/model.pte` as ExecuTorch's LLM runner reads it (no exporter
     manifest), the 8da4w program in a folder of its own, smaller, needing the runtime's quantized
-    kernels. The card's runner block — `TextLLMRunner` with the repo's `tokenizer.json`, greedy —
-    writes eager `generate()`'s text from the PR in a fresh cache (the Llama's every block again once
-    merged), and the 8da4w program runs in the same runner from the PR. (Its figures on random
-    weights say nothing of quality, so its floor is lifted: this test is about the runner taking it.)"""
+    kernels. From the PR in a fresh cache, the card's runner block — `TextLLMRunner` with the repo's
+    `tokenizer.json`, greedy — writes eager `generate()`'s text, and its optimum-executorch block
+    (`ExecuTorchModelForCausalLM`, in a venv of its own) eager's tokens; the Llama's every block runs
+    again once merged, and the 8da4w program runs in both loaders. (Its figures on random weights say
+    nothing of quality, so its floor is lifted: this test is about the loaders taking it.)"""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -843,7 +845,7 @@ def test_a_decoder_llms_executorch_program_writes_eager_text_in_executorchs_own_
     api, outcome = _push_with_bot(hub, owner, repo, folder, "executorch", *variants)
     (b,) = outcome["report"]["backends"]
     pr = f"refs/pr/{outcome['pr_num']}"
-    assert b["layout"] == "executorch-llm-runner" and b["programs"] == {"decode": "model.pte"}, b
+    assert b["layout"] == "executorch-llm-runner" and b["programs"] == {"decode": "fp32/model.pte"}, b
     checks = {c["name"]: c for c in b["validation"]["checks"]}
     assert checks["llm_runner"]["tokens_equal"] is True and checks["generation_other_shape"]["tokens_equal"] is True
 
@@ -859,9 +861,14 @@ def test_a_decoder_llms_executorch_program_writes_eager_text_in_executorchs_own_
     (runner,) = [block for block in _blocks(card) if "TextLLMRunner" in block]
     assert f"--seq_len {b['max_seq_len']}" in card
     on_pr = runner.replace('"main"  #', f'"{pr}"  #', 1)
-    loader = "ExecuTorch `TextLLMRunner` (`model.pte`, `tokenizer.json`)"
+    loader = "ExecuTorch `TextLLMRunner` (`fp32/model.pte`, `tokenizer.json`)"
     ran = _run_python(on_pr, tmp_path / "runner" / "hf-home")  # from the PR, in a fresh cache
     assert ran.returncode == 0 and _runner_wrote(ran.stdout) == eager, (ran.stdout, eager, ran.stderr[-2000:])
+    (optimum,) = [block for block in _blocks(card) if "ExecuTorchModelForCausalLM" in block]
+    optimum_on_pr = optimum.replace('"main"  #', f'"{pr}"  #', 1)
+    ran = _run_python(optimum_on_pr, tmp_path / "optimum-executorch" / "hf-home")
+    assert ran.returncode == 0 and ran.stdout.strip() == eager, (ran.stdout, eager, ran.stderr[-2000:])
+    _record(outcome, "optimum-executorch `ExecuTorchModelForCausalLM` (`fp32/`)", "eager's tokens")
     if family != "llama":
         _record(outcome, loader, "eager's text")
         return
@@ -876,17 +883,22 @@ def test_a_decoder_llms_executorch_program_writes_eager_text_in_executorchs_own_
     assert set(variant["quality"]) == {"token_agreement", "logprob_delta_mean"}
     assert variant["runtime_ops"] == ["quantized_decomposed::embedding_byte"], variant
     sizes = {f["path"]: f["size"] for f in b["files"]}
-    assert set(sizes) == {"model.pte", "8da4w/model.pte", "config.json", "generation_config.json"}
-    assert sizes["8da4w/model.pte"] == variant["size"] < sizes["model.pte"]
+    assert set(sizes) == {"fp32/model.pte", "8da4w/model.pte", "config.json", "generation_config.json"}
+    assert sizes["8da4w/model.pte"] == variant["size"] < sizes["fp32/model.pte"]
     assert "executorch/xnnpack/8da4w/model.pte" in card and "executorch.kernels.quantized" in card
-    quantized = on_pr.replace("executorch/xnnpack/model.pte", "executorch/xnnpack/8da4w/model.pte")
+    quantized = on_pr.replace("executorch/xnnpack/fp32/model.pte", "executorch/xnnpack/8da4w/model.pte")
     for registers, runs in (("", False), ("import executorch.kernels.quantized\n", True)):
         ran = _run_python(registers + quantized, tmp_path / f"8da4w-{runs}" / "hf-home")
         assert (ran.returncode == 0 and "PyTorchObserver" in ran.stdout) == runs, ran.stderr[-3000:]
     _record(outcome, "ExecuTorch `TextLLMRunner` (`8da4w/model.pte`)", "generates")
+    # optimum-executorch registers the quantized kernels itself: the variant's folder as `subfolder`.
+    ran = _run_python(optimum_on_pr.replace("/fp32", "/8da4w", 1), tmp_path / "optimum-8da4w" / "hf-home")
+    assert ran.returncode == 0 and ran.stdout.endswith("\n"), ran.stderr[-3000:]
+    _record(outcome, "optimum-executorch `ExecuTorchModelForCausalLM` (`8da4w/`)", "generates")
 
     # Every block once merged, as printed (the runner's already ran from the PR, above).
     ran = _run_every_block(api, repo, outcome["pr_num"], tmp_path, r"next token: |PyTorchObserver", r"\S", on_pr=False)
     written = {_runner_wrote(out) for (_, index), out in ran.python.items() if "TextLLMRunner" in ran.blocks[index]}
     assert written == {eager}, (written, eager)
+    assert set(ran.optimum.values()) == {eager}, (ran.optimum, eager)
     _record(outcome, loader, "eager's text")

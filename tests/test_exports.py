@@ -121,7 +121,7 @@ def test_llama_generation_split_token_parity(llama_generation_export, workspace)
         assert "prefill" not in str(b.files), (b.backend, programs)
     # ExecuTorch: the program its own LLM runner reads, the cache inside, no manifest of the exporter's.
     executorch = next(b for b in report.backends if b.backend == "executorch")
-    assert executorch.layout == Layout.LLM_RUNNER and executorch.programs == {"decode": "model.pte"}
+    assert executorch.layout == Layout.LLM_RUNNER and executorch.programs == {"decode": "fp32/model.pte"}
     assert executorch.max_seq_len == 128 and "export.json" not in {f.path for f in executorch.files}
     # ONNX: one graph, as optimum and transformers.js name a decoder with past (their loaders read it).
     onnx = next(b for b in report.backends if b.backend == "onnx")

@@ -577,6 +577,24 @@ def llm_runner_block(repo_id: str, b: BackendResult, file: str) -> list[str]:
     )
 
 
+def optimum_executorch_block(repo_id: str, b: BackendResult, file: str) -> list[str]:
+    """optimum-executorch's `ExecuTorchModelForCausalLM` generating greedily from `file`'s folder (it
+    loads the `model.pte` under the `subfolder` it is given, and reads the program's metadata)."""
+    return _program(
+        [
+            "from optimum.executorch import ExecuTorchModelForCausalLM",
+            "from transformers import AutoTokenizer",
+            *_header(repo_id),
+            f'folder = "{b.subfolder}/{Path(file).parent}"',
+            "model = ExecuTorchModelForCausalLM.from_pretrained(repo, subfolder=folder, revision=revision)",
+            "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
+            f'ids = tokenizer({_PROMPT})["input_ids"]',
+            "# Greedy; max_seq_len counts the prompt's tokens and the new ones.",
+            "print(tokenizer.decode(model.generate(ids, max_seq_len=len(ids) + 8), skip_special_tokens=True))",
+        ]
+    )
+
+
 def llm_runner_step_block(repo_id: str, b: BackendResult, file: str) -> list[str]:
     """The runner's program with ExecuTorch's runtime alone: the prompt at once, its cache inside."""
     return _program(
@@ -604,7 +622,7 @@ def _llm_runner_section(repo_id: str, b: BackendResult, repo_files: set[str] | N
         f"**{b.backend}** (`{b.subfolder}/`): `{file}` as ExecuTorch's LLM runner reads it — "
         f"`forward(input_ids, cache_position)`, its KV cache inside ({positions}), and the metadata methods "
         "the runner reads. ExecuTorch's `TextLLMRunner` (the C++ runner of its Android and iOS LLM demos and "
-        "`llama_main`) loads it; `ExportedModel` does not.",
+        "`llama_main`) and optimum-executorch load it; `ExportedModel` does not.",
         "",
     ]
     has_tokenizer = repo_files is None or "tokenizer.json" in repo_files
@@ -624,10 +642,21 @@ def _llm_runner_section(repo_id: str, b: BackendResult, repo_files: set[str] | N
             "",
         ]
     if any(n in (repo_files or {"tokenizer.json"}) for n in _PREPROCESSOR_FILES["text"]):
-        lines += ["With ExecuTorch's runtime alone, one step:", "", *llm_runner_step_block(repo_id, b, file), ""]
+        lines += [
+            "With optimum-executorch (`pip install optimum-executorch`, in an environment of its own: it pins its "
+            "transformers):",
+            "",
+            *optimum_executorch_block(repo_id, b, file),
+            "",
+            "With ExecuTorch's runtime alone, one step:",
+            "",
+            *llm_runner_step_block(repo_id, b, file),
+            "",
+        ]
     if b.published_variants:
         lines += [
-            f"Variants of **{b.backend}**, each a folder of its own (one program a folder), read the same way:",
+            f"Variants of **{b.backend}**, each a folder of its own (one program a folder), read the same way "
+            "(optimum-executorch: that folder as `subfolder`):",
             "",
         ]
         spec = get_backend(b.backend)

@@ -29,8 +29,13 @@ import torch
 
 from ..report import Check
 
-# The file the runner and optimum-executorch's `ExecuTorchModelForCausalLM` load.
+# The file the runner and optimum-executorch's `ExecuTorchModelForCausalLM` load, one per folder: the fp32
+# program's in `fp32/`, each variant's in a folder named by its kind (`8da4w/`), none a prefix of another.
+# optimum-executorch takes every `.pte` whose path starts with the `subfolder` it is given and loads the
+# first `model.pte` of them: a variant nested under the fp32 program's folder (`8da4w/model.pte` beside
+# `model.pte`) sorts first, and `subfolder="executorch/xnnpack"` would load the variant.
 PROGRAM = "model.pte"
+BASE = "fp32"
 # The static cache's positions: the model's own context, bounded. Its bytes are layers × 2 × key-value
 # heads × head size × positions × 4 (fp32) — 64 MB for a 1 B Llama (16 layers, 8 heads of 64) at 2048.
 MAX_SEQ_LEN_BOUND = 2048
@@ -279,8 +284,8 @@ def runner_check(model, model_dir: Path, path: Path, new_tokens: int) -> Check:
 
 def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) -> None:
     """A decoder LLM's whole backend job in the runner's layout (`Backend.llm_runner` names this):
-    `model.pte` exported and judged, its variants (8da4w: `8da4w/model.pte`, a folder of its own: one
-    program a folder, each with the name the runner's users look for), `result` filled in."""
+    `fp32/model.pte` exported and judged, its variants (8da4w: `8da4w/model.pte`): one program a
+    folder, each with the name the runner's users look for (see `BASE`), `result` filled in."""
     import time
 
     from ..report import Layout, Status, Validation
@@ -290,7 +295,9 @@ def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) ->
     other = split.inputs(model_dir, model.config, plan.validation, seed=1)
     stage("exporting for ExecuTorch's LLM runner")
     started = time.perf_counter()
-    export(model, out_dir / PROGRAM, seq_len)
+    program = out_dir / BASE / PROGRAM
+    program.parent.mkdir(parents=True)
+    export(model, program, seq_len)
     result.export_seconds = round(time.perf_counter() - started, 2)
     model.config.save_pretrained(out_dir)
     model.generation_config.save_pretrained(out_dir)
@@ -298,15 +305,15 @@ def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) ->
     stage("validating")
     started = time.perf_counter()
     validation = Validation(tolerance=backend.tolerance[plan.dtype])
-    validation.checks.append(compare("generation_other_shape", model, split, out_dir / PROGRAM, other))
-    validation.checks.append(runner_check(model, model_dir, out_dir / PROGRAM, plan.validation.new_tokens))
+    validation.checks.append(compare("generation_other_shape", model, split, program, other))
+    validation.checks.append(runner_check(model, model_dir, program, plan.validation.new_tokens))
     result.validate_seconds = round(time.perf_counter() - started, 2)
     if plan.variants and validation.passed:
         stage("variants")
         result.variants = _variants(split, backend, model, model_dir, out_dir, other, seq_len, stage)
     result.layout, result.max_seq_len = Layout.LLM_RUNNER, seq_len
     result.components = list(split.components)
-    result.programs = {c: PROGRAM for c in split.components}
+    result.programs = {c: f"{BASE}/{PROGRAM}" for c in split.components}
     result.inputs = {c: ["input_ids", "cache_position"] for c in split.components}
     result.validation = validation
     result.status = Status.OK if validation.passed else Status.FAILED
@@ -325,7 +332,7 @@ def _variants(split, backend, model, model_dir: Path, out_dir: Path, prompt: dic
     from .derive import reported, why_skipped
     from .executorch_variants import quantize_8da4w, quantized_kernels
 
-    plan, base = split.plan, (out_dir / PROGRAM).stat().st_size
+    plan, base = split.plan, (out_dir / BASE / PROGRAM).stat().st_size
     results = []
     for variant in variants_of(backend.name, plan.variants):
         stage(f"variant {variant.kind}")
