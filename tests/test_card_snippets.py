@@ -868,7 +868,7 @@ def test_a_decoder_llms_executorch_program_writes_eager_text_in_executorchs_own_
     optimum_on_pr = optimum.replace('"main"  #', f'"{pr}"  #', 1)
     ran = _run_python(optimum_on_pr, tmp_path / "optimum-executorch" / "hf-home")
     assert ran.returncode == 0 and ran.stdout.strip() == eager, (ran.stdout, eager, ran.stderr[-2000:])
-    _record(outcome, "optimum-executorch `ExecuTorchModelForCausalLM` (`fp32/`)", "eager's tokens")
+    _record(outcome, "optimum-executorch `ExecuTorchModelForCausalLM` (`fp32/`)", "eager's text")
     if family != "llama":
         _record(outcome, loader, "eager's text")
         return

@@ -102,6 +102,20 @@ def test_an_encoder_with_split_ops_takes_another_batch_on_executorch(workspace, 
     assert "logits" in checks["other_shape"].max_abs_diff and executorch.validation.passed
 
 
+def test_a_gpt2_llm_runs_in_executorchs_llm_runner_as_eager(workspace):
+    """GPT-2 (learned positions, fused QKV, a tied head) goes to ExecuTorch's LLM runner layout like
+    Llama and Qwen2: its program gives eager's tokens on prompts of other lengths than its trace, and
+    `TextLLMRunner` with its byte-level `tokenizer.json` writes eager's text."""
+    _, report = _exported(
+        workspace, "gpt2-runner", lambda f: tiny_models.decoder_with_byte_level_tokenizer(f, "gpt2"), "executorch"
+    )
+    (executorch,) = report.backends
+    assert executorch.status == Status.OK and executorch.layout == "executorch-llm-runner", executorch.error
+    checks = {c.name: c for c in executorch.validation.checks}
+    assert checks["generation_other_shape"].tokens_equal and checks["llm_runner"].tokens_equal, checks
+    assert checks["llm_runner"].note is None  # the runner read the tokenizer and ran
+
+
 @pytest.mark.parametrize(("name", "build", "rules", "backends"), GENERATIVE, ids=[g[0] for g in GENERATIVE])
 def test_an_encoder_decoder_with_its_shipped_generation_config_matches_generate_token_for_token(
     workspace, name, build, rules, backends

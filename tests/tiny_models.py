@@ -846,15 +846,20 @@ def byte_level_tokenizer(vocab_size: int = 256):
 
 
 def decoder_with_byte_level_tokenizer(folder: Path, family: str) -> Path:
-    """A tiny Llama or Qwen2 (`family`) over a byte-level BPE tokenizer's ids, its head scaled so
-    greedy tokens vary: a decoder LLM as ExecuTorch's LLM runner takes it, tokenizer and all."""
+    """A tiny Llama, Qwen2 or GPT-2 (`family`) over a byte-level BPE tokenizer's ids, its head scaled
+    so greedy tokens vary: a decoder LLM as ExecuTorch's LLM runner takes it, tokenizer and all."""
     import transformers
 
     tokenizer = byte_level_tokenizer()
     ids = dict(bos_token_id=0, eos_token_id=0, pad_token_id=1)
     torch.manual_seed(0)
-    config_class = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}[family]
-    config = config_class(vocab_size=len(tokenizer), **_DECODER_SIZES, **ids)
+    if family == "gpt2":  # GPT-2's own size names, its head tied to the embeddings
+        config = transformers.GPT2Config(
+            vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=4, n_positions=128, **ids
+        )
+    else:
+        config_class = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}[family]
+        config = config_class(vocab_size=len(tokenizer), **_DECODER_SIZES, **ids)
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     with torch.no_grad():
         model.lm_head.weight.mul_(8)
