@@ -323,7 +323,9 @@ def test_a_generative_models_card_snippets_run_a_real_prompt(pushed_llm, tmp_pat
     # ExportedModel for the .pt2; the ONNX folder is optimum's and transformers.js's layout, the
     # ExecuTorch one its LLM runner's (a word-level tokenizer, which that runner cannot read: said).
     assert sum('model.runners["decode"]' in b for b in blocks) == 1
-    assert any('"onnx/model.onnx"' in b for b in blocks) and any('"executorch/xnnpack/model.pte"' in b for b in blocks)
+    assert any('"onnx/model.onnx"' in b for b in blocks) and any(
+        "executorch/xnnpack/fp32/model.pte" in b for b in blocks
+    )
     card = Path(api.hf_hub_download(repo, "README.md")).read_text()
     assert "Not run in the runner here: ExecuTorch's LLM runner cannot read the repo's tokenizer.json" in card
     # transformers.js's text-generation pipeline, greedy: the text eager generate() writes.
@@ -334,8 +336,14 @@ def test_a_generative_models_card_snippets_run_a_real_prompt(pushed_llm, tmp_pat
     eager = f"{text} {continuation}"  # the pipeline keeps the prompt as given
     assert set(js_output.values()) == {eager}, (js_output, eager)
     _record(outcome, "transformers.js `text-generation`", "eager's text")
-    # optimum's ORTModelForCausalLM, as the card prints it: the prompt and eager's continuation.
-    assert len(ran.optimum) == 2 and set(ran.optimum.values()) == {_eager_text(folder, text)}, ran.optimum
+    # optimum's ORTModelForCausalLM, as the card prints it: the prompt and eager's continuation;
+    # optimum-executorch's ExecuTorchModelForCausalLM (a venv of its own) eager's continuation.
+    by_loader = {"ORTModelForCausalLM": set(), "ExecuTorchModelForCausalLM": set()}
+    for (_, index), printed in ran.optimum.items():
+        by_loader[next(c for c in by_loader if c in blocks[index])].add(printed)
+    assert by_loader["ORTModelForCausalLM"] == {_eager_text(folder, text)}, ran.optimum
+    assert by_loader["ExecuTorchModelForCausalLM"] == {continuation}, (ran.optimum, continuation)
+    assert len(ran.optimum) == 4, ran.optimum  # each on the PR and merged
     _record(outcome, "optimum `ORTModelForCausalLM`", "eager's text")
     # The card lists the fp16 variant with the dtype that picks it; so picked, transformers.js
     # loads `model_fp16.onnx` (a float16 cache) and writes the same text.
