@@ -52,6 +52,11 @@ class VariantKind(StrEnum):
     # Decoder LLMs on device: int4 weights in groups on the linears, int8 activations quantized at
     # run time (optimum-executorch's `--qlinear 8da4w`).
     DA8W4 = "8da4w"
+    # Weight-only: 8- or 4-bit weights in blocks (ONNX Runtime's `MatMulNBits`), float activations;
+    # `q4f16` with float16 activations and cache. Decoders' files, under transformers.js's names.
+    W8 = "w8"
+    Q4 = "q4"
+    Q4F16 = "q4f16"
 
 
 class Figure(StrEnum):
@@ -62,6 +67,8 @@ class Figure(StrEnum):
     COSINE_MIN = "cosine_min"
     TOP1_AGREEMENT = "top1_agreement"  # heads: arg-max as eager's
     TOKEN_AGREEMENT = "token_agreement"  # generation: greedy tokens as eager generate()'s
+    # generation: arg-max as eager's at each step, both fed eager's continuation (teacher-forced)
+    FORCED_TOP1_AGREEMENT = "forced_top1_agreement"
     LOGPROB_DELTA_MEAN = "logprob_delta_mean"  # generation: mean |Δ log-prob| of eager's tokens (lower is better)
 
 
@@ -836,6 +843,8 @@ def format_quality(quality: dict) -> str:
         parts.append(f"top-1 agreement {_num(quality[Figure.TOP1_AGREEMENT], '.1%')}")
     if Figure.TOKEN_AGREEMENT in quality:
         parts.append(f"greedy tokens as eager {_num(quality[Figure.TOKEN_AGREEMENT], '.1%')}")
+    if Figure.FORCED_TOP1_AGREEMENT in quality:
+        parts.append(f"teacher-forced top-1 as eager {_num(quality[Figure.FORCED_TOP1_AGREEMENT], '.1%')}")
     if Figure.LOGPROB_DELTA_MEAN in quality:
         parts.append(f"mean |Δ log-prob| {_num(quality[Figure.LOGPROB_DELTA_MEAN], '.3f')}")
     return "; ".join(parts) or "-"

@@ -60,6 +60,15 @@ DEFAULT_THRESHOLDS: dict[VariantKind, dict[str, float]] = {
         Figure.LOGPROB_DELTA_MEAN: 0.25,
     },
     VariantKind.DA8W4: {Figure.TOKEN_AGREEMENT: 0.5, Figure.LOGPROB_DELTA_MEAN: 0.5},
+    # Weight-only files are judged teacher-forced first (one early miss changes every later greedy
+    # token): 8 bits near lossless, 4 bits what a small trained model keeps (onnx_variants.py).
+    VariantKind.W8: {Figure.FORCED_TOP1_AGREEMENT: 0.98, Figure.TOKEN_AGREEMENT: 0.75, Figure.LOGPROB_DELTA_MEAN: 0.05},
+    VariantKind.Q4: {Figure.FORCED_TOP1_AGREEMENT: 0.8, Figure.TOKEN_AGREEMENT: 0.5, Figure.LOGPROB_DELTA_MEAN: 0.3},
+    VariantKind.Q4F16: {
+        Figure.FORCED_TOP1_AGREEMENT: 0.8,
+        Figure.TOKEN_AGREEMENT: 0.5,
+        Figure.LOGPROB_DELTA_MEAN: 0.3,
+    },
 }
 LOWER_IS_BETTER = frozenset({Figure.LOGPROB_DELTA_MEAN})
 
@@ -78,12 +87,17 @@ def misses(figures: dict[str, float], thresholds: dict[str, float]) -> list[str]
     return missed
 
 
-# What a push builds when not told: the int8 ONNX graph, the file transformers.js loads by default
-# in the browser (`q8`) and the one sentence-transformers users pick for CPU serving. (ExecuTorch
-# int8 is asked for by name: the PT2E calibration pass fails on BERT-family attention masks in
-# the pinned torchao — an index op fed a float tensor — so as a default it would fail on the most
-# published family.)
-DEFAULT_VARIANTS = ("onnx:int8",)
+# What a push builds when not told — `default`, a name of its own (`--variants default,fp16`) —
+# by whether the export generates. One graph (encoders, heads): the int8 ONNX graph, the file
+# transformers.js loads by default in the browser (`q8`) and the one sentence-transformers users
+# pick for CPU serving. Generation: weight-only files, which keep a trained model's quality where
+# dynamic int8 does not (onnx_variants.py: 0.71 greedy tokens as eager on a trained Llama, w8 1.0).
+# (ExecuTorch int8 is asked for by name: the PT2E calibration pass fails on BERT-family attention
+# masks in the pinned torchao — an index op fed a float tensor — so as a default it would fail on
+# the most published family.)
+DEFAULT = "default"
+DEFAULT_VARIANTS = (DEFAULT,)
+DEFAULTS: dict[bool, tuple[str, ...]] = {False: ("onnx:int8",), True: ("onnx:w8", "onnx:q4")}
 
 
 @dataclass
@@ -182,10 +196,12 @@ def register_variant(
     return variant
 
 
-def variants_of(backend: str, names: list[str]) -> list[Variant]:
+def variants_of(backend: str, names: list[str], generates: bool = False) -> list[Variant]:
     """The registered variants of `backend` that `names` ask for (`kind` for every backend that
-    offers it, `backend:kind` for one), in the order asked."""
+    offers it, `backend:kind` for one, `default`: `DEFAULTS` of an export that `generates` or not),
+    in the order asked."""
     kinds = []
+    names = [n for name in names for n in (DEFAULTS[generates] if name == DEFAULT else (name,))]
     for name in names:
         target, _, kind = name.rpartition(":")
         if target in ("", backend) and (backend, VariantKind(kind)) in VARIANTS and VariantKind(kind) not in kinds:
@@ -194,7 +210,7 @@ def variants_of(backend: str, names: list[str]) -> list[Variant]:
 
 
 def parse_variants(spec: str | list[str] | None) -> list[str]:
-    """`"int8,fp16"`, `"onnx:int8"`, a list, `"none"` or None (the default set) → validated names.
+    """`"int8,fp16"`, `"onnx:int8"`, `"default"`, a list, `"none"` or None (`default`) → validated names.
 
     Raises:
         ConfigError: a name that is no variant kind, or a `backend:kind` no backend offers.
@@ -213,11 +229,11 @@ def parse_variants(spec: str | list[str] | None) -> list[str]:
     offered = sorted(f"{backend}:{kind}" for backend, kind in VARIANTS)
     for name in names:
         backend, _, kind = name.rpartition(":")
-        if kind not in known or (backend and (backend, VariantKind(kind)) not in VARIANTS):
+        if name != DEFAULT and (kind not in known or (backend and (backend, VariantKind(kind)) not in VARIANTS)):
             raise ConfigError(
                 f"Unknown variant {name!r}.",
                 f"Use a kind ({', '.join(known)}) for every backend that offers it, or one of {', '.join(offered)}; "
-                "or none (--variants on the command line, variants= in Python).",
+                "or default, or none (--variants on the command line, variants= in Python).",
             )
     return list(dict.fromkeys(names))
 
@@ -285,6 +301,37 @@ register_variant(
     per_component=True,
     js_dtype="q8",
     recipe="hfexport.worker.onnx_variants:int8",
+)
+register_variant(
+    "onnx",
+    VariantKind.W8,
+    file="model_w8.onnx",
+    package=package_onnx,
+    generation=True,
+    single=False,
+    per_component=True,
+    recipe="hfexport.worker.onnx_variants:w8",
+)
+register_variant(
+    "onnx",
+    VariantKind.Q4,
+    file="model_q4.onnx",
+    package=package_onnx,
+    generation=True,
+    single=False,
+    per_component=True,
+    js_dtype="q4",
+    recipe="hfexport.worker.onnx_variants:q4",
+)
+register_variant(
+    "onnx",
+    VariantKind.Q4F16,
+    file="model_q4f16.onnx",
+    package=package_onnx,
+    generation=True,
+    single=False,
+    js_dtype="q4f16",
+    recipe="hfexport.worker.onnx_variants:q4f16",
 )
 register_variant(
     "executorch",

@@ -888,7 +888,7 @@ def test_a_decoder_llms_executorch_program_writes_eager_text_in_executorchs_own_
     variant, int8 = b["variants"]
     assert int8["kind"] == "int8" and int8["status"] == "skipped" and "generation" in int8["error"], int8
     assert variant["status"] == "ok" and variant["file"] == "8da4w/model.pte", variant
-    assert set(variant["quality"]) == {"token_agreement", "logprob_delta_mean"}
+    assert set(variant["quality"]) == {"token_agreement", "forced_top1_agreement", "logprob_delta_mean"}
     assert variant["runtime_ops"] == ["quantized_decomposed::embedding_byte"], variant
     sizes = {f["path"]: f["size"] for f in b["files"]}
     assert set(sizes) == {"fp32/model.pte", "8da4w/model.pte", "config.json", "generation_config.json"}
@@ -910,3 +910,54 @@ def test_a_decoder_llms_executorch_program_writes_eager_text_in_executorchs_own_
     assert written == {eager}, (written, eager)
     assert set(ran.optimum.values()) == {eager}, (ran.optimum, eager)
     _record(outcome, loader, "eager's text")
+
+
+def test_a_trained_llms_default_push_publishes_weight_only_files_its_loaders_run(hub, tmp_path):
+    """A trained decoder LLM (`trained_lm.py`: real, peaked distributions), pushed with the default
+    variants and q4f16: the PR carries the weight-only files — `model_w8.onnx` (8-bit blocks, its
+    tied embedding table and head stored once), `model_q4.onnx`, `model_q4f16.onnx` — each judged on
+    teacher-forced top-1 as eager too, and none of dynamic int8 (not a default for generation: on
+    this model it misses its thresholds). transformers.js's `text-generation` pipeline loads the q4
+    and q4f16 files by `dtype` and generates; optimum's `ORTModelForCausalLM` loads the w8 file by
+    the `file_name` the card gives and writes eager's text."""
+    import trained_lm
+
+    folder = trained_lm.trained_llama(tmp_path / "model")
+    repo = "trained-owner/tiny-trained"
+    api, outcome = _push_with_bot(hub, "trained-owner", repo, folder, "onnx", "default,q4f16")
+    (b,) = outcome["report"]["backends"]
+    variants = {v["kind"]: v for v in b["variants"]}
+    assert list(variants) == ["w8", "q4", "q4f16"], variants
+    for kind, v in variants.items():
+        assert v["status"] == "ok" and v["file"] == f"model_{kind}.onnx", v
+        assert v["runtime_ops"] == ["GatherBlockQuantized", "MatMulNBits"], v  # the tied table: one lookup
+        assert {"token_agreement", "forced_top1_agreement", "logprob_delta_mean"} <= set(v["quality"])
+    w8, q4 = variants["w8"], variants["q4"]
+    assert w8["quality"]["forced_top1_agreement"] >= 0.98 and w8["quality"]["logprob_delta_mean"] <= 0.05, w8
+    # The graph's own structure is a fixed 0.6 MB of this 4.3 MB model; its weights alone are at 28 %.
+    assert q4["size_share"] < w8["size_share"] < 0.4, (q4, w8)
+    pr = f"refs/pr/{outcome['pr_num']}"
+    files = set(api.list_repo_files(repo, revision=pr))
+    assert {f"onnx/model_{k}.onnx" for k in variants} <= files and "onnx/model_quantized.onnx" not in files
+
+    card = Path(api.hf_hub_download(repo, "README.md", revision=pr)).read_text()
+    text = "hfexport validated this file against the original model."
+    (js,) = _blocks(card, "js")
+    for dtype in ("q4", "q4f16"):
+        assert f"`onnx/model_{dtype}.onnx` ({dtype}) — transformers.js: `dtype: '{dtype}'`" in card
+        on_pr = js.replace('"main"]; //', f'"{pr}"]; //', 1).replace('dtype: "fp32"', f'dtype: "{dtype}"')
+        ran = _run_js(on_pr, tmp_path / f"js-{dtype}")
+        written = ran.stdout.strip()
+        assert ran.returncode == 0 and written.startswith(text) and len(written) > len(text), ran.stderr[-2000:]
+        _record(outcome, f"transformers.js `text-generation` (`dtype: '{dtype}'`)", "generates")
+    call = 'ORTModelForCausalLM.from_pretrained(repo, file_name="model_w8.onnx")'
+    assert f"`onnx/model_w8.onnx` (w8) — optimum: `{call}`" in card
+    assert "`onnx/model_w8.onnx` runs ONNX Runtime's own operators (GatherBlockQuantized, MatMulNBits)" in card
+    (optimum,) = [block for block in _blocks(card) if "ORTModelForCausalLM" in block]
+    w8_block = optimum.replace('"main"  #', f'"{pr}"  #', 1).replace(
+        "from_pretrained(repo, revision=revision)",
+        'from_pretrained(repo, file_name="model_w8.onnx", revision=revision)',
+    )
+    ran = _run_python(w8_block, tmp_path / "optimum-w8" / "hf-home")
+    assert ran.returncode == 0 and ran.stdout.strip() == _eager_text(folder, text), (ran.stdout, ran.stderr[-2000:])
+    _record(outcome, 'optimum `ORTModelForCausalLM` (`file_name="model_w8.onnx"`)', "eager's text")

@@ -286,13 +286,21 @@ def test_an_encoders_attention_takes_its_padding_as_mask_index_only_where_the_ma
 
 def test_variant_names_choose_kinds_for_every_backend_or_one_backend():
     """`int8` asks every backend that offers int8; `onnx:int8` only ONNX; unknown names are bad input
-    naming what exists; the default is the ONNX int8 graph."""
+    naming what exists; `default` (what a push builds when not told) is the ONNX int8 graph for one
+    graph and the weight-only w8 and q4 files for generation."""
     import pytest
 
     from hfexport.errors import ConfigError
     from hfexport.variants import parse_variants, variants_of
 
-    assert parse_variants(None) == ["onnx:int8"]
+    assert parse_variants(None) == ["default"] and parse_variants("default,fp16") == ["default", "fp16"]
+    assert [v.file for v in variants_of("onnx", ["default"])] == ["model_quantized.onnx"]
+    assert [v.file for v in variants_of("onnx", ["default", "fp16"], generates=True)] == [
+        "model_w8.onnx",
+        "model_q4.onnx",
+        "model_fp16.onnx",
+    ]
+    assert variants_of("executorch", ["default"], generates=True) == []
     assert parse_variants("none") == [] and parse_variants("int8, fp16,int8") == ["int8", "fp16"]
     assert [v.file for v in variants_of("onnx", ["int8", "fp16"])] == ["model_quantized.onnx", "model_fp16.onnx"]
     assert [v.file for v in variants_of("executorch", ["int8", "fp16"])] == ["model_int8.pte"]
@@ -341,7 +349,7 @@ def test_a_decoder_llms_onnx_variants_are_judged_on_the_tokens_their_published_f
     assert [v["kind"] for v in onnx["variants"]] == list(names)
     for variant in onnx["variants"]:
         quality, thresholds = variant["quality"], variant["thresholds"]
-        assert set(quality) == {"token_agreement", "logprob_delta_mean"}, variant
+        assert set(quality) == {"token_agreement", "forced_top1_agreement", "logprob_delta_mean"}, variant
         assert 0 <= quality["token_agreement"] <= 1 and quality["logprob_delta_mean"] >= 0
         passed = (
             quality["token_agreement"] >= thresholds["token_agreement"]
@@ -369,7 +377,7 @@ def test_help_shows_the_variant_options_and_every_written_default():
         shown = " ".join(run_cli(command, "--help").stdout.split()).replace("│", " ")
         shown = " ".join(shown.split())
         assert "--variants" in shown and "--min-quality" in shown, command
-        assert "else onnx:int8]" in shown and "int8.cosine_mean=0.995" in shown, command
+        assert "else default]" in shown and "int8.cosine_mean=0.995" in shown, command
         assert "[default: $HF_TOKEN" in shown, command
     shown = " ".join(run_cli("export", "--help").stdout.split()).replace("│", " ")
     assert "[default: $HFEXPORT_JOBS or 1]" in " ".join(shown.split())
@@ -430,8 +438,9 @@ def test_an_export_of_several_components_gets_int8_of_each_program_where_its_loa
     (entry,) = json.loads(result.stdout)["backends"]
     assert entry["status"] == "ok" and entry["components"] == components, entry
     int8, fp16 = entry["variants"]
-    assert fp16["status"] == "skipped" and "several components" in fp16["error"] and "(int8)" in fp16["error"], fp16
-    assert set(int8["quality"]) == {"token_agreement", "logprob_delta_mean"} and int8["speedup"] > 0, int8
+    assert fp16["status"] == "skipped" and "several components" in fp16["error"] and "(int8, w8, q4)" in fp16["error"]
+    assert set(int8["quality"]) == {"token_agreement", "forced_top1_agreement", "logprob_delta_mean"}, int8
+    assert int8["speedup"] > 0, int8
     assert int8["status"] == "ok", int8  # tiny models with peaky logits keep their greedy tokens in int8
     assert 0 < int8["size_share"] < 1, int8  # tiny graphs: mostly structure
     files = {p["path"] for p in entry["files"]}

@@ -461,8 +461,9 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
     return lines
 
 
-def _variant_list(b: BackendResult) -> list[str]:
-    """The published variants of `b`, a line each (with the transformers.js dtype that picks it)."""
+def _variant_list(b: BackendResult, optimum: str | None = None) -> list[str]:
+    """The published variants of `b`, a line each (with the transformers.js dtype that picks it;
+    given optimum's class `optimum`, the `file_name` it loads the file by)."""
     if not b.published_variants:
         return []
     lines = [f"Variants of **{b.backend}**:", ""]
@@ -474,10 +475,10 @@ def _variant_list(b: BackendResult) -> list[str]:
             )
         else:
             files = ", ".join(f"`{b.subfolder}/{f}`" for f in v.published_files)
-            lines.append(
-                f"- {files} ({v.kind})"
-                + (f" — transformers.js: `dtype: '{dtype}'`" if (dtype := _js_dtype(b, v)) else "")
-            )
+            loaders = [f"transformers.js: `dtype: '{dtype}'`"] if (dtype := _js_dtype(b, v)) else []
+            if optimum is not None and len(v.published_files) == 1:
+                loaders.append(f'optimum: `{optimum}.from_pretrained(repo, file_name="{v.published_files[0]}")`')
+            lines.append(f"- {files} ({v.kind})" + (" — " + "; ".join(loaders) if loaders else ""))
     return lines
 
 
@@ -554,7 +555,7 @@ def _decoder_with_past_section(
         lines += ["With optimum (`pip install optimum-onnx[onnxruntime]`):", "", *block, ""]
     if has_tokenizer:
         lines += ["With ONNX Runtime alone, one step:", "", *decoder_with_past_block(repo_id, b, file), ""]
-    published = _variant_list(b)
+    published = _variant_list(b, None if cannot else optimum_class(report, b))
     if published:
         block = decoder_with_past_block(repo_id, b, b.published_variants[0].file) if has_tokenizer else []
         lines += [*published, "", *block, ""]

@@ -87,7 +87,7 @@ def run_variants(
     base_bytes = sum(p.stat().st_size for p in out_dir.iterdir() if p.is_file() and p.suffix != ".json")
     results = []
     shared = tempfile.TemporaryDirectory(prefix="variants-shared-")  # what several variants of this export use
-    for variant in variants_of(backend.name, plan.variants):
+    for variant in variants_of(backend.name, plan.variants, split.generates):
         stage(f"variant {variant.kind}")
         outcome = VariantResult(variant.kind, Status.FAILED, thresholds=thresholds_for(variant.kind, plan.min_quality))
         skipped = why_skipped(variant, split, backend.name)

@@ -334,7 +334,7 @@ def _variants(split, backend, model, model_dir: Path, out_dir: Path, prompt: dic
 
     plan, base = split.plan, (out_dir / BASE / PROGRAM).stat().st_size
     results = []
-    for variant in variants_of(backend.name, plan.variants):
+    for variant in variants_of(backend.name, plan.variants, generates=True):
         stage(f"variant {variant.kind}")
         outcome = VariantResult(variant.kind, Status.FAILED, thresholds=thresholds_for(variant.kind, plan.min_quality))
         results.append(outcome)

@@ -291,9 +291,10 @@ def generation_quality(
     model, split, run: Run, traced: dict[str, set[str]], prompt: dict, cache_dtype: torch.dtype = torch.float32
 ) -> dict[str, float]:
     """A generation variant against eager fp32: `token_agreement`, the share of the new tokens its
-    greedy loop picks as eager `generate()` does, position by position; `logprob_delta_mean`, the
-    mean |Δ log-prob| of eager's tokens when both are fed eager's continuation. `cache_dtype`: the
-    variant's (float16 for a float16 program)."""
+    greedy loop picks as eager `generate()` does, position by position (one early miss changes the
+    rest); with both fed eager's continuation, `forced_top1_agreement`, the share of steps whose
+    arg-max is eager's, and `logprob_delta_mean`, the mean |Δ log-prob| of eager's tokens.
+    `cache_dtype`: the variant's (float16 for a float16 program)."""
     config, n = model.config, split.plan.validation.new_tokens
     eager = split.eager(model)
 
@@ -307,14 +308,16 @@ def generation_quality(
         _, logits = greedy_loop(
             split, run, traced, prompt, config, n, processors, force=reference, cache_dtype=cache_dtype
         )
-    deltas = []
+    deltas, same = [], []
     for step, (a, b) in enumerate(zip(eager_logits, logits)):
         picked = reference[:, step : step + 1]
         want = torch.log_softmax(a.float(), -1).gather(-1, picked)
         got = torch.log_softmax(b.float(), -1).gather(-1, picked)
         deltas.append((want - got).abs())
+        same.append(a.float().argmax(-1) == b.float().argmax(-1))
     return {
         Figure.TOKEN_AGREEMENT: float((tokens == reference).float().mean()),
+        Figure.FORCED_TOP1_AGREEMENT: float(torch.cat(same).float().mean()),
         Figure.LOGPROB_DELTA_MEAN: float(torch.cat(deltas).mean()),
     }
 
