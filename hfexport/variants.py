@@ -6,8 +6,9 @@ Precision is what users choose a file by: transformers.js picks `onnx/model_quan
 graphs beside `model.onnx`. A variant is derived from the backend's validated fp32 export, in the
 same worker, with the tools `transformers.exporters` ships (ONNX Runtime's quantizer through
 `OnnxRuntimeQuantizer`, the ORT fusions through `OnnxConfig(ort_fusions=...)`, the exporter itself for a
-float16 program); hfexport adds the choice of what to keep in float (a sensitivity pass), the
-quality check against eager fp32 and the packaging. Adding one is "write a recipe in the worker
+float16 program) and ONNX Runtime's own `MatMulNBitsQuantizer` for weight-only files; hfexport
+adds the choice of what to keep in float (a sensitivity pass, the tied head), the quality check
+against eager fp32 and the packaging. Adding one is "write a recipe in the worker
 and register it here by its dotted path" (the parent never imports the worker's modules):
 
     # hfexport/worker/onnx_variants.py

@@ -377,7 +377,9 @@ def _share_head_with_lookup(proto, tied: _TiedHead, bits: int) -> None:
     from onnx import helper, numpy_helper
 
     graph = proto.graph
-    head = next(n for n in graph.node if n.op_type == "MatMulNBits" and n.name.startswith(tied.head))
+    head = next(n for n in graph.node if n.op_type == "MatMulNBits" and n.name == f"{tied.head}_Q{bits}")
+    # Symmetric blocks carry no zero points: both ops then take the middle of the range (2^(bits-1)).
+    assert len(head.input) == 3 or not head.input[3], head.input
     lookup = next(n for n in graph.node if n.name == tied.lookup)
     data, scales = (next(i for i in graph.initializer if i.name == name) for name in head.input[1:3])
     rows, blocks, block_bytes = data.dims
