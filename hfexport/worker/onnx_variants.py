@@ -357,7 +357,12 @@ def _untie_head(proto) -> _TiedHead | None:
             continue
         for transpose in users[lookup.input[0]]:
             heads = [u for u in users.get(transpose.output[0], []) if u.op_type == "MatMul"]
-            if transpose.op_type != "Transpose" or len(heads) != 1 or len(users[transpose.output[0]]) != 1:
+            if (
+                transpose.op_type != "Transpose"
+                or len(heads) != 1
+                or len(users[transpose.output[0]]) != 1
+                or not heads[0].name
+            ):
                 continue
             table = numpy_helper.to_array(tables[lookup.input[0]])
             weight = numpy_helper.from_array(np.ascontiguousarray(table.T), name=f"{lookup.input[0]}_head")
