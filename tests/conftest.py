@@ -4,6 +4,7 @@ cores), so each model is exported ONCE per session and every test reads that res
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,14 @@ def whole_passing_run(request) -> None:
     files = {path.name for path in Path(__file__).parent.glob("test_*.py")}
     if _RUN["partial"] or files - collected or _RUN["failed"]:
         pytest.skip("the README's loader table is written only by a whole, passing run of the suite")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The session's Hub, caches and exports (~1 GB a whole run) go with it: /tmp is not a store.
+    `HFEXPORT_KEEP_TEST_FILES=1` keeps them to look into."""
+    if not os.environ.get("HFEXPORT_KEEP_TEST_FILES"):
+        HUB.stop()
+        shutil.rmtree(_SESSION_ROOT, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):
