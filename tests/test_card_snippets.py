@@ -232,17 +232,17 @@ def _run_every_block(
     return _Ran(blocks, js_output, optimum_output, python_output)
 
 
-def test_every_card_snippet_runs_on_the_pr_and_after_the_merge(pushed, tmp_path):
+def test_every_card_snippet_runs_after_the_merge_as_printed(pushed, tmp_path):
     """Every block of the card — ExportedModel and the runtime alone for each backend, the variant —
     runs in a fresh cache with no token and prints the shapes of a real call on the two sentences
-    it tokenizes; first against the PR, then, merged, exactly as printed."""
+    it tokenizes, merged, exactly as printed (the other cards' blocks also run from their PRs)."""
     api, outcome = pushed
-    ran = _run_every_block(api, REPO, outcome["pr_num"], tmp_path, r"\(2, \d+", r"\[ 2, \d+, 384 \]")
+    ran = _run_every_block(api, REPO, outcome["pr_num"], tmp_path, r"\(2, \d+", r"\[ 2, \d+, 384 \]", on_pr=False)
     blocks, js_output = ran.blocks, ran.js
     files = {"onnx/model.onnx", "onnx/model_quantized.onnx", "executorch/xnnpack/model.pte"}
     assert all(any(f'"{f}"' in b for b in blocks) for f in files), blocks
     assert sum("ExportedModel.from_pretrained" in b for b in blocks) == 3
-    assert len(js_output) == 2  # transformers.js's feature-extraction pipeline, on the PR and merged
+    assert len(js_output) == 1  # transformers.js's feature-extraction pipeline, merged
     card = Path(api.hf_hub_download(REPO, "README.md")).read_text()
     assert "`onnx/model_quantized.onnx` runs ONNX Runtime's own operators (BiasGelu, QAttention, " in card
 

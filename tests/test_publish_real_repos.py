@@ -191,7 +191,7 @@ def test_subsets_of_backends_fill_one_pr_and_unchanged_reruns_write_nothing(hub,
 
 def test_two_runners_started_together_end_in_one_pr(hub, accounts, workspace):
     """The CPU job and the GPU job (here two CPU backend groups) of one workflow, started at the
-    same moment, four times: each time one open PR holds both groups' files and a card listing both."""
+    same moment, twice: each time one open PR holds both groups' files and a card listing both."""
     folder = tiny_models.bert(workspace / "real-race", seed=25)
     env = {**os.environ, "HF_TOKEN": accounts["bot"], "COLUMNS": "200"}
     # Warm the export cache once, so the trials race on publishing, not on exporting.
@@ -200,7 +200,7 @@ def test_two_runners_started_together_end_in_one_pr(hub, accounts, workspace):
     assert push("real-owner/race-warmup", backends="onnx", token=accounts["bot"]).action == "updated"
     api = _api(hub, accounts["owner"])
     raced = 0  # runs that lost a race (a 412, or a PR opened in the same instant) and merged
-    for trial in range(4):
+    for trial in range(2):
         repo = f"real-owner/race-{trial}"
         _seed(hub, accounts["owner"], repo, folder)
         runners = [
@@ -228,7 +228,7 @@ def test_two_runners_started_together_end_in_one_pr(hub, accounts, workspace):
             if other.num != opened[0].num:  # a duplicate opened in the same instant stepped aside
                 details = api.get_discussion_details(repo, other.num)
                 assert details.status == "closed" and "Superseded" in details.events[-1].content
-    print(f"runs that lost a race and merged into the other's PR: {raced} of 8")
+    print(f"runs that lost a race and merged into the other's PR: {raced} of 4")
 
 
 # ── repos that change while we work ─────────────────────────────────────────

@@ -426,15 +426,6 @@ def modernbert(folder: Path) -> Path:
     return _save(ModernBertForMaskedLM(config).eval(), folder)
 
 
-def gpt2_classifier(folder: Path) -> Path:
-    """A tiny GPT-2 with a sequence-classification head: its attention `split`s the fused QKV."""
-    from transformers import GPT2Config, GPT2ForSequenceClassification
-
-    torch.manual_seed(0)
-    config = GPT2Config(vocab_size=128, n_embd=32, n_layer=2, n_head=4, n_positions=128, pad_token_id=0, num_labels=3)
-    return _save(GPT2ForSequenceClassification(config).eval(), folder)
-
-
 def _wav2vec2_config(**extra):
     from transformers import Wav2Vec2Config
 
