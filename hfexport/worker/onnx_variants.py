@@ -163,17 +163,28 @@ def _same_outputs(original: Path, rewired: Path, calibration: list[dict]) -> boo
 
 
 def fp16(job: VariantJob) -> Derived:
-    import copy
     import dataclasses
+
+    folder = _fp16_program(job)
+    model = _load_onnx(folder / f"{job.component}.onnx")
+    return dataclasses.replace(_loadable(model, folder, job), float_inputs="float16")
+
+
+def _fp16_program(job: VariantJob) -> Path:
+    """The exporter's own float16 program (float inputs — pixels, audio — float16 too, as users feed
+    them), saved the exporter's way: built once per export in `job.shared_dir`, for `fp16` and `q4f16`."""
+    import copy
+    import shutil
 
     import torch
 
-    # The exporter's own float16 program: float inputs (pixels, audio) are float16 too, as users feed them.
-    sample = {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in job.sample.items()}
-    exported = job.export(copy.deepcopy(job.model).to(torch.float16), sample, job.make_config())
-    exported.save_pretrained(job.work_dir / "exported")
-    model = _load_onnx(job.work_dir / "exported" / f"{job.component}.onnx")
-    return dataclasses.replace(_loadable(model, job.work_dir / "exported", job), float_inputs="float16")
+    folder = (job.shared_dir or job.work_dir) / f"fp16-{job.component}"
+    if not folder.exists():
+        staging = job.work_dir / "fp16-staging"  # moved into place whole, or not at all
+        sample = {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in job.sample.items()}
+        job.export(copy.deepcopy(job.model).to(torch.float16), sample, job.make_config()).save_pretrained(staging)
+        shutil.move(staging, folder)
+    return folder
 
 
 def int8(job: VariantJob) -> Derived:
@@ -298,9 +309,7 @@ def q4f16(job: VariantJob) -> Derived:
     `q4f16` (`model_q4f16.onnx`, WebGPU's default for LLMs)."""
     import dataclasses
 
-    half = fp16(job)
-    source = half.folder.rename(job.work_dir / "fp16")  # the variant's own folder is written next
-    return dataclasses.replace(_weight_only(job, source, bits=4, head_bits=8), float_inputs=half.float_inputs)
+    return dataclasses.replace(_weight_only(job, _fp16_program(job), bits=4, head_bits=8), float_inputs="float16")
 
 
 def _weight_only(job: VariantJob, source: Path, bits: int, head_bits: int | None = None) -> Derived:
@@ -311,6 +320,7 @@ def _weight_only(job: VariantJob, source: Path, bits: int, head_bits: int | None
     quantized. An untied table stays in float (ORT's quantizer takes a lookup at 4 bits only, and
     only by raising the graph's opset to 21)."""
     import onnx
+    import onnx_ir
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     proto = onnx.load(str(source / f"{job.component}.onnx"))
@@ -326,10 +336,7 @@ def _weight_only(job: VariantJob, source: Path, bits: int, head_bits: int | None
         head.process()
         proto = head.model.model
         _share_head_with_lookup(proto, tied, head_bits)
-    staging = job.work_dir / f"weight-only-{bits}"
-    staging.mkdir(parents=True, exist_ok=True)
-    onnx.save(proto, str(staging / "model.onnx"), save_as_external_data=True, location="model.onnx.data")
-    return _loadable(_load_onnx(staging / "model.onnx"), source, job)
+    return _loadable(onnx_ir.from_proto(proto), source, job)
 
 
 @dataclass(frozen=True)
