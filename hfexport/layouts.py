@@ -40,12 +40,21 @@ from .report import Layout
 SELF_CONTAINED_LIMIT = int(1.8e9)
 
 
+# What torch.onnx records on every node for debugging (its FX node, stack trace, module scope):
+# ~1.4 kB a node, 0.48 MB of a 1 M-parameter Llama's 4.3 MB graph (11 %) and the same 0.48 MB again
+# in each of its quantized files. No runtime reads it.
+_DEBUG_NODE_METADATA = ("namespace", "pkg.torch.onnx.")
+
+
 def write_onnx(model, out_dir: Path, file: str) -> list[Path]:
     """`model` (an `onnx_ir.Model` with its weights loaded) as `file` in `out_dir`: one self-contained
     file under `SELF_CONTAINED_LIMIT` bytes of weights, else `file` + `<file>_data` (transformers.js
-    and optimum's naming). Returns the files written."""
+    and optimum's naming), without the exporter's per-node debug records. Returns the files written."""
     import onnx_ir
 
+    for node in model.graph.all_nodes():
+        for key in [k for k in node.metadata_props if k.startswith(_DEBUG_NODE_METADATA)]:
+            del node.metadata_props[key]
     weights = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
     large = weights > SELF_CONTAINED_LIMIT
     onnx_ir.save(model, out_dir / file, external_data=f"{file}_data" if large else None)

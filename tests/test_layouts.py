@@ -1,5 +1,5 @@
 """hfexport/layouts.py on its own: a decoder graph renamed as optimum and transformers.js read a
-decoder with past, on a small graph built here (no export)."""
+decoder with past, and a graph written as they download it, on a small graph built here (no export)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import onnx
 import onnx_ir
 from onnx import TensorProto, helper
 
-from hfexport.layouts import as_decoder_with_past
+from hfexport.layouts import as_decoder_with_past, write_onnx
 
 
 def _decoder(extra_input: bool = False, sliding: bool = False) -> onnx_ir.Model:
@@ -90,3 +90,21 @@ def test_a_sliding_layers_fill_level_the_graph_only_hands_back_is_dropped():
     ]
     assert [v.name for v in model.graph.outputs] == ["logits", "present.0.key", "present.0.value"]
     onnx.checker.check_model(onnx_ir.to_proto(model))
+
+
+def test_a_published_graph_keeps_no_exporter_debug_records(tmp_path):
+    """torch.onnx writes each node's FX node, stack trace and module scope into the graph (~1.4 kB a
+    node); `write_onnx` leaves those out of what is published and keeps any other record."""
+    model = _decoder()
+    node = next(iter(model.graph))
+    node.metadata_props.update(
+        {
+            "namespace": "model/layers.0",
+            "pkg.torch.onnx.stack_trace": 'File "modeling_llama.py", line 1',
+            "pkg.torch.onnx.fx_node": "%cast = call_function[...]",
+            "owner.note": "kept",
+        }
+    )
+    (written,) = write_onnx(model, tmp_path, "model.onnx")
+    records = {p.key: p.value for n in onnx.load(str(written)).graph.node for p in n.metadata_props}
+    assert records == {"owner.note": "kept"}, records
