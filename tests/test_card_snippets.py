@@ -934,8 +934,10 @@ def test_a_trained_llms_default_push_publishes_weight_only_files_its_loaders_run
         assert {"token_agreement", "forced_top1_agreement", "logprob_delta_mean"} <= set(v["quality"])
     w8, q4 = variants["w8"], variants["q4"]
     assert w8["quality"]["forced_top1_agreement"] >= 0.98 and w8["quality"]["logprob_delta_mean"] <= 0.05, w8
-    # The graph's own structure is a fixed 0.6 MB of this 4.3 MB model; its weights alone are at 28 %.
-    assert q4["size_share"] < w8["size_share"] < 0.4, (q4, w8)
+    # Issue 25's goals, met on this 1 M-parameter model once the exporter's per-node debug records
+    # (0.48 MB of its 4.3 MB graph) are left out of every published file: measured 29.3 % and 18.7 %.
+    assert w8["size_share"] <= 0.30 and q4["size_share"] <= 0.20, (q4, w8)
+    assert q4["quality"]["forced_top1_agreement"] >= 0.85, q4
     pr = f"refs/pr/{outcome['pr_num']}"
     files = set(api.list_repo_files(repo, revision=pr))
     assert {f"onnx/model_{k}.onnx" for k in variants} <= files and "onnx/model_quantized.onnx" not in files

@@ -98,7 +98,7 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
 
     from ..report import ArtifactFile, Split, Status, Validation
     from ..versions import runtime_versions
-    from .derive import CALIBRATION, rejudge_published, run_variants
+    from .derive import CALIBRATION, rebase_shares, rejudge_published, run_variants
     from .splits import Exporting, split_for
     from .validate import compare_generation, loaders_run
 
@@ -194,6 +194,7 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
                     }
                     published = loaders_run({**paths, **swapped}, model.config)
                     rejudge_published(variant, split, published, model, traced, other, out_dir)
+        rebase_shares(result.variants, out_dir)
 
     files = sorted(p for p in out_dir.rglob("*") if p.is_file())
     result.status = Status.OK if validation.passed else Status.FAILED

@@ -21,6 +21,14 @@ if TYPE_CHECKING:
     from .splits import Exporting, ExportSplit
 
 
+# Calibration and sensitivity inputs: a shape and seeds of their own, never the validation inputs'.
+CALIBRATION = Shape(batch=4, sequence=16)
+# A generation variant's teacher-forced figures are taken over this many new tokens of each
+# validation prompt (3 prompts: 72 steps, so top-1 moves in 1.4 % steps; the plan's 8 moved it in
+# 4 % steps); its greedy tokens over the plan's 8 (`validate.generation_quality`).
+JUDGED_NEW_TOKENS = 24
+
+
 def reported(figures: dict[str, float]) -> dict:
     """Quality figures as the report keeps them: 6 decimals, a non-finite one as its text (JSON has no NaN)."""
     import math
@@ -38,7 +46,7 @@ def rejudge_published(
     from .validate import generation_quality
 
     try:
-        figures = generation_quality(model, split, run, traced, prompt)
+        figures = generation_quality(model, split, run, traced, prompt, new_tokens=JUDGED_NEW_TOKENS)
         missed = misses(figures, variant.thresholds)
     except Exception as e:
         missed = [f"{type(e).__name__}: {describe_error(e)}"]
@@ -49,10 +57,6 @@ def rejudge_published(
             (out_dir / file).unlink(missing_ok=True)
         variant.status, variant.file, variant.files = Status.FAILED, None, []
         variant.error = "as published for the loaders: " + ", ".join(missed) + " (not published)"
-
-
-# Calibration and sensitivity inputs: a shape and seeds of their own, never the validation inputs'.
-CALIBRATION = Shape(batch=4, sequence=16)
 
 
 def run_variants(
@@ -84,7 +88,7 @@ def run_variants(
     plan, backend = split.plan, exporting.backend
     components = list(split.components)
     judge = _Judge(split, model, loaded, other, backend.runner_device)
-    base_bytes = sum(p.stat().st_size for p in out_dir.iterdir() if p.is_file() and p.suffix != ".json")
+    base_bytes = fp32_bytes(out_dir, [])
     results = []
     shared = tempfile.TemporaryDirectory(prefix="variants-shared-")  # what several variants of this export use
     for variant in variants_of(backend.name, plan.variants, split.generates):
@@ -149,6 +153,22 @@ def run_variants(
     return results
 
 
+def fp32_bytes(out_dir: Path, variants: list[VariantResult]) -> int:
+    """The bytes of the fp32 programs in `out_dir`: every file but the descriptors and the variants'."""
+    theirs = {f for v in variants for f in v.published_files}
+    programs = [p for p in out_dir.iterdir() if p.is_file() and p.suffix != ".json" and p.name not in theirs]
+    return sum(p.stat().st_size for p in programs)
+
+
+def rebase_shares(variants: list[VariantResult], out_dir: Path) -> None:
+    """Each variant's share of the fp32 programs' bytes as published: the loaders' layout rewrites
+    the fp32 graphs (without the exporter's debug records) after the variants were sized."""
+    base = fp32_bytes(out_dir, variants)
+    for variant in variants:
+        if variant.size and base:
+            variant.size_share = round(variant.size / base, 4)
+
+
 def why_skipped(variant: Variant, split: ExportSplit, backend: str) -> str | None:
     """Why `variant` is not derived from this split's export, or None: it is."""
     from ..variants import VARIANTS
@@ -200,7 +220,9 @@ class _Judge:
             return lambda component, **kwargs: of.runners[component](**kwargs)
 
         n = split.plan.validation.new_tokens
-        figures = generation_quality(model, split, runner(candidate), traced, other, cache_dtype=dtype)
+        figures = generation_quality(
+            model, split, runner(candidate), traced, other, cache_dtype=dtype, new_tokens=JUDGED_NEW_TOKENS
+        )
         speedup = paired_speedup(
             lambda: greedy_loop(split, runner(self.loaded), traced, other, model.config, n),
             lambda: greedy_loop(split, runner(candidate), traced, other, model.config, n, cache_dtype=dtype),

@@ -165,10 +165,12 @@ def compare(name: str, model, split, path: Path, prompt: dict) -> Check:
 
 def quality(model, split, path: Path, prompt: dict) -> dict[str, float]:
     """A variant's program against eager fp32 (`validate.generation_quality`), averaged over the prompts."""
+    from .derive import JUDGED_NEW_TOKENS
     from .validate import generation_quality
 
     run = program_run(path)
-    figures = [generation_quality(model, split, run, _traced(split), row) for row in rows(prompt)]
+    traced = _traced(split)
+    figures = [generation_quality(model, split, run, traced, row, new_tokens=JUDGED_NEW_TOKENS) for row in rows(prompt)]
     return {name: sum(f[name] for f in figures) / len(figures) for name in figures[0]}
 
 
