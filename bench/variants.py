@@ -4,10 +4,9 @@
 
 1. hfexport's MiniLM ONNX variants against sentence-transformers' own quantized and optimized
    exports of the same model, on bytes, quality and ONNX Runtime speed;
-2. a 134 M Llama's ONNX decoder with past and its variants against optimum-cli's with-past export
-   (bench/generation.py);
-3. weights once: that Llama's generation export against its safetensors, per backend;
-4. on device: its ExecuTorch 8da4w decode program against the fp32 one.
+2. a decoder LLM trained here (real, peaked distributions): every quantized ONNX and ExecuTorch
+   file of it beside its fp32 files and optimum-cli's, on bytes, quality on held-out prompts and
+   speed (bench/generation.py).
 
 sentence-transformers' `export_dynamic_quantized_onnx_model` / `export_optimized_onnx_model` need
 optimum, whose pins conflict with ours: they run in the venv of the ecosystem's tools
@@ -246,126 +245,6 @@ def residual_norms(graphs: dict[str, Path], runs: int) -> dict:
     }
 
 
-def weights_once() -> list[dict]:
-    """A 134 M Llama (bench/run.py's) exported for generation: each backend's program bytes against
-    the model's safetensors. One decode program holds the weights once (prefill + decode held them twice)."""
-    from run import llama_134m
-
-    folder = llama_134m()
-    rows = []
-    for backend in ("onnx", "dynamo"):
-        out = WORK / f"llama-134m-{backend}"
-        if not (out / "hfexport-report.json").exists():
-            subprocess.run(
-                [
-                    PY,
-                    "-m",
-                    "hfexport",
-                    "export",
-                    str(folder),
-                    "--backends",
-                    backend,
-                    "--out",
-                    str(out),
-                    "--variants",
-                    "none",
-                ],
-                check=False,
-                env={**os.environ, "HFEXPORT_JOBS": "1"},
-            )
-        report = json.loads((out / "hfexport-report.json").read_text())
-        result = report["backends"][0]
-        program = sum(f["size"] for f in result["files"] if not f["path"].endswith(".json"))
-        rows.append(
-            {
-                "backend": backend,
-                "status": result["status"],
-                "components": result["components"],
-                "bytes": program,
-                "vs_safetensors": program / (folder / "model.safetensors").stat().st_size,
-            }
-        )
-    return rows
-
-
-def llm_8da4w() -> dict:
-    """The 134 M Llama's ExecuTorch program (the LLM runner's), fp32 and 8da4w (`--variants executorch:8da4w`):
-    bytes, the 8da4w file's share, and its speed and quality as hfexport measured them while
-    validating (speed: the whole greedy loop, prompt + 8 new tokens, against the fp32 `.pte` in
-    paired rounds; quality: greedy tokens as eager fp32 `generate()`, mean |Δ log-prob|)."""
-    from run import llama_134m
-
-    folder = llama_134m()
-    out = WORK / "llama-134m-executorch"
-    if not (out / "hfexport-report.json").exists():
-        # The quality floor is lifted so the file is kept to be timed: a random-weight model's greedy
-        # tokens flip on any change (its logits are nearly flat); the report keeps the figures.
-        subprocess.run(
-            [
-                PY,
-                "-m",
-                "hfexport",
-                "export",
-                str(folder),
-                "--backends",
-                "executorch",
-                "--out",
-                str(out),
-                "--variants",
-                "executorch:8da4w",
-                "--min-quality",
-                "8da4w.token_agreement=0",
-            ],
-            check=False,
-            env={**os.environ, "HFEXPORT_JOBS": "1"},
-        )
-    result = json.loads((out / "hfexport-report.json").read_text())["backends"][0]
-    (variant,) = result["variants"]
-    fp32 = next(f["size"] for f in result["files"] if f["path"] == "fp32/model.pte")
-    step = decode_step_speedup(out / "executorch" / "xnnpack") if variant["status"] == "ok" else None
-    return {
-        "status": variant["status"],
-        "fp32_bytes": fp32,
-        "bytes": variant["size"],
-        "share": variant["size_share"],
-        "speedup": variant["speedup"],
-        "decode_step_speedup": step,
-        **variant["quality"],
-        "error": variant.get("error"),
-    }
-
-
-def decode_step_speedup(folder: Path, steps: int = 32, rounds: int = 5) -> float:
-    """fp32 `fp32/model.pte` time over `8da4w/model.pte` time for one decode step at batch 1 (ExecuTorch's
-    LLM runner layout: each program holds its cache): each program's greedy loop for 1 + `steps` new
-    tokens minus its loop for 1 (the prompt alone), in interleaved rounds; the median of the paired ratios."""
-    import executorch.kernels.quantized  # noqa: F401  (the 8da4w program's int8 embedding kernel)
-    import torch
-    from executorch.runtime import Runtime
-
-    programs = {"fp32": folder / "fp32" / "model.pte", "8da4w": folder / "8da4w" / "model.pte"}
-    methods = {label: Runtime.get().load_program(path).load_method("forward") for label, path in programs.items()}
-    prompt = torch.randint(3, 30000, (1, 16))
-
-    def loop(method, new_tokens):
-        started = time.perf_counter()
-        logits = method.execute([prompt, torch.arange(prompt.shape[1])])[0]
-        for step in range(new_tokens - 1):
-            token = logits[:, -1:].argmax(-1)
-            logits = method.execute([token, torch.tensor([prompt.shape[1] + step])])[0]
-        return time.perf_counter() - started
-
-    per_step: dict[str, list[float]] = {label: [] for label in methods}
-    with torch.inference_mode():
-        for method in methods.values():
-            loop(method, 2)  # warm-up
-        for _ in range(rounds):
-            for label, method in methods.items():
-                per_step[label].append((loop(method, 1 + steps) - loop(method, 1)) / steps)
-    ratios = sorted(a / b for a, b in zip(per_step["fp32"], per_step["8da4w"]))
-    return ratios[len(ratios) // 2]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=60, help="interleaved rounds of the MiniLM graphs")
@@ -400,11 +279,9 @@ def main() -> int:
             }
         )
     norms = residual_norms(graphs, args.runs)
-    import generation as llm_onnx
+    import generation as llm
 
-    llm_rows = llm_onnx.measure(args.rounds)
-    generation = weights_once()
-    device_llm = llm_8da4w()
+    llm_result = llm.measure(args.rounds)
     report = Path(args.out)
     report.with_suffix(".json").write_text(
         json.dumps(
@@ -414,16 +291,14 @@ def main() -> int:
                 "runs": args.runs,
                 "rows": rows,
                 "residual_norms": norms,
-                "llm_onnx": llm_rows,
+                "trained_llm": llm_result,
                 "llm_rounds": args.rounds,
-                "weights_once": generation,
-                "executorch_8da4w": device_llm,
             },
             indent=2,
         )
     )
     lines = [
-        "# Benchmarks: variants (all-MiniLM-L6-v2, ONNX Runtime)",
+        "# Benchmarks: variants (all-MiniLM-L6-v2 on ONNX Runtime; a trained decoder LLM)",
         "",
         f"One run of `bench/variants.py` on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}. Quality: cosine of "
         "every "
@@ -459,36 +334,9 @@ def main() -> int:
     ]
     lines += [
         "",
-        "## A decoder LLM's ONNX files against optimum-cli's (134 M Llama, bench/run.py's)",
+        "## A trained decoder LLM's files: quantized ONNX and ExecuTorch beside fp32 and optimum-cli's",
         "",
-        *llm_onnx.table(llm_rows, args.rounds),
-        "",
-        "## Generation: weights once (the same Llama)",
-        "",
-        "| backend | status | components | program bytes | vs model.safetensors |",
-        "|---|---|---|---|---|",
-        *(
-            f"| {g['backend']} | {g['status']} | {', '.join(g['components'])} | {g['bytes'] / 1e6:.1f} MB | "
-            f"{g['vs_safetensors']:.2f}x |"
-            for g in generation
-        ),
-        "",
-        "## On device: ExecuTorch 8da4w (134 M Llama, XNNPACK)",
-        "",
-        "The decode program with int4 grouped weights and int8 dynamic activations on its linears and an int8 "
-        "embedding table, against the fp32 "
-        "`.pte`; speed and quality as hfexport measured them while validating (the greedy loop, prompt + 8 new tokens, "
-        "paired rounds; tokens against eager fp32 `generate()`). A random-weight model: its logits are nearly flat, so "
-        "token agreement is a floor for a trained model's.",
-        "",
-        "| status | fp32 decode.pte | decode_8da4w.pte | of fp32 | greedy loop vs fp32 | decode step vs fp32 (batch 1) "
-        "| greedy tokens as eager | mean abs delta log-prob |",
-        "|---|---|---|---|---|---|---|---|",
-        f"| {device_llm['status']} | {device_llm['fp32_bytes'] / 1e6:.1f} MB | {device_llm['bytes'] / 1e6:.1f} MB "
-        f"| {device_llm['share']:.1%} | {device_llm['speedup']:.2f}x | "
-        + (f"{device_llm['decode_step_speedup']:.2f}x" if device_llm["decode_step_speedup"] else "-")
-        + f" | {device_llm.get('token_agreement', float('nan')):.1%} "
-        f"| {device_llm.get('logprob_delta_mean', float('nan')):.3f} |",
+        *llm.table(llm_result, args.rounds),
     ]
     report.write_text("\n".join(lines) + "\n")
     print(report.read_text())

@@ -492,12 +492,17 @@ def test_transformers_js_summarizes_and_translates_as_eager_generate(hub, family
     pushed with ONNX: transformers.js's `summarization` / `translation` pipeline, greedy, reads the
     `encoder_model.onnx` + `decoder_model_merged.onnx` of the PR and, merged, of main, each in a fresh
     cache, and writes the text eager `generate()` writes under the same generation config; with
-    `dtype: 'q8'` it reads their int8 twins and generates."""
+    `dtype: 'q8'` it reads their int8 twins and generates, and BART's 4-bit weight-only twins with
+    `dtype: 'q4'` (plumbing only: random weights, so q4's floors are lifted to publish it)."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     folder = getattr(tiny_models, f"{family}_with_tokenizer")(tmp_path / "model")
     repo = f"s2s-{family}/tiny"
-    api, outcome = _push_with_bot(hub, f"s2s-{family}", repo, folder, "onnx", "onnx:int8")
+    q4 = family == "bart"
+    floors = [f"--min-quality=q4.{f}" for f in ("token_agreement=0", "forced_top1_agreement=0", "logprob_delta_mean=9")]
+    api, outcome = _push_with_bot(
+        hub, f"s2s-{family}", repo, folder, "onnx", "onnx:int8" + (",onnx:q4" if q4 else ""), *(floors if q4 else ())
+    )
     (onnx,) = outcome["report"]["backends"]
     assert onnx["layout"] == "encoder-decoder-with-past", onnx
     text = "hfexport validated this file against the original model."
@@ -516,6 +521,11 @@ def test_transformers_js_summarizes_and_translates_as_eager_generate(hub, family
     fetched = {p.name for p in (tmp_path / "js-cache-q8").rglob("*.onnx")}
     assert fetched == {"encoder_model_quantized.onnx", "decoder_model_merged_quantized.onnx"}, fetched
     _record(outcome, f"transformers.js `{task}` (`dtype: 'q8'`)", "loads both int8 graphs, generates")
+    if q4:
+        assert _node("generate.mjs", tmp_path / "js-cache-q4", hub.url, repo, "main", task, "q4", text, "8")
+        fetched = {p.name for p in (tmp_path / "js-cache-q4").rglob("*.onnx")}
+        assert fetched == {"encoder_model_q4.onnx", "decoder_model_merged_q4.onnx"}, fetched
+        _record(outcome, f"transformers.js `{task}` (`dtype: 'q4'`)", "loads both 4-bit graphs, generates")
 
 
 @pytest.mark.parametrize("family", ["mistral", "gemma2"])

@@ -4,8 +4,9 @@ Random weights have nearly flat logits: a quantized file of such a model agrees 
 greedy tokens or not by chance, which proves plumbing, not quality. This model has real, peaked
 distributions: a Llama of ~1 M parameters and a byte-level BPE tokenizer, trained for a few hundred
 steps on the Python documentation's topics (`pydoc_data.topics`, in every CPython). Built once
-and cached by its recipe (`TRAINED_LM_CACHE`, default `~/.cache/hfexport-tests`), so tests and
-benchmarks share it. `python tests/trained_lm.py` builds it and prints its figures.
+and cached by its recipe (`TRAINED_LM_CACHE`, default `~/.cache/hfexport-tests`), so tests share
+it; a benchmark passes a larger recipe of its own (`bench/variants.py`). `python tests/trained_lm.py`
+builds the tests' model and prints its folder.
 """
 
 from __future__ import annotations
@@ -55,20 +56,20 @@ def held_out_prompts(count: int = 8, words: int = 12) -> list[str]:
     return lines[::step][:count]
 
 
-def _cache_dir() -> Path:
-    key = hashlib.sha256(json.dumps({**RECIPE, "torch": torch.__version__}, sort_keys=True).encode()).hexdigest()[:12]
+def _cache_dir(recipe: dict) -> Path:
+    key = hashlib.sha256(json.dumps({**recipe, "torch": torch.__version__}, sort_keys=True).encode()).hexdigest()[:12]
     root = Path(os.environ.get("TRAINED_LM_CACHE", Path.home() / ".cache" / "hfexport-tests"))
     return root / f"trained-llama-{key}"
 
 
-def trained_llama(folder: Path | None = None) -> Path:
-    """The trained model's folder (config, safetensors, generation config, tokenizer), built once;
-    copied to `folder` when given."""
-    cached = _cache_dir()
+def trained_llama(folder: Path | None = None, recipe: dict = RECIPE) -> Path:
+    """The trained model's folder (config, safetensors, generation config, tokenizer), built once
+    per `recipe` (`RECIPE`'s fields); copied to `folder` when given."""
+    cached = _cache_dir(recipe)
     if not (cached / "model.safetensors").exists():
         staging = cached.with_name(cached.name + f".tmp{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
-        _train(staging)
+        _train(staging, recipe)
         shutil.rmtree(cached, ignore_errors=True)
         staging.rename(cached)
     if folder is None:
@@ -77,7 +78,7 @@ def trained_llama(folder: Path | None = None) -> Path:
     return folder
 
 
-def _tokenizer(text: str):
+def _tokenizer(text: str, vocab_size: int):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -85,7 +86,7 @@ def _tokenizer(text: str):
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=RECIPE["vocab_size"],
+        vocab_size=vocab_size,
         special_tokens=["<|endoftext|>", "<|pad|>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
@@ -95,25 +96,25 @@ def _tokenizer(text: str):
     )
 
 
-def _train(folder: Path) -> None:
+def _train(folder: Path, recipe: dict) -> None:
     import transformers
 
-    torch.manual_seed(RECIPE["seed"])
+    torch.manual_seed(recipe["seed"])
     text = corpus()
     train_text = text[: int(len(text) * (1 - HELD_OUT))]
-    tokenizer = _tokenizer(train_text)
+    tokenizer = _tokenizer(train_text, recipe["vocab_size"])
     ids = torch.tensor(tokenizer(train_text)["input_ids"])
     special = dict(bos_token_id=0, eos_token_id=0, pad_token_id=1)
-    sizes = {k: RECIPE[k] for k in RECIPE if k not in ("steps", "batch", "length", "learning_rate", "seed")}
+    sizes = {k: recipe[k] for k in recipe if k not in ("steps", "batch", "length", "learning_rate", "seed")}
     sizes["vocab_size"] = len(tokenizer)
     config = transformers.LlamaConfig(**sizes, tie_word_embeddings=True, **special)
     model = transformers.LlamaForCausalLM(config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=RECIPE["learning_rate"], weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, RECIPE["learning_rate"], total_steps=RECIPE["steps"])
-    length, started = RECIPE["length"], time.perf_counter()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["learning_rate"], weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, recipe["learning_rate"], total_steps=recipe["steps"])
+    length, started = recipe["length"], time.perf_counter()
     model.train()
-    for step in range(RECIPE["steps"]):
-        starts = torch.randint(0, len(ids) - length - 1, (RECIPE["batch"],))
+    for step in range(recipe["steps"]):
+        starts = torch.randint(0, len(ids) - length - 1, (recipe["batch"],))
         batch = torch.stack([ids[s : s + length] for s in starts])
         loss = model(input_ids=batch, labels=batch).loss
         loss.backward()
@@ -121,7 +122,7 @@ def _train(folder: Path) -> None:
         optimizer.step()
         schedule.step()
         optimizer.zero_grad()
-        if step % 100 == 0 or step == RECIPE["steps"] - 1:
+        if step % 100 == 0 or step == recipe["steps"] - 1:
             print(f"trained_lm: step {step} loss {loss.item():.3f} ({time.perf_counter() - started:.0f} s)", flush=True)
     model.eval()
     model.generation_config = transformers.GenerationConfig(**special)
