@@ -1,0 +1,197 @@
+"""Cost against size, in one run → docs/benchmarks-scale.md (+ .json, .png):
+
+    .venv/bin/python bench/scale.py [--sizes 135m,360m] [--backends onnx,dynamo,executorch]
+
+Llama-shaped decoder LLMs of real models' shapes (random weights, stored in fp32), each exported
+by `hfexport export` one backend at a time with its default variants, as a user runs it: wall time,
+peak RSS of the largest process (the backend's worker), and the bytes of the output folder. For
+ONNX, `optimum-cli export onnx --task text-generation-with-past` (the ecosystem venv) beside it,
+as ratios. The line through the sizes, per backend, is hfexport's measured cost — what the
+preflight (`hfexport/pipeline/preflight.py`, `COSTS`) estimates a model's memory and disk by.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+WORK = BENCH / ".work" / "scale"
+PY = sys.executable
+sys.path.insert(0, str(BENCH))  # bench/run.py's measure() and optimum venv
+
+# Real models' shapes (their config.json's sizes), tied embeddings as theirs.
+SHAPES = {
+    "135m": dict(  # SmolLM2-135M
+        vocab_size=49152,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+    ),
+    "360m": dict(  # SmolLM2-360M
+        vocab_size=49152,
+        hidden_size=960,
+        intermediate_size=2560,
+        num_hidden_layers=32,
+        num_attention_heads=15,
+        num_key_value_heads=5,
+    ),
+    "1b": dict(  # Llama-3.2-1B
+        vocab_size=128256,
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+    ),
+}
+
+
+def model(size: str) -> Path:
+    """A random-weight model of `size`'s shape, saved once in fp32."""
+    folder = WORK / f"llama-{size}"
+    if not (folder / "config.json").exists():
+        import torch
+        from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+        torch.manual_seed(0)
+        special = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        config = LlamaConfig(**SHAPES[size], max_position_embeddings=2048, tie_word_embeddings=True, **special)
+        built = LlamaForCausalLM(config)
+        built.generation_config = GenerationConfig(**special)
+        built.save_pretrained(folder)
+    return folder
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def run(sizes: list[str], backends: list[str]) -> list[dict]:
+    from run import ensure_optimum, measure
+
+    from hfexport.pipeline.preflight import weights_of
+    from hfexport.report import Source
+
+    optimum = ensure_optimum()
+    rows = []
+    for size in sizes:
+        folder = model(size)
+        weights = weights_of(Source(kind="local", ref=str(folder), sha=""))
+        assert weights is not None
+        for backend in backends:
+            out = WORK / f"out-{size}-{backend}"
+            shutil.rmtree(out, ignore_errors=True)
+            command = [PY, "-m", "hfexport", "export", str(folder), "--backends", backend, "--out", str(out)]
+            ours = measure([*command, "--force-memory"], env={"HFEXPORT_JOBS": "1"})
+            row = {
+                "size": size,
+                "parameters": weights.parameters,
+                "fp32_bytes": weights.fp32_bytes,
+                "backend": backend,
+                **ours,
+                "disk_bytes": folder_bytes(out) if out.exists() else None,
+            }
+            if backend == "onnx" and optimum is not None:
+                theirs = WORK / f"optimum-{size}"
+                shutil.rmtree(theirs, ignore_errors=True)
+                task = ["--task", "text-generation-with-past"]
+                row["optimum"] = measure([str(optimum), "export", "onnx", "--model", str(folder), *task, str(theirs)])
+                shutil.rmtree(theirs, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)  # 1-5 GB each
+            rows.append(row)
+            print(f"  {size} {backend}: {json.dumps(row)}", file=sys.stderr, flush=True)
+    return rows
+
+
+def fitted(rows: list[dict]) -> dict[str, dict]:
+    """Per backend, the line through its sizes: peak memory = base + slope × fp32 bytes, disk = k × fp32 bytes."""
+    lines = {}
+    for backend in sorted({r["backend"] for r in rows}):
+        measured = [r for r in rows if r["backend"] == backend and r["rc"] == 0]
+        points = sorted((r["fp32_bytes"], r["peak_rss_mb"] * 1e6, r["disk_bytes"] or 0) for r in measured)
+        if len(points) < 2:
+            continue
+        (x0, m0, d0), (x1, m1, d1) = points[0], points[-1]
+        slope = (m1 - m0) / (x1 - x0)
+        lines[backend] = {
+            "base_memory": m0 - slope * x0,
+            "memory_per_weight_byte": slope,
+            "disk_per_weight_byte": max(d0 / x0, d1 / x1),
+        }
+    return lines
+
+
+def render(data: dict) -> str:
+    """The markdown of one run (`data`: what the run wrote to the .json beside it)."""
+    rows, lines = data["rows"], data["costs"]
+    text = [
+        "# Benchmarks: cost against size",
+        "",
+        f"One run of `bench/scale.py` on {data['cores']} cores, {data['date']}: Llama-shaped decoder "
+        "LLMs of real models' shapes (random weights, stored in fp32), `hfexport export` one backend at a time with "
+        "its default variants; peak RSS of the largest process, the output folder's bytes; `optimum-cli export onnx "
+        "--task text-generation-with-past` beside the ONNX rows." + (f" {data['note']}" if data.get("note") else ""),
+        "",
+        "| model | parameters | backend | wall | peak RSS | peak / fp32 weights | output | optimum-cli wall "
+        "| optimum-cli peak | hfexport / optimum time |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        opt = r.get("optimum")
+        versus = (
+            f"| {opt['wall_s']:.0f} s | {opt['peak_rss_mb'] / 1e3:.1f} GB | {r['wall_s'] / opt['wall_s']:.2f}x |"
+            if opt
+            else "| - | - | - |"
+        )
+        text.append(
+            f"| {r['size']} | {r['parameters'] / 1e6:.0f} M | {r['backend']} | {r['wall_s']:.0f} s "
+            f"| {r['peak_rss_mb'] / 1e3:.1f} GB | {r['peak_rss_mb'] * 1e6 / r['fp32_bytes']:.1f}x "
+            f"| {(r['disk_bytes'] or 0) / 1e9:.2f} GB " + versus + ("" if r["rc"] == 0 else f" (exit {r['rc']})")
+        )
+    text += [
+        "",
+        "The line through the sizes, per backend, as fitted; `hfexport/pipeline/preflight.py`'s `COSTS` holds it "
+        "rounded up so that every measured peak is under it (a negative base raised to the 0.5 GB a worker's imports "
+        "take). hfexport's ONNX rows include validation and the default variants (w8, q4: built, judged, kept if "
+        "they pass); optimum-cli's export only.",
+        "",
+        "| backend | peak memory: base | + per fp32 weight byte | output: per fp32 weight byte |",
+        "|---|---|---|---|",
+        *(
+            f"| {b} | {c['base_memory'] / 1e9:.2f} GB | {c['memory_per_weight_byte']:.2f} "
+            f"| {c['disk_per_weight_byte']:.2f} |"
+            for b, c in lines.items()
+        ),
+    ]
+    return "\n".join(text) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="135m,360m", help=f"of {', '.join(SHAPES)}")
+    parser.add_argument("--backends", default="onnx,dynamo,executorch")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-scale.md"))
+    parser.add_argument("--note", default="", help="a sentence on this run's conditions, printed with it")
+    args = parser.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+    rows = run(args.sizes.split(","), args.backends.split(","))
+    report = Path(args.out)
+    data = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "rows": rows, "costs": fitted(rows)}
+    data["note"] = args.note
+    report.with_suffix(".json").write_text(json.dumps(data, indent=2))
+    report.write_text(render(data))
+    print(report.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
