@@ -44,6 +44,7 @@ INPUTS = (
     "hf-token",
     "dry-run",
     "force",
+    "force-memory",
     "fail-on-validation-error",
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -143,6 +144,8 @@ def main() -> int:
         command.append("--dry-run")
     if _flag("force", False):
         command.append("--force")
+    if _flag("force-memory", False):
+        command.append("--force-memory")
     command += ["--", repo_id]  # the end of options: a repo id is never read as a flag
     env = {**os.environ, "HF_TOKEN": token} if token else dict(os.environ)
     print(f"::group::hfexport push {_escape(repo_id)}", flush=True)

@@ -86,6 +86,10 @@ class DownloadLimitError(HfExportError):
     """A file, or the whole download, is over its size cap."""
 
 
+class ResourceError(HfExportError):
+    """No backend fits this machine's memory or disk by hfexport's measured cost (the preflight)."""
+
+
 class AuthError(HfExportError):
     """The Hub refused the token (missing, wrong, or without access)."""
 

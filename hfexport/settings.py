@@ -12,6 +12,7 @@ processes it starts (`quiet_noise`), and tests set others per test. Defaults liv
 | `HFEXPORT_MAX_SUPPORT_FILE_MB` | cap on a config/tokenizer/code file | 100 |
 | `HFEXPORT_MAX_DOWNLOAD_MB` | cap on a whole download | 200000 |
 | `HFEXPORT_WORKER_USER` | the user a repo's code runs as when hfexport is root | (none) |
+| `HFEXPORT_MEMORY_LIMIT_MB` | the memory the preflight counts on | the cgroup's limit, else the machine's |
 | `HFEXPORT_QUIET_NOISE` | hide the libraries' known-harmless log lines ("0": show them) | "1" |
 | `HFEXPORT_TESTING`, `HFEXPORT_FAULT` | the fault-injection test hook, live only with TESTING=1 | off |
 | `HFEXPORT_WEBHOOK_SECRET`, `HFEXPORT_READ_TOKEN` | `hfexport serve`'s secret and read token | (none) |
@@ -30,6 +31,7 @@ HUB_RETRIES = "HFEXPORT_HUB_RETRIES"
 MAX_SUPPORT_FILE_MB = "HFEXPORT_MAX_SUPPORT_FILE_MB"
 MAX_DOWNLOAD_MB = "HFEXPORT_MAX_DOWNLOAD_MB"
 WORKER_USER = "HFEXPORT_WORKER_USER"
+MEMORY_LIMIT_MB = "HFEXPORT_MEMORY_LIMIT_MB"
 QUIET_NOISE = "HFEXPORT_QUIET_NOISE"
 TESTING = "HFEXPORT_TESTING"
 FAULT = "HFEXPORT_FAULT"
@@ -63,6 +65,14 @@ def limit_bytes(variable: str) -> int:
         return int(float(os.environ.get(variable) or LIMITS_MB[variable]) * 1_000_000)
     except ValueError:
         return LIMITS_MB[variable] * 1_000_000
+
+
+def memory_limit_bytes() -> int | None:
+    """The memory the preflight counts on, when set (`HFEXPORT_MEMORY_LIMIT_MB`); else None."""
+    try:
+        return int(float(os.environ[MEMORY_LIMIT_MB]) * 1_000_000)
+    except (KeyError, ValueError):  # unset, or unreadable: the machine's own
+        return None
 
 
 def worker_user_name() -> str:

@@ -8,8 +8,16 @@ from hfexport import settings
 
 
 def test_defaults_apply_when_unset(monkeypatch):
-    for name in (settings.CACHE, settings.JOBS, settings.HUB_RETRIES, settings.MAX_DOWNLOAD_MB, settings.QUIET_NOISE):
+    for name in (
+        settings.CACHE,
+        settings.JOBS,
+        settings.HUB_RETRIES,
+        settings.MAX_DOWNLOAD_MB,
+        settings.QUIET_NOISE,
+        settings.MEMORY_LIMIT_MB,
+    ):
         monkeypatch.delenv(name, raising=False)
+    assert settings.memory_limit_bytes() is None  # the preflight then reads the machine's
     assert settings.cache_dir() == Path.home() / ".cache" / "hfexport"
     assert settings.jobs() == 1 and settings.hub_retries() == 8 and settings.quiet_noise()
     assert settings.limit_bytes(settings.MAX_DOWNLOAD_MB) == 200_000 * 1_000_000
@@ -24,6 +32,10 @@ def test_values_are_read_at_call_time(monkeypatch, tmp_path):
     assert settings.limit_bytes(settings.MAX_SUPPORT_FILE_MB) == 500_000
     monkeypatch.setenv(settings.MAX_SUPPORT_FILE_MB, "lots")  # unreadable: the default, not a crash
     assert settings.limit_bytes(settings.MAX_SUPPORT_FILE_MB) == 100 * 1_000_000
+    monkeypatch.setenv(settings.MEMORY_LIMIT_MB, "16000")
+    assert settings.memory_limit_bytes() == 16 * 10**9
+    monkeypatch.setenv(settings.MEMORY_LIMIT_MB, "lots")
+    assert settings.memory_limit_bytes() is None
     settings.set_quiet_noise(False)
     assert not settings.quiet_noise()
     settings.set_quiet_noise(True, only_if_unset=True)

@@ -17,13 +17,15 @@ from pathlib import Path
 from ..backends import parse_backends
 from ..errors import ConfigError, HubUnavailableError
 from ..pipeline import cache
-from ..pipeline.export import DEFAULT_TIMEOUT_S, BackendWorkers, Progress, run_backends
+from ..pipeline.export import DEFAULT_TIMEOUT_S, BackendWorkers, Progress, default_jobs, run_backends
 from ..pipeline.fetch import FetchedModel, fetch
 from ..pipeline.package import package, staging_folder
 from ..pipeline.plan import check_request, plan_isolated
+from ..pipeline.preflight import Machine, check, check_or_raise, weights_of
 from ..pipeline.resolve import resolve
 from ..proc import FAULT_ENV, injected_fault
 from ..report import ExportPlan, ExportRequest, PublishResult, Report, Source
+from ..settings import cache_dir
 from ..settings import variants as default_variants
 from ..variants import parse_thresholds, parse_variants
 
@@ -44,6 +46,7 @@ def export(
     adjust_plan: Callable[[ExportPlan], ExportPlan] | None = None,
     variants: str | list[str] | None = None,
     min_quality: list[str] | dict | None = None,
+    force_memory: bool = False,
 ) -> Report:
     """Export a model folder or Hub repo to every backend, validate each export, and write them out.
 
@@ -61,27 +64,49 @@ def export(
         variants: smaller/faster variants to derive where a backend offers them (`"int8,fp16"`,
             `"none"`; default `HFEXPORT_VARIANTS`, else `variants.DEFAULT_VARIANTS`).
         min_quality: overrides of the variants' quality thresholds (`["int8.cosine_mean=0.995"]`).
+        force_memory: export every backend even where the preflight expects it not to fit.
         progress: `progress(backend, message)` callback.
         adjust_plan: edit the plan before exporting (e.g. `lambda p: replace(p, sample=Shape(1, 8))`).
 
     Returns:
         The `Report` (also written to `<out>/hfexport-report.json`). `report.ok` is False if any
-        backend that ran failed; its files are then absent and its entry holds the error.
+        backend that ran failed; its files are then absent and its entry holds the error. A backend
+        the preflight expects not to fit is reported skipped with its estimate.
 
     Raises:
-        HfExportError subclasses for bad input, before anything is written.
+        HfExportError subclasses for bad input, before anything is written; `ResourceError` when
+        no backend fits this machine (before any download).
     """
     names = parse_backends(backends)
     wanted = _variants_request(variants, min_quality)
     if injected_fault("run") == "raise":
         raise RuntimeError(f"injected by the {FAULT_ENV} test hook")
     resolved = resolve(source, revision=revision, token=token)
+    out_dir = Path(out) if out is not None else Path("hfexport-out") / Path(resolved.ref).name
+    too_large = _preflight(resolved, names, jobs, token, force_memory, out_dir)
     fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
     with _planned(fetched, names, task, trust_remote_code, wanted, jobs) as (plan, workers):
         if adjust_plan is not None:
             plan = adjust_plan(dataclasses.replace(plan))
-        out_dir = Path(out) if out is not None else Path("hfexport-out") / Path(resolved.ref).name
-        return _export_into(out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress)
+        return _export_into(
+            out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress, too_large=too_large
+        )
+
+
+def _preflight(
+    source: Source, names: list[str], jobs: int | None, token: str | None, force: bool, out_dir: Path
+) -> dict[str, str]:
+    """The backends that will not fit this machine, each with why (`pipeline/preflight.py`), read
+    from the weights' headers before anything is downloaded; none with `force`.
+
+    Raises:
+        ResourceError: no backend fits (and not `force`).
+    """
+    if force:
+        return {}
+    machine = Machine.here(out_dir)
+    verdict = check(weights_of(source, token), names, machine, jobs or default_jobs(), downloads=source.kind == "hub")
+    return check_or_raise(verdict).reasons()
 
 
 @contextmanager
@@ -101,7 +126,8 @@ def _planned(fetched: FetchedModel, names: list[str], task: str, trust_remote_co
 def _export_into(
     out_dir: Path, fetched: FetchedModel, plan: ExportPlan, workers: BackendWorkers, **run_options
 ) -> Report:
-    """Stages 4-6 for both jobs: run the backends into a staging folder, then package it as `out_dir`."""
+    """Stages 4-6 for both jobs: run the backends into a staging folder, then package it as `out_dir`
+    (`run_options`: `run_backends`' own)."""
     with staging_folder(out_dir) as staging:
         results = run_backends(fetched, plan, staging, workers=workers, **run_options)
         return package(staging, out_dir, fetched.source, plan, results)
@@ -126,6 +152,7 @@ def push(
     log: Callable[[str], None] = lambda message: None,
     variants: str | list[str] | None = None,
     min_quality: list[str] | dict | None = None,
+    force_memory: bool = False,
 ) -> PublishResult:
     """Export a Hub repo and open (or update) one verified PR on it — the `hfexport push` job.
 
@@ -141,7 +168,8 @@ def push(
         The `PublishResult`; its `report` is None when nothing had to be exported.
 
     Raises:
-        HfExportError subclasses: bad input, auth (`AuthError`), Hub down (`HubUnavailableError`).
+        HfExportError subclasses: bad input, auth (`AuthError`), Hub down (`HubUnavailableError`),
+        no backend fitting this machine (`ResourceError`, before any download).
     """
     from huggingface_hub import HfApi
 
@@ -168,6 +196,7 @@ def push(
         return apply(api, state, early, None, dry_run=dry_run, log=log)
 
     def exported(resolved: Source) -> Report:
+        too_large = _preflight(resolved, names, None, token, force_memory, cache_dir())
         fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
         with _planned(fetched, names, task, trust_remote_code, wanted) as (plan, workers):
             out_dir = cache.export_dir(fetched, plan)
@@ -175,7 +204,9 @@ def push(
             if kept is not None:
                 log(f"reusing the cached exports in {out_dir}")
                 return kept
-            return _export_into(out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress)
+            return _export_into(
+                out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress, too_large=too_large
+            )
 
     report = exported(resolved)
     # Another runner (the GPU job, a second HF Job) may commit to the same PR meanwhile: our write

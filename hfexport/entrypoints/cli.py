@@ -37,6 +37,13 @@ VariantsOption = Annotated[
         show_default=False,
     ),
 ]
+ForceMemoryOption = Annotated[
+    bool,
+    typer.Option(
+        help="Export every backend even where the preflight (the weights' headers and hfexport's measured "
+        "cost, read before any download) expects it not to fit this machine's memory or disk.",
+    ),
+]
 MinQualityOption = Annotated[
     Optional[list[str]],
     typer.Option(
@@ -103,6 +110,7 @@ def export(
     ] = None,
     variants: VariantsOption = None,
     min_quality: MinQualityOption = None,
+    force_memory: ForceMemoryOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
 ) -> None:
     """Export SOURCE to each backend, validate every artifact, and write them with hfexport-report.json."""
@@ -126,6 +134,7 @@ def export(
                 progress=progress,
                 variants=variants,
                 min_quality=min_quality,
+                force_memory=force_memory,
             )
         except HfExportError as e:
             fail(e)
@@ -235,6 +244,7 @@ def push(
     timeout: Annotated[float, typer.Option(help="Seconds allowed per backend.")] = DEFAULT_TIMEOUT_S,
     variants: VariantsOption = None,
     min_quality: MinQualityOption = None,
+    force_memory: ForceMemoryOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome and report as JSON on stdout.")] = False,
 ) -> None:
     """Export REPO_ID, validate, and open (or update) ONE pull request with the exports and a card section.
@@ -274,6 +284,7 @@ def push(
                 log=lambda message: err.print(message),
                 variants=variants,
                 min_quality=min_quality,
+                force_memory=force_memory,
             )
         except HfExportError as e:
             fail(e)

@@ -61,10 +61,12 @@ def run_backends(
     progress: Progress | None = None,
     *,
     workers: BackendWorkers,
+    too_large: dict[str, str] | None = None,
 ) -> list[BackendResult]:
     """Export and validate every backend of the plan into `staging/<subfolder>`, one process each.
 
-    Backends that cannot run here (a missing package, no CUDA), or whose exporter cannot export this
+    Backends that cannot run here (a missing package, no CUDA), that the preflight expects not to
+    fit (`too_large`: backend → why, `pipeline/preflight.py`), or whose exporter cannot export this
     model (`Backend.limits`), are `skipped` with the reason.
     `workers` are the processes the caller started ahead, while it planned (see `BackendWorkers`); their
     `jobs` backends run at once: much of ExecuTorch lowering and ONNX translation is
@@ -86,7 +88,7 @@ def run_backends(
 
     def one(name: str) -> BackendResult:
         backend = get_backend(name)
-        reason = backend.unavailable_reason() or backend.cannot_export(plan)
+        reason = (too_large or {}).get(name) or backend.unavailable_reason() or backend.cannot_export(plan)
         if reason:
             workers.skip()
             progress(name, f"skipped: {reason}")

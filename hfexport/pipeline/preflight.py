@@ -1,0 +1,301 @@
+"""Stage 1½ — preflight: whether this machine can export the model, decided before any download.
+
+Cost grows faster than the model: a 1 B-parameter LLM's ONNX export needs ~20 GB of memory, and on
+a 16 GB runner the out-of-memory killer ends it after minutes of download and tracing, with nothing
+said up front. The repo's safetensors headers (a few kB each, read by
+`HfApi.get_safetensors_metadata`; a local folder's by `safetensors.safe_open`) give the parameters
+and their stored dtype; hfexport's own cost, measured per backend by `bench/scale.py`, turns them
+into peak memory and disk; a backend that will not fit is skipped with the figures and the fix,
+and when none fits the run stops with exit 2. `--force-memory` tries anyway.
+
+`estimate` is also what the webhook service's HF Jobs executor sizes its flavor by
+(`smallest_flavor`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ResourceError
+from ..report import Source
+from ..settings import memory_limit_bytes
+
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class Weights:
+    """What a checkpoint's safetensors headers say: its parameters and the bytes they are stored in."""
+
+    parameters: int
+    stored_bytes: int
+    dtypes: tuple[str, ...]  # the stored dtypes, most parameters first ("BF16", "F32"…)
+
+    @property
+    def fp32_bytes(self) -> int:
+        """The weights as hfexport exports them today: in float32."""
+        return self.parameters * 4
+
+    def describe(self) -> str:
+        count = f"{self.parameters / 1e9:.2f} B" if self.parameters >= 1e9 else f"{self.parameters / 1e6:.1f} M"
+        return f"{count} parameters ({'/'.join(self.dtypes).lower()})"
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One backend's measured cost, linear in the fp32 bytes of the weights: the peak memory of its
+    worker (import and tracing overhead, then copies of the weights) and the disk its output takes."""
+
+    base_memory: float  # bytes
+    memory_per_weight_byte: float
+    disk_per_weight_byte: float
+
+    def memory(self, weights: Weights) -> int:
+        return int(self.base_memory + self.memory_per_weight_byte * weights.fp32_bytes)
+
+    def disk(self, weights: Weights) -> int:
+        return int(self.disk_per_weight_byte * weights.fp32_bytes)
+
+
+# Measured by bench/scale.py (docs/benchmarks-scale.md): Llama-shaped models of SmolLM2-135M's and
+# SmolLM2-360M's shapes, random weights stored in fp32, each backend alone with its default
+# variants; peak RSS of the largest process and the output folder's bytes. The line through the two
+# sizes, rounded up so that both measured peaks are under it (onnx's fitted base, -0.24 GB, raised
+# to the 0.5 GB a worker's imports take). Peaks per fp32 weight byte measured: onnx 6.5x and 6.8x,
+# dynamo 3.0x and 2.3x, executorch 8.1x and 6.2x. Output: onnx's is the fp32 graph, w8 (29 %) and
+# q4 (17 %) when both pass. A backend measured at no size here takes onnx's (the steepest).
+COSTS: dict[str, Cost] = {
+    "onnx": Cost(base_memory=0.5e9, memory_per_weight_byte=7.0, disk_per_weight_byte=1.5),
+    "dynamo": Cost(base_memory=0.6e9, memory_per_weight_byte=2.0, disk_per_weight_byte=1.05),
+    "executorch": Cost(base_memory=1.6e9, memory_per_weight_byte=5.2, disk_per_weight_byte=1.25),
+}
+_FALLBACK = "onnx"
+
+
+def cost_of(backend: str) -> Cost:
+    return COSTS.get(backend) or COSTS[_FALLBACK]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What one backend is expected to need for one model."""
+
+    backend: str
+    memory_bytes: int
+    disk_bytes: int
+
+
+def estimate(weights: Weights, backends: list[str]) -> list[Estimate]:
+    """Each backend's peak memory and disk for `weights`, from its measured `Cost`."""
+    return [Estimate(b, cost_of(b).memory(weights), cost_of(b).disk(weights)) for b in backends]
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What this process may use: memory (the cgroup's limit where one is set, else the machine's,
+    or `HFEXPORT_MEMORY_LIMIT_MB`) and free disk where the exports are written."""
+
+    memory_bytes: int
+    disk_bytes: int
+
+    @classmethod
+    def here(cls, out_dir: Path | None = None) -> Machine:
+        return cls(memory_bytes=memory_limit_bytes() or _physical_memory(), disk_bytes=_free_disk(out_dir))
+
+
+def _physical_memory() -> int:
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit_file).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total
+
+
+def _free_disk(out_dir: Path | None) -> int:
+    folder = Path(out_dir or ".").resolve()
+    while not folder.exists():
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
+
+
+@dataclass(frozen=True)
+class TooLarge:
+    """Why one backend will not fit: the resource, what it needs and what the machine has."""
+
+    backend: str
+    resource: str  # "memory" or "disk"
+    needed: int
+    available: int
+    alone: int = 0  # memory: what it needs with no other backend beside it
+
+    def cause(self, weights: Weights) -> str:
+        where = "" if self.resource == "memory" else " where the download and the exports are written"
+        beside = ""
+        if self.needed > self.alone > 0:
+            beside = f" with the backends exported beside it (~{_gb(self.alone)} alone)"
+        return (
+            f"{self.backend} needs ~{_gb(self.needed)} of {self.resource}{beside} for {weights.describe()} by "
+            f"hfexport's measured cost; {_gb(self.available)} is available{where}"
+        )
+
+    @property
+    def fix(self) -> str:
+        if self.resource == "memory":
+            one_at_a_time = (
+                f"export one backend at a time (--jobs 1: ~{_gb(self.alone)}), "
+                if self.alone and self.alone <= self.available
+                else ""
+            )
+            return (
+                f"Run it where {_gb(self.needed)} of memory is free (a larger runner or HF Jobs flavor), "
+                f"{one_at_a_time}or pass --force-memory to try anyway."
+            )
+        return "Free disk, write elsewhere (--out, HFEXPORT_CACHE), or pass --force-memory to try anyway."
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """The verdict: each backend's estimate, and those that will not fit."""
+
+    weights: Weights | None
+    estimates: list[Estimate]
+    machine: Machine
+    too_large: dict[str, TooLarge]
+
+    @property
+    def fits(self) -> list[str]:
+        return [e.backend for e in self.estimates if e.backend not in self.too_large]
+
+    def reasons(self) -> dict[str, str]:
+        """Each backend that will not fit → why, with the figures and the fix (the report's words)."""
+        assert self.weights is not None or not self.too_large
+        return {b: f"{t.cause(self.weights)}. {t.fix}" for b, t in self.too_large.items() if self.weights}
+
+
+def check(
+    weights: Weights | None, backends: list[str], machine: Machine, jobs: int = 1, downloads: bool = True
+) -> Preflight:
+    """Which `backends` fit `machine`. Memory: each backend's own peak plus, with `jobs` at once,
+    the next largest peaks (their workers run side by side). Disk: the download (unless the
+    weights are local: `downloads`) and every backend's output. Unknown weights (no safetensors)
+    pass: nothing to estimate from.
+
+    Returns:
+        The `Preflight`; `check_or_raise` stops the run when nothing fits.
+    """
+    if weights is None:
+        return Preflight(None, [], machine, {})
+    estimates = estimate(weights, backends)
+    disk = (weights.stored_bytes if downloads else 0) + sum(e.disk_bytes for e in estimates)
+    too_large = {}
+    for e in estimates:
+        others = sorted((o.memory_bytes for o in estimates if o is not e), reverse=True)
+        memory = e.memory_bytes + sum(others[: max(0, jobs - 1)])
+        if memory > machine.memory_bytes:
+            too_large[e.backend] = TooLarge(e.backend, "memory", memory, machine.memory_bytes, e.memory_bytes)
+        elif disk > machine.disk_bytes:
+            too_large[e.backend] = TooLarge(e.backend, "disk", disk, machine.disk_bytes)
+    return Preflight(weights, estimates, machine, too_large)
+
+
+def check_or_raise(preflight: Preflight) -> Preflight:
+    """`preflight`, or `ResourceError` (exit 2) when no backend fits: nothing is downloaded."""
+    if preflight.estimates and not preflight.fits and preflight.weights is not None:
+        weights = preflight.weights
+        causes = "; ".join(t.cause(weights) for t in preflight.too_large.values())
+        raise ResourceError(f"No backend fits this machine: {causes}.", next(iter(preflight.too_large.values())).fix)
+    return preflight
+
+
+def smallest_flavor(memory_bytes: int, disk_bytes: int, hardware: list, gpu: bool = False) -> str | None:
+    """The cheapest HF Jobs flavor (`HfApi.list_jobs_hardware()`'s entries) with at least this much
+    memory and ephemeral disk, with an accelerator or without one; None when none has enough."""
+
+    def size(text: str) -> float:  # "16 GB"
+        number, _, unit = (text or "0").partition(" ")
+        try:
+            return float(number) * {"TB": 1e12, "GB": 1e9, "MB": 1e6}.get(unit.strip().upper(), 1e9)
+        except ValueError:
+            return 0.0
+
+    def fits(h) -> bool:
+        enough = size(h.ram) >= memory_bytes and size(h.ephemeral_storage) >= disk_bytes
+        return enough and (h.accelerator is not None) == gpu
+
+    fitting = [h for h in hardware if fits(h)]
+    return min(fitting, key=lambda h: h.unit_cost_micro_usd).name if fitting else None
+
+
+def _gb(n: float) -> str:
+    return f"{math.ceil(n / GB * 10) / 10:.1f} GB"
+
+
+# ── Reading the weights' headers ─────────────────────────────────────────────
+
+
+def weights_of(source: Source, token: str | None = None) -> Weights | None:
+    """The checkpoint's parameters and stored bytes from its safetensors headers, without
+    downloading a weight: a Hub repo's through `HfApi.get_safetensors_metadata` (HTTP range reads,
+    sharded checkpoints through their index), a local folder's through `safetensors.safe_open`.
+    None where there are no safetensors (pickled weights, which the fetch stage refuses or not)."""
+    counts: dict[str, int] = {}
+    if source.kind == "local":
+        from safetensors import safe_open
+
+        files = sorted(Path(source.ref).glob("*.safetensors"))
+        for path in files:
+            with safe_open(str(path), framework="numpy") as f:
+                for name in f.keys():
+                    tensor = f.get_slice(name)
+                    dtype = tensor.get_dtype()
+                    counts[dtype] = counts.get(dtype, 0) + math.prod(tensor.get_shape())
+    else:
+        from huggingface_hub import HfApi
+        from huggingface_hub.errors import NotASafetensorsRepoError
+
+        from ..hub.retry import retry
+
+        api = HfApi(token=token)
+        try:
+            metadata = retry(
+                f"read the safetensors headers of {source.ref}",
+                lambda: api.get_safetensors_metadata(source.ref, revision=source.sha),
+            )
+        except NotASafetensorsRepoError:
+            return None
+        for file in metadata.files_metadata.values():
+            for dtype, count in file.parameter_count.items():
+                counts[dtype] = counts.get(dtype, 0) + count
+    if not counts:
+        return None
+    stored = sum(count * _DTYPE_BYTES.get(dtype, 4) for dtype, count in counts.items())
+    dtypes = tuple(sorted(counts, key=counts.__getitem__, reverse=True))
+    return Weights(parameters=sum(counts.values()), stored_bytes=stored, dtypes=dtypes)
+
+
+# Bytes per element of the safetensors dtypes (an unknown one counts as 4).
+_DTYPE_BYTES = {
+    "F64": 8,
+    "I64": 8,
+    "U64": 8,
+    "F32": 4,
+    "I32": 4,
+    "U32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I16": 2,
+    "U16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+}
