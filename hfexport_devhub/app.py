@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .faults import Faults, drop_connection
-from .jobs import JobRunner
+from .jobs import HARDWARE, JobRunner, hardware_list
 from .store import Actor, Store, StoreError, now_iso
 
 Handler = Callable[..., Awaitable[Response]]
@@ -92,6 +92,7 @@ class HubApp:
             ("PUT", r"/_lfs/(?P<oid>[0-9a-f]{64})(?:/(?P<part>\d+))?", self.lfs_put),
             ("POST", r"/_lfs/(?P<oid>[0-9a-f]{64})/complete", self.lfs_complete),
             ("POST", r"/_lfs/(?P<oid>[0-9a-f]{64})/verify", self.lfs_verify),
+            ("GET", r"/api/jobs/hardware", self.jobs_hardware),
             ("POST", r"/api/jobs/(?P<ns>[\w.\-]+)", self.run_job),
             ("GET", r"/api/jobs/(?P<ns>[\w.\-]+)", self.list_jobs),
             ("GET", r"/api/jobs/(?P<ns>[\w.\-]+)/(?P<job_id>[0-9a-f]+)", self.inspect_job),
@@ -749,8 +750,13 @@ class HubApp:
         spec = await request.json()
         if not spec.get("dockerImage") and not spec.get("spaceId"):
             return _error(400, "a job needs dockerImage or spaceId")
+        if spec.get("flavor") not in {h["name"] for h in HARDWARE}:
+            return _error(400, f"unknown flavor {spec.get('flavor')!r}")
         job = self.jobs.start(actor.name, spec)
         return JSONResponse(job.info(self.base_url(request)))
+
+    async def jobs_hardware(self, request: Request) -> Response:
+        return JSONResponse(hardware_list())
 
     async def list_jobs(self, request: Request, ns: str) -> Response:
         actor = self.actor(request)

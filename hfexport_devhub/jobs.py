@@ -18,6 +18,37 @@ from dataclasses import dataclass, field
 from .store import now_iso
 
 
+# The flavors `GET /api/jobs/hardware` lists, in the Hub's format (`HfApi.list_jobs_hardware`);
+# cpu-basic's figures are those the client's documentation shows, the others this emulator's own.
+HARDWARE = [
+    {"name": "cpu-basic", "cpu": "2 vCPU", "ram": "16 GB", "storage": "20 GB", "cost": 167},
+    {"name": "cpu-upgrade", "cpu": "8 vCPU", "ram": "32 GB", "storage": "50 GB", "cost": 500},
+    {"name": "cpu-xl", "cpu": "16 vCPU", "ram": "124 GB", "storage": "200 GB", "cost": 1667},
+    {"name": "a10g-small", "cpu": "4 vCPU", "ram": "15 GB", "storage": "110 GB", "cost": 1667, "gpu": "A10G"},
+]
+
+
+def hardware_list() -> list[dict]:
+    return [
+        {
+            "name": h["name"],
+            "prettyName": h["name"].replace("-", " ").title(),
+            "cpu": h["cpu"],
+            "ram": h["ram"],
+            "ephemeralStorage": h["storage"],
+            "accelerator": (
+                {"type": "gpu", "model": h["gpu"], "quantity": "1", "vram": "24 GB", "manufacturer": "Nvidia"}
+                if "gpu" in h
+                else None
+            ),
+            "unitCostMicroUSD": h["cost"],
+            "unitCostUSD": h["cost"] / 1e6,
+            "unitLabel": "minute",
+        }
+        for h in HARDWARE
+    ]
+
+
 @dataclass
 class LocalJob:
     id: str

@@ -254,7 +254,9 @@ def test_hf_jobs_executor_runs_on_the_hubs_jobs_endpoints(hub, accounts, tmp_pat
     assert result["stage"] == "COMPLETED" and set(result["jobs"]) == {"cpu"}
     launched = hub.app.jobs.jobs[result["jobs"]["cpu"]["hf_job"]]
     spec = launched.spec
-    assert spec["dockerImage"] == "hfexport:test" and spec["flavor"] == "cpu-upgrade"
+    # Sized by the model: a tiny BERT fits the cheapest CPU flavor the Hub lists.
+    assert spec["dockerImage"] == "hfexport:test" and spec["flavor"] == "cpu-basic"
+    assert "M parameters (f32)" in result["jobs"]["cpu"]["sized_for"], result
     assert accounts["bot"] not in json.dumps(spec["command"]) and accounts["bot"] not in json.dumps(
         spec.get("environment")
     )
@@ -263,6 +265,26 @@ def test_hf_jobs_executor_runs_on_the_hubs_jobs_endpoints(hub, accounts, tmp_pat
     assert accounts["bot"] not in json.dumps(info.command) and list(info.secrets) == ["HF_TOKEN"]
     assert not any(accounts["bot"] in line for line in launched.logs)
     assert len(_prs(hub, accounts["alice"], repo)) == 1
+
+
+def test_hf_jobs_flavor_is_the_cheapest_that_fits_the_models_estimate(hub, accounts, tmp_path):
+    """The CPU flavor follows the commit's size, read from its safetensors header (no weight is
+    downloaded): a 5 B-parameter bf16 checkpoint needs the flavor with the most memory; a 60 B one
+    more than any has, so the largest is taken and the record says so; an explicit flavor wins."""
+    from huggingface_hub import HfApi
+
+    from hfexport.entrypoints.service.executors import sized_flavor
+    from test_preflight import _header_only_checkpoint
+
+    api = HfApi(endpoint=hub.url, token=accounts["alice"])
+    for billions in (5, 60):
+        repo = f"alice-svc/header-only-{billions}b"
+        api.create_repo(repo)
+        api.upload_folder(repo_id=repo, folder_path=_header_only_checkpoint(tmp_path / repo, billions * 10**9))
+        job = Job(3, repo, api.model_info(repo).sha, JobPlan(("onnx",)), JobStatus.RUNNING, 1, None, None, 0, 0)
+        flavor, why = sized_flavor(api, job, ["onnx"], accounts["alice"])
+        assert flavor == "cpu-xl" and f"{billions}.00 B parameters (bf16)" in why, (flavor, why)
+        assert ("more than any CPU flavor has" in why) == (billions == 60), why
 
 
 def test_hf_jobs_split_a_request_by_hardware_and_run_the_groups_in_parallel(hub, accounts, workspace):
@@ -291,11 +313,11 @@ def test_hf_jobs_split_a_request_by_hardware_and_run_the_groups_in_parallel(hub,
         HfJobsExecutor(image="hfexport:test", token=accounts["bot"], poll_s=0.5).run(job)
     launched = [hub.app.jobs.jobs[i] for i in set(hub.app.jobs.jobs) - before]
     flavors = {j.spec["flavor"]: j.spec["command"] for j in launched}
-    assert set(flavors) == {"cpu-upgrade", "a10g-small"}
+    assert set(flavors) == {"cpu-basic", "a10g-small"}
     assert flavors["a10g-small"][flavors["a10g-small"].index("--backends") + 1] == "executorch-cuda"
-    assert flavors["cpu-upgrade"][flavors["cpu-upgrade"].index("--backends") + 1] == "dynamo"
+    assert flavors["cpu-basic"][flavors["cpu-basic"].index("--backends") + 1] == "dynamo"
     # Started together: the GPU Job was launched before the CPU one finished.
-    cpu = next(j for j in launched if j.spec["flavor"] == "cpu-upgrade")
+    cpu = next(j for j in launched if j.spec["flavor"] == "cpu-basic")
     gpu = next(j for j in launched if j.spec["flavor"] == "a10g-small")
     assert gpu.created_at <= cpu.finished_at
     deadline = time.monotonic() + 300

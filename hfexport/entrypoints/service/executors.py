@@ -80,18 +80,49 @@ class LocalExecutor:
         raise JobFailed(f"push exited with {process.returncode}: {tail}", retryable=retryable_exit(process.returncode))
 
 
+# The CPU flavor of a model whose size cannot be read (no safetensors headers).
+UNSIZED_CPU_FLAVOR = "cpu-upgrade"
+
+
+def sized_flavor(api, job: Job, backends: list[str], token: str | None) -> tuple[str, str | None]:
+    """The cheapest CPU flavor that fits `backends`' export of the job's commit by the preflight's
+    estimate (one backend at a time, as `push` runs them: the largest peak; the download and every
+    output on disk), and what it was sized for; `UNSIZED_CPU_FLAVOR` where the size is unknown, the
+    largest flavor where none is enough (the preflight in the Job then says so)."""
+    from ...hub.retry import retry
+    from ...pipeline.preflight import estimate, smallest_flavor, weights_of
+    from ...report import Source
+
+    weights = weights_of(Source(kind="hub", ref=job.repo_id, sha=job.head_sha), token)
+    if weights is None:
+        return UNSIZED_CPU_FLAVOR, None
+    estimates = estimate(weights, backends)
+    memory = max(e.memory_bytes for e in estimates)
+    disk = weights.stored_bytes + sum(e.disk_bytes for e in estimates)
+    hardware = retry("list the HF Jobs flavors", api.list_jobs_hardware)
+    why = f"{weights.describe()}: ~{memory / 1e9:.1f} GB of memory, ~{disk / 1e9:.1f} GB of disk"
+    flavor = smallest_flavor(memory, disk, hardware)
+    if flavor is None:
+        cpus = [h for h in hardware if h.accelerator is None]
+        return max(cpus, key=lambda h: h.unit_cost_micro_usd).name, f"{why} (more than any CPU flavor has)"
+    return flavor, why
+
+
 @dataclass
 class HfJobsExecutor:
     """Each export as HF Jobs (`HfApi.run_job`), one per hardware group (CPU backends on a CPU
     flavor, `executorch-cuda` on a GPU one), run in parallel and followed to their end; they
     converge on the one PR.
 
-    The token reaches the Jobs as a secret (`HF_TOKEN`), never on their command line."""
+    The CPU flavor, unless given, is the cheapest that fits the model: the preflight's estimate
+    (`pipeline/preflight.py`, from the commit's safetensors headers) against the flavors the Hub
+    lists (`HfApi.list_jobs_hardware`); the job's record says which and why. The token reaches
+    the Jobs as a secret (`HF_TOKEN`), never on their command line."""
 
     image: str
     token: str | None = None
     namespace: str | None = None
-    cpu_flavor: str = "cpu-upgrade"
+    cpu_flavor: str | None = None  # None: sized by the model (`sized_flavor`)
     gpu_flavor: str = "a10g-small"
     poll_s: float = 2.0
     timeout_s: float = 4 * 3600
@@ -103,8 +134,14 @@ class HfJobsExecutor:
         from ...hub.retry import retry
 
         api = HfApi(token=self.token)
-        started = {}
+        started, sized = {}, {}
         for hardware, backends in hardware_groups(job).items():
+            if hardware == "gpu":
+                flavor = self.gpu_flavor
+            else:
+                flavor, sized[hardware] = self.cpu_flavor, None
+                if flavor is None:
+                    flavor, sized[hardware] = sized_flavor(api, job, backends, self.token)
             started[hardware] = retry(
                 f"start the {hardware} HF Job",
                 lambda backends=backends, hardware=hardware: api.run_job(
@@ -112,7 +149,7 @@ class HfJobsExecutor:
                     command=["hfexport", *push_arguments(job, ",".join(backends))],
                     env=dict(self.env),
                     secrets={"HF_TOKEN": self.token} if self.token else None,
-                    flavor=self.gpu_flavor if hardware == "gpu" else self.cpu_flavor,
+                    flavor=flavor,
                     timeout=int(self.timeout_s),
                     namespace=self.namespace,
                     labels={"app": "hfexport", "repo": job.repo_id.replace("/", "--"), "hardware": hardware},
@@ -133,6 +170,7 @@ class HfJobsExecutor:
                         "hf_job": info.id,
                         "hf_job_url": getattr(current, "url", None),
                         "flavor": current.flavor,
+                        **({"sized_for": sized[hardware]} if sized.get(hardware) else {}),
                     }
                     del running[hardware]
                 elif stage.endswith(("ERROR", "CANCELED", "DELETED")):
