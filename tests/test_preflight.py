@@ -124,28 +124,32 @@ def test_a_model_that_cannot_fit_is_refused_before_any_download_with_the_estimat
     assert forced.returncode == 0, forced.stderr[-2000:]
 
 
-def test_a_backend_over_the_limit_is_reported_skipped_and_the_others_export(tmp_path):
-    """The machine's limit between dynamo's and ExecuTorch's estimates for a tiny model: dynamo
-    exports, ExecuTorch is reported skipped with its estimate, and the run exits 0."""
+def test_a_backend_over_the_limit_is_reported_skipped_and_the_others_export_one_at_a_time(tmp_path):
+    """The machine's limit between ExecuTorch's estimate for a tiny model and the others': asked for
+    two backends at once (`--jobs 2`), which nothing would fit beside ExecuTorch, the run exports
+    one at a time instead — dynamo and onnx export —, ExecuTorch is reported skipped with its
+    estimate, and the run exits 0."""
     folder = tiny_models.bert(tmp_path / "model")
     weights = weights_of(_local(folder))
     assert weights is not None
-    dynamo, executorch = estimate(weights, ["dynamo", "executorch"])
-    assert dynamo.memory_bytes < executorch.memory_bytes, (dynamo, executorch)
-    limit_mb = (dynamo.memory_bytes + executorch.memory_bytes) // 2 // 1_000_000
+    dynamo, onnx, executorch = estimate(weights, ["dynamo", "onnx", "executorch"])
+    assert max(dynamo.memory_bytes, onnx.memory_bytes) < executorch.memory_bytes, (dynamo, onnx, executorch)
+    limit = (max(dynamo.memory_bytes, onnx.memory_bytes) + executorch.memory_bytes) // 2
+    side_by_side = check(weights, ["dynamo", "onnx", "executorch"], Machine(limit, 10**13), jobs=2)
+    assert side_by_side.fits == []  # each beside ExecuTorch: nothing fits two at a time
     ran = run_cli(
         "export",
         str(folder),
         "--backends",
-        "dynamo,executorch",
+        "dynamo,onnx,executorch",
         "--jobs",
-        "1",
+        "2",
         "--out",
         str(tmp_path / "out"),
         "--json",
-        env={"HFEXPORT_MEMORY_LIMIT_MB": str(limit_mb)},
+        env={"HFEXPORT_MEMORY_LIMIT_MB": str(limit // 1_000_000)},
     )
     assert ran.returncode == 0, ran.stderr[-2000:]
     results = {b["backend"]: b for b in json.loads(ran.stdout)["backends"]}
-    assert results["dynamo"]["status"] == "ok"
+    assert results["dynamo"]["status"] == results["onnx"]["status"] == "ok", results
     assert results["executorch"]["status"] == "skipped" and "GB of memory" in results["executorch"]["error"]

@@ -83,7 +83,7 @@ def export(
         raise RuntimeError(f"injected by the {FAULT_ENV} test hook")
     resolved = resolve(source, revision=revision, token=token)
     out_dir = Path(out) if out is not None else Path("hfexport-out") / Path(resolved.ref).name
-    too_large = _preflight(resolved, names, jobs, token, force_memory, out_dir)
+    too_large, jobs = _preflight(resolved, names, jobs, token, force_memory, out_dir)
     fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
     with _planned(fetched, names, task, trust_remote_code, wanted, jobs) as (plan, workers):
         if adjust_plan is not None:
@@ -95,18 +95,24 @@ def export(
 
 def _preflight(
     source: Source, names: list[str], jobs: int | None, token: str | None, force: bool, out_dir: Path
-) -> dict[str, str]:
+) -> tuple[dict[str, str], int]:
     """The backends that will not fit this machine, each with why (`pipeline/preflight.py`), read
-    from the weights' headers before anything is downloaded; none with `force`.
+    from the weights' headers before anything is downloaded (none with `force`), and the backends
+    to export at once: `jobs`, or 1 where running them side by side is what would not fit.
 
     Raises:
         ResourceError: no backend fits (and not `force`).
     """
+    jobs = jobs or default_jobs()
     if force:
-        return {}
-    machine = Machine.here(out_dir)
-    verdict = check(weights_of(source, token), names, machine, jobs or default_jobs(), downloads=source.kind == "hub")
-    return check_or_raise(verdict).reasons()
+        return {}, jobs
+    weights, machine, downloads = weights_of(source, token), Machine.here(out_dir), source.kind == "hub"
+    verdict = check(weights, names, machine, jobs, downloads)
+    if jobs > 1 and verdict.too_large:
+        alone = check(weights, names, machine, 1, downloads)
+        if len(alone.too_large) < len(verdict.too_large):  # fewer at once rather than fewer backends
+            verdict, jobs = alone, 1
+    return check_or_raise(verdict).reasons(), jobs
 
 
 @contextmanager
@@ -196,9 +202,9 @@ def push(
         return apply(api, state, early, None, dry_run=dry_run, log=log)
 
     def exported(resolved: Source) -> Report:
-        too_large = _preflight(resolved, names, None, token, force_memory, cache_dir())
+        too_large, jobs = _preflight(resolved, names, None, token, force_memory, cache_dir())
         fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
-        with _planned(fetched, names, task, trust_remote_code, wanted) as (plan, workers):
+        with _planned(fetched, names, task, trust_remote_code, wanted, jobs) as (plan, workers):
             out_dir = cache.export_dir(fetched, plan)
             kept = cache.cached(out_dir, resolved)
             if kept is not None:

@@ -1,8 +1,8 @@
 """Stage 1½ — preflight: whether this machine can export the model, decided before any download.
 
-Cost grows faster than the model: a 1 B-parameter LLM's ONNX export needs ~20 GB of memory, and on
-a 16 GB runner the out-of-memory killer ends it after minutes of download and tracing, with nothing
-said up front. The repo's safetensors headers (a few kB each, read by
+Cost grows faster than the model: a 1 B-parameter LLM's ONNX export needs ~35 GB of memory by
+today's measured cost, and on a 16 GB runner the out-of-memory killer ends it after minutes of
+download and tracing, with nothing said up front. The repo's safetensors headers (a few kB each, read by
 `HfApi.get_safetensors_metadata`; a local folder's by `safetensors.safe_open`) give the parameters
 and their stored dtype; hfexport's own cost, measured per backend by `bench/scale.py`, turns them
 into peak memory and disk; a backend that will not fit is skipped with the figures and the fix,

@@ -89,11 +89,15 @@ def sized_flavor(api, job: Job, backends: list[str], token: str | None) -> tuple
     estimate (one backend at a time, as `push` runs them: the largest peak; the download and every
     output on disk), and what it was sized for; `UNSIZED_CPU_FLAVOR` where the size is unknown, the
     largest flavor where none is enough (the preflight in the Job then says so)."""
+    from ...errors import HubUnavailableError
     from ...hub.retry import retry
     from ...pipeline.preflight import estimate, smallest_flavor, weights_of
     from ...report import Source
 
-    weights = weights_of(Source(kind="hub", ref=job.repo_id, sha=job.head_sha), token)
+    try:
+        weights = weights_of(Source(kind="hub", ref=job.repo_id, sha=job.head_sha), token)
+    except HubUnavailableError:  # the Job's own preflight reads them again
+        weights = None
     if weights is None:
         return UNSIZED_CPU_FLAVOR, None
     estimates = estimate(weights, backends)
