@@ -38,6 +38,9 @@ def test_a_folders_weights_are_counted_from_their_headers_across_shards_and_dtyp
     halved = weights_of(_local(tmp_path / "bf16"))
     assert halved == Weights(parameters=parameters, stored_bytes=2 * parameters, dtypes=("BF16",))
     assert weights_of(_local(tmp_path)) is None  # no safetensors: nothing to estimate from
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "model.safetensors").write_bytes(b"")
+    assert weights_of(_local(tmp_path / "broken")) is None  # unreadable: the stages after say what is wrong
 
 
 def test_a_backend_that_does_not_fit_is_named_with_its_figures_and_the_others_still_run():

@@ -245,21 +245,25 @@ def weights_of(source: Source, token: str | None = None) -> Weights | None:
     """The checkpoint's parameters and stored bytes from its safetensors headers, without
     downloading a weight: a Hub repo's through `HfApi.get_safetensors_metadata` (HTTP range reads,
     sharded checkpoints through their index), a local folder's through `safetensors.safe_open`.
-    None where there are no safetensors (pickled weights, which the fetch stage refuses or not)."""
+    None where there are no safetensors (pickled weights, which the fetch stage refuses or not), or
+    a header does not parse: nothing to estimate from, and the stages after say what is wrong."""
     counts: dict[str, int] = {}
     if source.kind == "local":
-        from safetensors import safe_open
+        from safetensors import SafetensorError, safe_open
 
         files = sorted(Path(source.ref).glob("*.safetensors"))
-        for path in files:
-            with safe_open(str(path), framework="numpy") as f:
-                for name in f.keys():
-                    tensor = f.get_slice(name)
-                    dtype = tensor.get_dtype()
-                    counts[dtype] = counts.get(dtype, 0) + math.prod(tensor.get_shape())
+        try:
+            for path in files:
+                with safe_open(str(path), framework="numpy") as f:
+                    for name in f.keys():
+                        tensor = f.get_slice(name)
+                        dtype = tensor.get_dtype()
+                        counts[dtype] = counts.get(dtype, 0) + math.prod(tensor.get_shape())
+        except (SafetensorError, OSError):
+            return None
     else:
         from huggingface_hub import HfApi
-        from huggingface_hub.errors import NotASafetensorsRepoError
+        from huggingface_hub.errors import HfHubHTTPError, NotASafetensorsRepoError, SafetensorsParsingError
 
         from ..hub.retry import retry
 
@@ -269,8 +273,8 @@ def weights_of(source: Source, token: str | None = None) -> Weights | None:
                 f"read the safetensors headers of {source.ref}",
                 lambda: api.get_safetensors_metadata(source.ref, revision=source.sha),
             )
-        except NotASafetensorsRepoError:
-            return None
+        except (NotASafetensorsRepoError, SafetensorsParsingError, HfHubHTTPError):
+            return None  # an answer, not a glitch (a gated repo, a bad header): the fetch stage says it
         for file in metadata.files_metadata.values():
             for dtype, count in file.parameter_count.items():
                 counts[dtype] = counts.get(dtype, 0) + count
