@@ -108,3 +108,48 @@ def test_a_published_graph_keeps_no_exporter_debug_records(tmp_path):
     (written,) = write_onnx(model, tmp_path, "model.onnx")
     records = {p.key: p.value for n in onnx.load(str(written)).graph.node for p in n.metadata_props}
     assert records == {"owner.note": "kept"}, records
+
+
+def test_a_graph_with_its_weights_in_a_file_is_written_self_contained_a_tensor_at_a_time(tmp_path, monkeypatch):
+    """The exporter's graph + `.onnx.data`, loaded lazily (weights mapped, not read), written as the
+    loaders download it: one file, every weight inside with the bytes it had; past the limit,
+    `model.onnx` + `model.onnx_data` instead."""
+    import numpy as np
+
+    import hfexport.layouts as layouts
+
+    rng = np.random.default_rng(0)
+    weights = {f"w{i}": rng.standard_normal((64, 32)).astype(np.float32) for i in range(3)}
+    weights["half"] = rng.standard_normal((8, 8)).astype(np.float16)
+    nodes = [helper.make_node("Identity", [name], [f"out_{name}"]) for name in weights]
+    outputs = [
+        helper.make_tensor_value_info(f"out_{n}", TensorProto.FLOAT16 if n == "half" else TensorProto.FLOAT, a.shape)
+        for n, a in weights.items()
+    ]
+    initializers = [onnx.numpy_helper.from_array(a, name) for name, a in weights.items()]
+    graph = helper.make_graph(nodes, "g", [], outputs, initializer=initializers)
+    source = tmp_path / "exported"
+    source.mkdir()
+    onnx_ir.save(
+        onnx_ir.serde.deserialize_model(helper.make_model(graph)),
+        source / "model.onnx",
+        external_data="model.onnx.data",
+    )
+
+    (written,) = write_onnx(onnx_ir.load(source / "model.onnx"), tmp_path, "model.onnx")
+    stored = onnx.load(str(written), load_external_data=False)
+    assert all(t.data_location == TensorProto.DEFAULT and not t.external_data for t in stored.graph.initializer)
+    assert {t.name: onnx.numpy_helper.to_array(t).tobytes() for t in stored.graph.initializer} == {
+        name: a.tobytes() for name, a in weights.items()
+    }
+    onnx.checker.check_model(stored)
+
+    monkeypatch.setattr(layouts, "SELF_CONTAINED_LIMIT", 1000)
+    large = tmp_path / "large"
+    large.mkdir()
+    files = write_onnx(onnx_ir.load(source / "model.onnx"), large, "model.onnx")
+    assert [p.name for p in files] == ["model.onnx", "model.onnx_data"]
+    reloaded = onnx.load(str(files[0]))
+    assert {t.name: onnx.numpy_helper.to_array(t).tobytes() for t in reloaded.graph.initializer} == {
+        name: a.tobytes() for name, a in weights.items()
+    }
