@@ -533,6 +533,8 @@ class BackendResult:
     versions: dict[str, str] = field(default_factory=dict)
     # Seconds per worker stage ("starting" is the imports): the profile of where the time went.
     timings: dict[str, float] = field(default_factory=dict)
+    # Per worker stage, the process's peak RSS when it ended (MB): the stage where it rises holds a copy.
+    stage_peaks_mb: dict[str, float] = field(default_factory=dict)
     log_tail: str | None = None
     # The test hook that was on for this backend (`crash`, `hang`; HFEXPORT_TESTING=1 only).
     fault: str | None = None

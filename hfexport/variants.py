@@ -157,6 +157,10 @@ class Variant:
     # The `dtype` transformers.js picks this file by, where it is published under transformers.js's
     # own name for it (`model_quantized.onnx` is its "q8").
     js_dtype: str | None = None
+    # Its recipe re-exports the eager model (`VariantJob.model`: a fused, float16 or quantized copy),
+    # so the worker keeps the model's weights for it. False: it transforms the saved programs alone,
+    # and the weights are dropped before any program is loaded beside them (`validate.Reference`).
+    needs_model: bool = True
 
     def make(self, job: VariantJob) -> Derived:
         """Run the recipe (in the export worker: it imports torch and the runtimes)."""
@@ -190,9 +194,12 @@ def register_variant(
     single: bool = True,
     per_component: bool = False,
     js_dtype: str | None = None,
+    needs_model: bool = True,
 ) -> Variant:
     """Register the recipe at `recipe` (`module:function`, `fn(job) -> Derived`) as the `kind` variant of `backend`."""
-    variant = Variant(backend, VariantKind(kind), file, recipe, package, generation, single, per_component, js_dtype)
+    variant = Variant(
+        backend, VariantKind(kind), file, recipe, package, generation, single, per_component, js_dtype, needs_model
+    )
     VARIANTS[(backend, variant.kind)] = variant
     return variant
 
@@ -311,6 +318,7 @@ register_variant(
     generation=True,
     single=False,
     per_component=True,
+    needs_model=False,
     recipe="hfexport.worker.onnx_variants:w8",
 )
 register_variant(
@@ -321,6 +329,7 @@ register_variant(
     generation=True,
     single=False,
     per_component=True,
+    needs_model=False,
     js_dtype="q4",
     recipe="hfexport.worker.onnx_variants:q4",
 )

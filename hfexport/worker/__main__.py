@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import resource
 import signal
 import sys
 import time
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from ..report import BackendResult, WorkerJob, describe_error
 from ..settings import quiet_noise
+from .memory import peak_mb
 
 if TYPE_CHECKING:
     from ..backends import Backend
@@ -36,13 +36,13 @@ _STARTED = time.perf_counter()
 
 def main(job_dir: str) -> int:
     job_path = Path(job_dir)
-    marks: list[tuple[str, float]] = [("starting", _STARTED)]
+    marks: list[tuple[str, float, float]] = [("starting", _STARTED, 0.0)]
     if quiet_noise():
         from ..logs import quiet_known_noise
 
         quiet_known_noise()
     _preload()
-    marks.append(("waiting for the plan", time.perf_counter()))
+    marks.append(("waiting for the plan", time.perf_counter(), peak_mb()))
     if sys.stdin.readline().strip() != "start":
         return 0  # the parent needed no worker after all (bad input, cached exports)
     job = WorkerJob.from_json((job_path / "job.json").read_text())
@@ -56,9 +56,10 @@ def main(job_dir: str) -> int:
     backend = get_backend(backend_name)
 
     def stage(name: str) -> None:
-        """Show progress (the parent reads this file) and time each stage, for the report's profile."""
+        """Show progress (the parent reads this file); time each stage and note the peak RSS it
+        ended at, for the report's profile."""
         (job_path / "stage").write_text(name)
-        marks.append((name, time.perf_counter()))
+        marks.append((name, time.perf_counter(), peak_mb()))
 
     fault = injected_fault(backend_name)
     if fault == "crash":
@@ -75,9 +76,10 @@ def main(job_dir: str) -> int:
         result.status = Status.FAILED
         result.error = f"{type(e).__name__}: {describe_error(e)}"
         traceback.print_exc()  # into worker.log: the parent keeps its tail in the report
-    result.peak_rss_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    marks.append(("end", time.perf_counter()))
-    result.timings = {name: round(end - start, 2) for (name, start), (_, end) in zip(marks, marks[1:])}
+    result.peak_rss_mb = peak_mb()
+    marks.append(("end", time.perf_counter(), result.peak_rss_mb))
+    result.timings = {name: round(end - start, 2) for (name, start, _), (_, end, _) in zip(marks, marks[1:])}
+    result.stage_peaks_mb = {name: peak for (name, _, _), (_, _, peak) in zip(marks, marks[1:])}
     (job_path / "result.json").write_text(json.dumps(result.to_dict(), indent=2))
     return 0
 
@@ -98,9 +100,10 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
 
     from ..report import ArtifactFile, Split, Status, Validation
     from ..versions import runtime_versions
-    from .derive import CALIBRATION, rebase_shares, rejudge_published, run_variants
+    from ..variants import variants_of
+    from .derive import CALIBRATION, JUDGED_NEW_TOKENS, rebase_shares, rejudge_published, run_variants, why_skipped
     from .splits import Exporting, split_for
-    from .validate import compare_generation, loaders_run
+    from .validate import Reference, compare_generation, loaders_run
 
     torch.manual_seed(0)
     plan = job.plan
@@ -144,7 +147,19 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
 
     stage("saving")
     exported.save_pretrained(out_dir)
+    traced = {name: set(component.metadata.kwargs) for name, component in exported.components.items()}
     del exported
+
+    # Eager's side of every check, computed once; the weights go before the programs are loaded
+    # unless a variant re-exports the model.
+    stage("eager reference")
+    wanted = [
+        v for v in variants_of(backend.name, plan.variants, split.generates) if not why_skipped(v, split, backend.name)
+    ]
+    reference = Reference(model, split, traced)
+    reference.prepare(sample, other, JUDGED_NEW_TOKENS if wanted and split.generates else None)
+    if not any(v.needs_model for v in wanted):
+        reference.release()
 
     # ── validate, on the files as a user loads them ──
     stage("validating")
@@ -154,16 +169,24 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     loaded = ExportedModel.from_pretrained(
         out_dir, trust_remote_code=result.trust_remote_code or plan.trust_remote_code, device=backend.runner_device
     )
-    traced = {name: set(runner.metadata.kwargs) for name, runner in loaded.runners.items()}
     validation = Validation(tolerance=backend.tolerance[plan.dtype])
-    validation.checks.extend(split.validate(model, loaded, traced, sample, other))
+    validation.checks.extend(split.validate(reference, loaded, traced, sample, other))
     validate_seconds = time.perf_counter() - started
 
     if plan.variants and validation.passed:
         stage("variants")
-        calibration = [split.inputs(model_dir, model.config, CALIBRATION, seed=seed) for seed in (2, 3)]
+        calibration = [split.inputs(model_dir, reference.config, CALIBRATION, seed=seed) for seed in (2, 3)]
         result.variants = run_variants(
-            split, exporting, model, loaded, out_dir, sample, other, calibration=calibration, stage=stage
+            split,
+            exporting,
+            reference.model,
+            reference,
+            loaded,
+            out_dir,
+            sample,
+            other,
+            calibration=calibration,
+            stage=stage,
         )
 
     components = list(loaded.components)
@@ -181,8 +204,8 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
         if result.layout.for_loaders:
             # The graphs the loaders read have other names than the ones validated: run them as they do.
             paths = {c: out_dir / file for c, file in result.programs.items()}
-            run = loaders_run(paths, model.config)
-            validation.checks.append(compare_generation("loaders_layout", model, split, run, traced, other))
+            run = loaders_run(paths, reference.config)
+            validation.checks.append(compare_generation("loaders_layout", reference, split, run, traced, other))
             origin = {new: old for old, new in renamed.items()}
             for variant in result.variants:
                 # A variant's own figures, from its published files as the loaders run them.
@@ -192,8 +215,8 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
                         next(c for c in components if origin[f].startswith(f"{c}_")): out_dir / f
                         for f in published_files
                     }
-                    published = loaders_run({**paths, **swapped}, model.config)
-                    rejudge_published(variant, split, published, model, traced, other, out_dir)
+                    published = loaders_run({**paths, **swapped}, reference.config)
+                    rejudge_published(variant, split, published, reference, traced, other, out_dir)
         rebase_shares(result.variants, out_dir)
 
     files = sorted(p for p in out_dir.rglob("*") if p.is_file())

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from ..variants import Derived, Variant
     from .splits import Exporting, ExportSplit
+    from .validate import Reference
 
 
 # Calibration and sensitivity inputs: a shape and seeds of their own, never the validation inputs'.
@@ -37,7 +38,7 @@ def reported(figures: dict[str, float]) -> dict:
 
 
 def rejudge_published(
-    variant: VariantResult, split: ExportSplit, run, model, traced: dict, prompt: dict, out_dir: Path
+    variant: VariantResult, split: ExportSplit, run, reference: Reference, traced: dict, prompt: dict, out_dir: Path
 ) -> None:
     """A generation variant judged again on its published file (renamed for the loaders): its
     figures are replaced by that file's, and a file that now misses its thresholds is removed."""
@@ -46,7 +47,7 @@ def rejudge_published(
     from .validate import generation_quality
 
     try:
-        figures = generation_quality(model, split, run, traced, prompt, new_tokens=JUDGED_NEW_TOKENS)
+        figures = generation_quality(reference, split, run, traced, prompt, new_tokens=JUDGED_NEW_TOKENS)
         missed = misses(figures, variant.thresholds)
     except Exception as e:
         missed = [f"{type(e).__name__}: {describe_error(e)}"]
@@ -63,6 +64,7 @@ def run_variants(
     split: ExportSplit,
     exporting: Exporting,
     model: Any,
+    reference: Reference,
     loaded: Any,
     out_dir: Path,
     sample: dict,
@@ -87,7 +89,7 @@ def run_variants(
 
     plan, backend = split.plan, exporting.backend
     components = list(split.components)
-    judge = _Judge(split, model, loaded, other, backend.runner_device)
+    judge = _Judge(split, reference, loaded, other, backend.runner_device)
     base_bytes = fp32_bytes(out_dir, [])
     results = []
     shared = tempfile.TemporaryDirectory(prefix="variants-shared-")  # what several variants of this export use
@@ -191,14 +193,8 @@ class _Judge:
     """A derived variant's quality against eager fp32 and its speed against the fp32 program, on the
     validation inputs: one forward for a single graph, the whole greedy loop for generation."""
 
-    def __init__(self, split: ExportSplit, model: Any, loaded: Any, other: dict, device: str | None):
-        import torch
-
-        self.split, self.model, self.loaded, self.other, self.device = split, model, loaded, other, device
-        self.reference = None
-        if not split.generates:
-            with torch.inference_mode():
-                self.reference = model(**other)
+    def __init__(self, split: ExportSplit, reference: Reference, loaded: Any, other: dict, device: str | None):
+        self.split, self.reference, self.loaded, self.other, self.device = split, reference, loaded, other, device
 
     def __call__(self, derived: Derived) -> tuple[dict[str, float], float]:
         import torch
@@ -206,13 +202,13 @@ class _Judge:
 
         from .validate import generation_quality, greedy_loop, paired_speedup, quality_figures
 
-        split, model, other = self.split, self.model, self.other
+        split, reference, other = self.split, self.reference, self.other
         candidate = ExportedModel.from_pretrained(derived.folder, device=self.device)
         dtype = getattr(torch, derived.float_inputs or "float32")  # a float16 program takes float16 pixels/audio
         if not split.generates:
             feed = {k: v.to(dtype) if v.is_floating_point() else v for k, v in other.items()}
             with torch.inference_mode():
-                figures = quality_figures(split.plan.task, self.reference, candidate(**feed), other)
+                figures = quality_figures(split.plan.task, reference.forward(other), candidate(**feed), other)
             return figures, paired_speedup(self.loaded, candidate, other, feed)
         traced = {name: set(r.metadata.kwargs) for name, r in candidate.runners.items()}
 
@@ -221,11 +217,11 @@ class _Judge:
 
         n = split.plan.validation.new_tokens
         figures = generation_quality(
-            model, split, runner(candidate), traced, other, cache_dtype=dtype, new_tokens=JUDGED_NEW_TOKENS
+            reference, split, runner(candidate), traced, other, cache_dtype=dtype, new_tokens=JUDGED_NEW_TOKENS
         )
         speedup = paired_speedup(
-            lambda: greedy_loop(split, runner(self.loaded), traced, other, model.config, n),
-            lambda: greedy_loop(split, runner(candidate), traced, other, model.config, n, cache_dtype=dtype),
+            lambda: greedy_loop(split, runner(self.loaded), traced, other, reference.config, n),
+            lambda: greedy_loop(split, runner(candidate), traced, other, reference.config, n, cache_dtype=dtype),
             {},
         )
         return figures, speedup

@@ -23,11 +23,14 @@ import contextlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..report import Check
+
+if TYPE_CHECKING:
+    from .validate import Reference
 
 # The file the runner and optimum-executorch's `ExecuTorchModelForCausalLM` load, one per folder: the fp32
 # program's in `fp32/`, each variant's in a folder named by its kind (`8da4w/`), none a prefix of another.
@@ -148,13 +151,14 @@ def _traced(split) -> dict[str, set[str]]:
     return {component: _STEP}
 
 
-def compare(name: str, model, split, path: Path, prompt: dict) -> Check:
+def compare(name: str, reference: Reference, path: Path, prompt: dict) -> Check:
     """The split's greedy-loop check (`validate.compare_generation`) of the program at `path`, prompt
     by prompt, gathered into one check: eager `generate()`'s token ids, and the logits' largest diff."""
     from .validate import compare_generation
 
     run = program_run(path)
-    checks = [compare_generation(name, model, split, run, _traced(split), row) for row in rows(prompt)]
+    split = reference.split
+    checks = [compare_generation(name, reference, split, run, _traced(split), row) for row in rows(prompt)]
     gathered = Check(name, max_abs_diff={"logits": max(c.worst() for c in checks)})
     gathered.eager_tokens = [row for c in checks for row in c.eager_tokens or []]
     gathered.exported_tokens = [row for c in checks for row in c.exported_tokens or []]
@@ -163,14 +167,16 @@ def compare(name: str, model, split, path: Path, prompt: dict) -> Check:
     return gathered
 
 
-def quality(model, split, path: Path, prompt: dict) -> dict[str, float]:
+def quality(reference: Reference, path: Path, prompt: dict) -> dict[str, float]:
     """A variant's program against eager fp32 (`validate.generation_quality`), averaged over the prompts."""
     from .derive import JUDGED_NEW_TOKENS
     from .validate import generation_quality
 
-    run = program_run(path)
+    run, split = program_run(path), reference.split
     traced = _traced(split)
-    figures = [generation_quality(model, split, run, traced, row, new_tokens=JUDGED_NEW_TOKENS) for row in rows(prompt)]
+    figures = [
+        generation_quality(reference, split, run, traced, row, new_tokens=JUDGED_NEW_TOKENS) for row in rows(prompt)
+    ]
     return {name: sum(f[name] for f in figures) / len(figures) for name in figures[0]}
 
 
@@ -291,6 +297,7 @@ def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) ->
     import time
 
     from ..report import Layout, Status, Validation
+    from .validate import Reference
 
     plan = split.plan
     seq_len = max_seq_len(model.config)
@@ -307,12 +314,14 @@ def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) ->
     stage("validating")
     started = time.perf_counter()
     validation = Validation(tolerance=backend.tolerance[plan.dtype])
-    validation.checks.append(compare("generation_other_shape", model, split, program, other))
+    # The eager model stays (the runner's own check and 8da4w need it); its results are kept per row.
+    reference = Reference(model, split, _traced(split))
+    validation.checks.append(compare("generation_other_shape", reference, program, other))
     validation.checks.append(runner_check(model, model_dir, program, plan.validation.new_tokens))
     result.validate_seconds = round(time.perf_counter() - started, 2)
     if plan.variants and validation.passed:
         stage("variants")
-        result.variants = _variants(split, backend, model, model_dir, out_dir, other, seq_len, stage)
+        result.variants = _variants(split, backend, reference, model_dir, out_dir, other, seq_len, stage)
     result.layout, result.max_seq_len = Layout.LLM_RUNNER, seq_len
     result.components = list(split.components)
     result.programs = {c: f"{BASE}/{PROGRAM}" for c in split.components}
@@ -322,7 +331,9 @@ def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) ->
     result.error = validation.first_problem()
 
 
-def _variants(split, backend, model, model_dir: Path, out_dir: Path, prompt: dict, seq_len: int, stage) -> list:
+def _variants(
+    split, backend, reference: Reference, model_dir: Path, out_dir: Path, prompt: dict, seq_len: int, stage
+) -> list:
     """The plan's ExecuTorch variants in the runner's layout: 8da4w re-exported from the quantized
     model (`executorch_variants.quantize_8da4w`) into a folder of its own, judged by the same figures
     as every generation variant; others are not built in this layout yet (reported skipped)."""
@@ -349,8 +360,8 @@ def _variants(split, backend, model, model_dir: Path, out_dir: Path, prompt: dic
         folder = out_dir / str(variant.kind)
         try:
             folder.mkdir()
-            export(quantize_8da4w(model), folder / PROGRAM, seq_len)
-            figures = quality(model, split, folder / PROGRAM, prompt)
+            export(quantize_8da4w(reference.model), folder / PROGRAM, seq_len)
+            figures = quality(reference, folder / PROGRAM, prompt)
         except Exception as e:
             traceback.print_exc()
             outcome.error = f"{type(e).__name__}: {describe_error(e)}"

@@ -24,13 +24,16 @@ import dataclasses
 import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
 from ..layouts import LoadersNames
 from ..report import Check, ExportPlan, Layout, Shape, Split
 from .inputs import build_inputs, decoder_prompt, generation_config_of
+
+if TYPE_CHECKING:
+    from .validate import Reference
 
 Call = Callable[..., Any]  # call(component, **kwargs) -> that component's output
 State = dict[str, Any]  # what a greedy loop carries from one step to the next
@@ -169,8 +172,10 @@ class ExportSplit:
         """The components on the eager model, by name: the reference the exports are run against."""
         return {name: model for name in self.components}
 
-    def validate(self, model, loaded, traced: dict[str, set[str]], sample: dict, other: dict) -> list[Check]:
-        """The checks of a reloaded export: the sample, and inputs of another shape."""
+    def validate(
+        self, reference: Reference, loaded, traced: dict[str, set[str]], sample: dict, other: dict
+    ) -> list[Check]:
+        """The checks of a reloaded export against eager's results: the sample, and inputs of another shape."""
         from .validate import compare_generation
 
         def exported_run(component: str, **kwargs):
@@ -178,8 +183,8 @@ class ExportSplit:
 
         # The sample prompt and one of a different batch, length and (encoder-decoder) prompt length.
         return [
-            compare_generation("generation_sample", model, self, exported_run, traced, sample),
-            compare_generation("generation_other_shape", model, self, exported_run, traced, other),
+            compare_generation("generation_sample", reference, self, exported_run, traced, sample),
+            compare_generation("generation_other_shape", reference, self, exported_run, traced, other),
         ]
 
     def start(self, call: Call, prompt: dict, config, cache_dtype: torch.dtype) -> tuple[Any, torch.Tensor, State]:
@@ -209,10 +214,15 @@ class SingleGraph(ExportSplit):
     def export_program(self, x: Exporting, model, inputs: dict, config):
         return x.exporter.export(model, inputs, config)
 
-    def validate(self, model, loaded, traced: dict[str, set[str]], sample: dict, other: dict) -> list[Check]:
+    def validate(
+        self, reference: Reference, loaded, traced: dict[str, set[str]], sample: dict, other: dict
+    ) -> list[Check]:
         from .validate import compare_forward
 
-        return [compare_forward("sample", model, loaded, sample), compare_forward("other_shape", model, loaded, other)]
+        return [
+            compare_forward("sample", reference, loaded, sample),
+            compare_forward("other_shape", reference, loaded, other),
+        ]
 
 
 @register_split(Split.DECODER)

@@ -1,0 +1,45 @@
+"""What the worker does to keep its peak memory near one copy of the weights, and how it measures it.
+
+A worker holds the eager model while it exports, then an exported program in its runtime while it
+validates: two copies at once unless the first goes (`validate.Reference.release`). Moving the model
+to the meta device is not enough alone. transformers maps a safetensors checkpoint into memory,
+and after an ONNX export views of those weights stay referenced from outside Python's reach (421 of
+a 135 M Llama's tensors, all in the checkpoint's mapping), so the mapping stays, and so do its
+pages: 538 MB of that model's 1270 MB resident set after the model was gone. Those pages are the
+file's own, unchanged: `drop_checkpoint_pages` hands them back (read again from the file if
+anything touched them, which nothing does once the model is on the meta device).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import resource
+
+_MADV_DONTNEED = 4  # Linux: drop the range's pages; a file mapping's come back from the file if touched
+
+
+def peak_mb() -> float:
+    """This process's peak resident set so far, in MB."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def drop_checkpoint_pages(suffix: str = ".safetensors") -> int:
+    """Drop the resident pages of every mapping of a `suffix` file in this process, and return the
+    freed heap to the system (glibc keeps it otherwise). Returns the bytes of the mappings dropped
+    (0 where the system has no such call: nothing happens there)."""
+    gc.collect()
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        with open("/proc/self/maps") as maps:
+            ranges = [line.split()[0] for line in maps if line.rstrip().endswith(suffix)]
+    except OSError:
+        return 0
+    dropped = 0
+    for span in ranges:
+        start, end = (int(x, 16) for x in span.split("-"))
+        if libc.madvise(start, end - start, _MADV_DONTNEED) == 0:
+            dropped += end - start
+    libc.malloc_trim(0)
+    return dropped
