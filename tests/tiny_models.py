@@ -63,6 +63,33 @@ def llama(folder: Path) -> Path:
     return _save(model, folder)
 
 
+def large_llama_with_tokenizer(folder: Path) -> Path:
+    """A Llama whose fp32 weights are past protobuf's 2 GiB (587 M parameters: 2 layers of width
+    4096 with 20480-wide MLPs), random and built at test time, with the tiny Llama's vocabulary and
+    word tokenizer: the smallest model whose ONNX graph cannot be one file, saved in shards."""
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    special = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    config = LlamaConfig(
+        vocab_size=128,
+        hidden_size=4096,
+        intermediate_size=20480,
+        num_hidden_layers=2,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        max_position_embeddings=256,
+        **special,
+    )
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8)  # as the tiny Llama's: greedy tokens that vary
+    model.generation_config = GenerationConfig(**special)
+    model.save_pretrained(folder, max_shard_size="1GB")  # three shards, as large checkpoints come
+    _save_tokenizer(_word_tokenizer(), folder)
+    return folder
+
+
 _WORDS = "hfexport validated this file against the original model . short one"
 
 

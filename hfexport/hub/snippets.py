@@ -34,6 +34,18 @@ def _header(repo_id: str) -> list[str]:
     return [f'repo, revision = "{repo_id}", "main"  # to try the pull request before it is merged: "refs/pr/<number>"']
 
 
+def _weights_beside(b: BackendResult, *files: str) -> list[str]:
+    """For each of `files` whose weights sit in `<file>_data` (a graph past 2 GB), the line that
+    downloads them first: `hf_hub_download` fetches one file, and ONNX Runtime reads the weights
+    from beside the graph in the same snapshot folder."""
+    paths = {f.path for f in b.files}
+    return [
+        f'hf_hub_download(repo, "{b.subfolder}/{file}_data", revision=revision)  # its weights, past 2 GB'
+        for file in files
+        if f"{file}_data" in paths
+    ]
+
+
 # optimum-onnx 0.1.0's ORTModelForCausalLM sizes the first, empty cache from the config itself:
 # `num_key_value_heads` only for the model types it lists (else `num_attention_heads`), `head_dim`
 # only for gemma, gemma3_text, gpt_oss and nemotron (else hidden size / heads). A Gemma 2 cache it
@@ -146,6 +158,7 @@ def decoder_with_past_block(repo_id: str, b: BackendResult, file: str) -> list[s
             "from transformers import AutoTokenizer",
             *_header(repo_id),
             "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
+            *_weights_beside(b, file),
             f'session = ort.InferenceSession(hf_hub_download(repo, "{b.subfolder}/{file}", revision=revision))',
             f'inputs = tokenizer([{_PROMPT}], return_tensors="np")',
             'length = inputs["input_ids"].shape[1]',
@@ -177,6 +190,7 @@ def encoder_decoder_block(repo_id: str, b: BackendResult, encoder: str, decoder:
             *_header(repo_id),
             "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
             "config = AutoConfig.from_pretrained(repo, revision=revision)",
+            *_weights_beside(b, encoder, decoder),
             f'encoder = ort.InferenceSession(hf_hub_download(repo, "{b.subfolder}/{encoder}", revision=revision))',
             f'decoder = ort.InferenceSession(hf_hub_download(repo, "{b.subfolder}/{decoder}", revision=revision))',
             f'inputs = tokenizer([{_PROMPT}], return_tensors="np")',
@@ -410,7 +424,7 @@ def runtime_block(
     feed = names if inputs is not None and names else None  # a report from before inputs were recorded has none
     registers = [spec.runtime_ops_import] if runtime_ops and spec.runtime_ops_import else []
     lines = [*registers, "from huggingface_hub import hf_hub_download", *_header(repo_id), *(inputs if feed else [])]
-    lines += spec.snippet(path, feed)
+    lines += _weights_beside(b, file) + spec.snippet(path, feed)
     return _program(lines)
 
 
