@@ -1,6 +1,6 @@
 """Cost against size, in one run → docs/benchmarks-scale.md (+ .json, .png):
 
-    .venv/bin/python bench/scale.py [--sizes 135m,360m] [--backends onnx,dynamo,executorch]
+    .venv/bin/python bench/scale.py [--sizes 135m,360m,1b] [--backends onnx,dynamo,executorch]
 
 Llama-shaped decoder LLMs of real models' shapes (random weights, stored in fp32), each exported
 by `hfexport export` one backend at a time with its default variants, as a user runs it: wall time,
@@ -78,7 +78,7 @@ def folder_bytes(folder: Path) -> int:
 def run(sizes: list[str], backends: list[str]) -> list[dict]:
     from run import ensure_optimum, measure
 
-    from hfexport.pipeline.preflight import weights_of
+    from hfexport.pipeline.preflight import cost_of, weights_of
     from hfexport.report import Source
 
     optimum = ensure_optimum()
@@ -90,15 +90,18 @@ def run(sizes: list[str], backends: list[str]) -> list[dict]:
         for backend in backends:
             out = WORK / f"out-{size}-{backend}"
             shutil.rmtree(out, ignore_errors=True)
+            # No --force-memory: where the preflight says a backend will not fit this machine, that is the row.
             command = [PY, "-m", "hfexport", "export", str(folder), "--backends", backend, "--out", str(out)]
-            ours = measure([*command, "--force-memory"], env={"HFEXPORT_JOBS": "1"})
+            ours = measure(command, env={"HFEXPORT_JOBS": "1"})
             row = {
                 "size": size,
                 "parameters": weights.parameters,
                 "fp32_bytes": weights.fp32_bytes,
                 "backend": backend,
                 **ours,
+                "estimate_bytes": cost_of(backend).memory(weights),
                 "disk_bytes": folder_bytes(out) if out.exists() else None,
+                **worker_profile(out, backend),
             }
             if backend == "onnx" and optimum is not None:
                 theirs = WORK / f"optimum-{size}"
@@ -110,6 +113,25 @@ def run(sizes: list[str], backends: list[str]) -> list[dict]:
             rows.append(row)
             print(f"  {size} {backend}: {json.dumps(row)}", file=sys.stderr, flush=True)
     return rows
+
+
+def worker_profile(out: Path, backend: str) -> dict:
+    """From the run's report: the worker's seconds in the exporter's one call (`exporting`), in the
+    variants, and its peak RSS when validation ended (before any variant was built)."""
+    report = out / "hfexport-report.json"
+    if not report.exists():
+        return {}
+    (result,) = [b for b in json.loads(report.read_text())["backends"] if b["backend"] == backend]
+    timings, peaks = result.get("timings", {}), result.get("stage_peaks_mb", {})
+    exporting = next((t for name, t in timings.items() if name.startswith("exporting")), None)
+    before_variants = [p for name, p in peaks.items() if not name.startswith("variant")]
+    return {
+        "exporter_s": exporting,
+        "variants_s": sum(t for name, t in timings.items() if name.startswith("variant")),
+        "peak_before_variants_mb": max(before_variants) if before_variants else None,
+        "stages": timings,
+        "stage_peaks_mb": peaks,
+    }
 
 
 def fitted(rows: list[dict]) -> dict[str, dict]:
@@ -130,6 +152,10 @@ def fitted(rows: list[dict]) -> dict[str, dict]:
     return lines
 
 
+def _gb(value_mb: float | None) -> str:
+    return f"{value_mb / 1e3:.1f} GB" if value_mb else "-"
+
+
 def render(data: dict) -> str:
     """The markdown of one run (`data`: what the run wrote to the .json beside it)."""
     rows, lines = data["rows"], data["costs"]
@@ -138,31 +164,48 @@ def render(data: dict) -> str:
         "",
         f"One run of `bench/scale.py` on {data['cores']} cores, {data['date']}: Llama-shaped decoder "
         "LLMs of real models' shapes (random weights, stored in fp32), `hfexport export` one backend at a time with "
-        "its default variants; peak RSS of the largest process, the output folder's bytes; `optimum-cli export onnx "
+        "its default variants, as a user runs it (the preflight on: a backend it says will not fit this machine is "
+        "the row's outcome); peak RSS of the largest process, the output folder's bytes; `optimum-cli export onnx "
         "--task text-generation-with-past` beside the ONNX rows." + (f" {data['note']}" if data.get("note") else ""),
         "",
-        "| model | parameters | backend | wall | peak RSS | peak / fp32 weights | output | optimum-cli wall "
-        "| optimum-cli peak | hfexport / optimum time |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "*exporter*: the worker's one call into `transformers.exporters` (the bare exporter's time); *own*: "
+        "the rest of the wall time but the variants (loading, validation, the loaders' layout, saving, the parent's "
+        "planning and packaging); *vs optimum*: hfexport's wall time without the variants over optimum-cli's.",
+        "",
+        "![cost against size](benchmarks-scale.png)",
+        "",
+        "| model | parameters | backend | wall | exporter | own | own / exporter | variants | vs optimum "
+        "| peak RSS | peak / fp32 weights | peak before variants / fp32 | output | optimum-cli wall "
+        "| optimum-cli peak |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        opt = r.get("optimum")
-        versus = (
-            f"| {opt['wall_s']:.0f} s | {opt['peak_rss_mb'] / 1e3:.1f} GB | {r['wall_s'] / opt['wall_s']:.2f}x |"
-            if opt
-            else "| - | - | - |"
-        )
+        opt, fp32 = r.get("optimum"), r["fp32_bytes"]
+        if r["rc"] != 0:
+            outcome = "refused by the preflight" if r["rc"] == 2 else f"exit {r['rc']}"
+            text.append(
+                f"| {r['size']} | {r['parameters'] / 1e6:.0f} M | {r['backend']} | {outcome}: estimated "
+                f"{r['estimate_bytes'] / 1e9:.1f} GB | - | - | - | - | - "
+                f"| {_gb(r['peak_rss_mb'])} | - | - | - | - | - |"
+            )
+            continue
+        exporter, variants = r.get("exporter_s") or 0.0, r.get("variants_s") or 0.0
+        own = r["wall_s"] - exporter - variants
+        versus = f"{(r['wall_s'] - variants) / opt['wall_s']:.2f}x" if opt and opt["rc"] == 0 else "-"
+        before = r.get("peak_before_variants_mb")
         text.append(
             f"| {r['size']} | {r['parameters'] / 1e6:.0f} M | {r['backend']} | {r['wall_s']:.0f} s "
-            f"| {r['peak_rss_mb'] / 1e3:.1f} GB | {r['peak_rss_mb'] * 1e6 / r['fp32_bytes']:.1f}x "
-            f"| {(r['disk_bytes'] or 0) / 1e9:.2f} GB " + versus + ("" if r["rc"] == 0 else f" (exit {r['rc']})")
+            f"| {exporter:.0f} s | {own:.0f} s | {own / exporter if exporter else 0:.2f}x | {variants:.0f} s "
+            f"| {versus} "
+            f"| {_gb(r['peak_rss_mb'])} | {r['peak_rss_mb'] * 1e6 / fp32:.2f}x "
+            f"| {before * 1e6 / fp32 if before else 0:.2f}x | {(r['disk_bytes'] or 0) / 1e9:.2f} GB "
+            + (f"| {opt['wall_s']:.0f} s | {_gb(opt['peak_rss_mb'])} |" if opt else "| - | - |")
         )
     text += [
         "",
         "The line through the sizes, per backend, as fitted; `hfexport/pipeline/preflight.py`'s `COSTS` holds it "
-        "rounded up so that every measured peak is under it (a negative base raised to the 0.5 GB a worker's imports "
-        "take). hfexport's ONNX rows include validation and the default variants (w8, q4: built, judged, kept if "
-        "they pass); optimum-cli's export only.",
+        "rounded up so that every measured peak is under it (a base raised to at least the 0.5 GB a worker's "
+        "imports take).",
         "",
         "| backend | peak memory: base | + per fp32 weight byte | output: per fp32 weight byte |",
         "|---|---|---|---|",
@@ -175,9 +218,35 @@ def render(data: dict) -> str:
     return "\n".join(text) + "\n"
 
 
+def plot(data: dict, path: Path) -> None:
+    """Peak RSS and wall time against parameters, a line per backend (and optimum-cli's)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in data["rows"] if r["rc"] == 0]
+    fig, (memory, wall) = plt.subplots(1, 2, figsize=(10, 4))
+    series = {b: [r for r in rows if r["backend"] == b] for b in dict.fromkeys(r["backend"] for r in rows)}
+    series["optimum-cli (onnx)"] = [
+        {**r["optimum"], "parameters": r["parameters"]} for r in rows if r.get("optimum", {}).get("rc") == 0
+    ]
+    for name, points in series.items():
+        x = [p["parameters"] / 1e9 for p in points]
+        memory.plot(x, [p["peak_rss_mb"] / 1e3 for p in points], marker="o", label=name)
+        wall.plot(x, [p["wall_s"] for p in points], marker="o", label=name)
+    sizes = sorted({r["parameters"] for r in rows})
+    memory.plot([s / 1e9 for s in sizes], [s * 4 / 1e9 for s in sizes], "k:", label="fp32 weights")
+    memory.set(xlabel="parameters (B)", ylabel="peak RSS (GB)", title="memory")
+    wall.set(xlabel="parameters (B)", ylabel="wall (s)", title="time")
+    memory.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="135m,360m", help=f"of {', '.join(SHAPES)}")
+    parser.add_argument("--sizes", default="135m,360m,1b", help=f"of {', '.join(SHAPES)}")
     parser.add_argument("--backends", default="onnx,dynamo,executorch")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-scale.md"))
     parser.add_argument("--note", default="", help="a sentence on this run's conditions, printed with it")
@@ -189,6 +258,7 @@ def main() -> int:
     data["note"] = args.note
     report.with_suffix(".json").write_text(json.dumps(data, indent=2))
     report.write_text(render(data))
+    plot(data, report.with_suffix(".png"))
     print(report.read_text())
     return 0
 

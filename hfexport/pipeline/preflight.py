@@ -69,7 +69,7 @@ class Cost:
 # dynamo 3.0x and 2.3x, executorch 8.1x and 6.2x. Output: onnx's is the fp32 graph, w8 (29 %) and
 # q4 (17 %) when both pass. A backend measured at no size here takes onnx's (the steepest).
 COSTS: dict[str, Cost] = {
-    "onnx": Cost(base_memory=0.5e9, memory_per_weight_byte=7.0, disk_per_weight_byte=1.5),
+    "onnx": Cost(base_memory=0.6e9, memory_per_weight_byte=3.0, disk_per_weight_byte=1.5),
     "dynamo": Cost(base_memory=0.6e9, memory_per_weight_byte=2.0, disk_per_weight_byte=1.05),
     "executorch": Cost(base_memory=1.6e9, memory_per_weight_byte=5.2, disk_per_weight_byte=1.25),
 }
