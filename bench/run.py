@@ -329,7 +329,20 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b else "-"
 
 
+# bench/scale.py writes its section of docs/benchmarks.md between these (cost against size); a run
+# of this script keeps it as it was.
+SCALE_START, SCALE_END = "<!-- bench/scale.py: start -->", "<!-- bench/scale.py: end -->"
+
+
+def scale_section(text: str) -> str | None:
+    """The section bench/scale.py wrote in `text`, markers included, or None."""
+    if SCALE_START not in text or SCALE_END not in text:
+        return None
+    return SCALE_START + text.split(SCALE_START, 1)[1].split(SCALE_END, 1)[0] + SCALE_END
+
+
 def write_report(data: dict, path: Path) -> None:
+    kept = scale_section(path.read_text()) if path.exists() else None
     lines = [
         "# Benchmarks",
         "",
@@ -485,6 +498,8 @@ def write_report(data: dict, path: Path) -> None:
     ]
     lines += data["targets"]
     lines.append("")
+    if kept:
+        lines += [kept, ""]
     path.write_text("\n".join(lines))
 
 

@@ -244,21 +244,38 @@ def plot(data: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def into_benchmarks(markdown: str, path: Path) -> None:
+    """This run's tables as the "Cost against size" section of docs/benchmarks.md (bench/run.py's
+    report, which keeps the section when it rewrites the rest)."""
+    from run import SCALE_END, SCALE_START, scale_section
+
+    body = markdown.replace("# Benchmarks: cost against size", "## Cost against size", 1)
+    section = f"{SCALE_START}\n{body}{SCALE_END}"
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    old = scale_section(text)
+    path.write_text(text.replace(old, section) if old else text.rstrip("\n") + "\n\n" + section + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="135m,360m,1b", help=f"of {', '.join(SHAPES)}")
     parser.add_argument("--backends", default="onnx,dynamo,executorch")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-scale.md"))
     parser.add_argument("--note", default="", help="a sentence on this run's conditions, printed with it")
+    parser.add_argument("--render", action="store_true", help="re-render from the .json beside --out, measure nothing")
     args = parser.parse_args()
-    WORK.mkdir(parents=True, exist_ok=True)
-    rows = run(args.sizes.split(","), args.backends.split(","))
     report = Path(args.out)
-    data = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "rows": rows, "costs": fitted(rows)}
-    data["note"] = args.note
-    report.with_suffix(".json").write_text(json.dumps(data, indent=2))
+    if args.render:
+        data = json.loads(report.with_suffix(".json").read_text())
+    else:
+        WORK.mkdir(parents=True, exist_ok=True)
+        rows = run(args.sizes.split(","), args.backends.split(","))
+        data = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "rows": rows, "costs": fitted(rows)}
+        data["note"] = args.note
+        report.with_suffix(".json").write_text(json.dumps(data, indent=2))
     report.write_text(render(data))
     plot(data, report.with_suffix(".png"))
+    into_benchmarks(report.read_text(), report.parent / "benchmarks.md")
     print(report.read_text())
     return 0
 

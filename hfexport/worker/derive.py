@@ -65,7 +65,7 @@ def run_variants(
     exporting: Exporting,
     model: Any,
     reference: Reference,
-    loaded: Any,
+    load_exported: Callable[[], Any],
     out_dir: Path,
     sample: dict,
     other: dict,
@@ -89,7 +89,7 @@ def run_variants(
 
     plan, backend = split.plan, exporting.backend
     components = list(split.components)
-    judge = _Judge(split, reference, loaded, other, backend.runner_device)
+    judge = _Judge(split, reference, load_exported, other, backend.runner_device)
     base_bytes = fp32_bytes(out_dir, [])
     results = []
     shared = tempfile.TemporaryDirectory(prefix="variants-shared-")  # what several variants of this export use
@@ -193,8 +193,16 @@ class _Judge:
     """A derived variant's quality against eager fp32 and its speed against the fp32 program, on the
     validation inputs: one forward for a single graph, the whole greedy loop for generation."""
 
-    def __init__(self, split: ExportSplit, reference: Reference, loaded: Any, other: dict, device: str | None):
-        self.split, self.reference, self.loaded, self.other, self.device = split, reference, loaded, other, device
+    def __init__(
+        self,
+        split: ExportSplit,
+        reference: Reference,
+        load_exported: Callable[[], Any],
+        other: dict,
+        device: str | None,
+    ):
+        self.split, self.reference, self.other, self.device = split, reference, other, device
+        self.load_exported = load_exported  # the fp32 program, loaded again for each variant's timing
 
     def __call__(self, derived: Derived) -> tuple[dict[str, float], float]:
         import torch
@@ -209,7 +217,7 @@ class _Judge:
             feed = {k: v.to(dtype) if v.is_floating_point() else v for k, v in other.items()}
             with torch.inference_mode():
                 figures = quality_figures(split.plan.task, reference.forward(other), candidate(**feed), other)
-            return figures, paired_speedup(self.loaded, candidate, other, feed)
+            return figures, paired_speedup(self.load_exported(), candidate, other, feed)
         traced = {name: set(r.metadata.kwargs) for name, r in candidate.runners.items()}
 
         def runner(of):
@@ -219,8 +227,9 @@ class _Judge:
         figures = generation_quality(
             reference, split, runner(candidate), traced, other, cache_dtype=dtype, new_tokens=JUDGED_NEW_TOKENS
         )
+        base = self.load_exported()
         speedup = paired_speedup(
-            lambda: greedy_loop(split, runner(self.loaded), traced, other, reference.config, n),
+            lambda: greedy_loop(split, runner(base), traced, other, reference.config, n),
             lambda: greedy_loop(split, runner(candidate), traced, other, reference.config, n, cache_dtype=dtype),
             {},
         )

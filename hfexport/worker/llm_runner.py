@@ -151,14 +151,14 @@ def _traced(split) -> dict[str, set[str]]:
     return {component: _STEP}
 
 
-def compare(name: str, reference: Reference, path: Path, prompt: dict) -> Check:
+def compare(name: str, reference: Reference, path: Path, prompts: list[dict]) -> Check:
     """The split's greedy-loop check (`validate.compare_generation`) of the program at `path`, prompt
-    by prompt, gathered into one check: eager `generate()`'s token ids, and the logits' largest diff."""
+    by prompt (`rows` of a batch), gathered into one check: eager `generate()`'s token ids, and the
+    logits' largest diff."""
     from .validate import compare_generation
 
-    run = program_run(path)
-    split = reference.split
-    checks = [compare_generation(name, reference, split, run, _traced(split), row) for row in rows(prompt)]
+    run, split = program_run(path), reference.split
+    checks = [compare_generation(name, reference, split, run, _traced(split), row) for row in prompts]
     gathered = Check(name, max_abs_diff={"logits": max(c.worst() for c in checks)})
     gathered.eager_tokens = [row for c in checks for row in c.eager_tokens or []]
     gathered.exported_tokens = [row for c in checks for row in c.exported_tokens or []]
@@ -167,16 +167,14 @@ def compare(name: str, reference: Reference, path: Path, prompt: dict) -> Check:
     return gathered
 
 
-def quality(reference: Reference, path: Path, prompt: dict) -> dict[str, float]:
+def quality(reference: Reference, path: Path, prompts: list[dict]) -> dict[str, float]:
     """A variant's program against eager fp32 (`validate.generation_quality`), averaged over the prompts."""
     from .derive import JUDGED_NEW_TOKENS
     from .validate import generation_quality
 
     run, split = program_run(path), reference.split
     traced = _traced(split)
-    figures = [
-        generation_quality(reference, split, run, traced, row, new_tokens=JUDGED_NEW_TOKENS) for row in rows(prompt)
-    ]
+    figures = [generation_quality(reference, split, run, traced, row, new_tokens=JUDGED_NEW_TOKENS) for row in prompts]
     return {name: sum(f[name] for f in figures) / len(figures) for name in figures[0]}
 
 
@@ -250,20 +248,18 @@ def _refused_tokenizer(error: RuntimeError) -> bool:
     return "tokenizer" in str(error).lower()
 
 
-def runner_check(model, model_dir: Path, path: Path, new_tokens: int) -> Check:
-    """ExecuTorch's `TextLLMRunner` itself, reading the repo's `tokenizer.json`, against eager
-    `generate()` (stopping at end of sequence, as the runner does) on `PROMPTS`: the same text."""
+def runner_expectations(model, model_dir: Path, new_tokens: int) -> dict[str, str] | None:
+    """What eager `generate()` writes for each of `PROMPTS` (stopping at end of sequence, as the runner
+    does), decoded by the repo's tokenizer: `runner_check`'s reference, computed while the model is
+    here. None: the repo has no `tokenizer.json`, which the runner reads."""
     from transformers import AutoTokenizer
 
-    check = Check("llm_runner")
-    tokenizer_file = model_dir / "tokenizer.json"
-    if not tokenizer_file.exists():
-        check.note = "the repo has no tokenizer.json, which ExecuTorch's LLM runner reads: it was not run"
-        return check
+    if not (model_dir / "tokenizer.json").exists():
+        return None
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    expected = {}
     for prompt in PROMPTS:
         ids = tokenizer(prompt)["input_ids"]
-        bos = _start_tokens(tokenizer, prompt)
         with torch.inference_mode():
             new = model.generate(
                 torch.tensor([ids]),
@@ -271,7 +267,23 @@ def runner_check(model, model_dir: Path, path: Path, new_tokens: int) -> Check:
                 max_new_tokens=new_tokens,
                 do_sample=False,
             )[0, len(ids) :].tolist()
-        expected = tokenizer.decode(new, skip_special_tokens=True)
+        expected[prompt] = tokenizer.decode(new, skip_special_tokens=True)
+    return expected
+
+
+def runner_check(expected: dict[str, str] | None, model_dir: Path, path: Path, new_tokens: int) -> Check:
+    """ExecuTorch's `TextLLMRunner` itself, reading the repo's `tokenizer.json`, against eager
+    `generate()`'s texts (`runner_expectations`) on `PROMPTS`: the same text."""
+    from transformers import AutoTokenizer
+
+    check = Check("llm_runner")
+    tokenizer_file = model_dir / "tokenizer.json"
+    if expected is None:
+        check.note = "the repo has no tokenizer.json, which ExecuTorch's LLM runner reads: it was not run"
+        return check
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    for prompt in PROMPTS:
+        bos = _start_tokens(tokenizer, prompt)
         try:
             written = runner_text(path, tokenizer_file, prompt, new_tokens, bos)
         except RuntimeError as e:
@@ -284,8 +296,8 @@ def runner_check(model, model_dir: Path, path: Path, new_tokens: int) -> Check:
                 "SentencePiece and tiktoken ones): it was not run"
             )
             return check
-        if written != expected:
-            check.error = f"the runner wrote {written!r} where eager generate() writes {expected!r}"
+        if written != expected[prompt]:
+            check.error = f"the runner wrote {written!r} where eager generate() writes {expected[prompt]!r}"
     check.tokens_equal = check.error is None
     return check
 
@@ -297,6 +309,7 @@ def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) ->
     import time
 
     from ..report import Layout, Status, Validation
+    from .derive import JUDGED_NEW_TOKENS
     from .validate import Reference
 
     plan = split.plan
@@ -311,17 +324,30 @@ def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) ->
     model.config.save_pretrained(out_dir)
     model.generation_config.save_pretrained(out_dir)
 
+    # Eager's side of every check, computed once; the weights go before the program is loaded
+    # unless 8da4w re-exports the model.
+    stage("eager reference")
+    prompts = rows(other)
+    reference = Reference(model, split, _traced(split))
+    wanted = _wanted(split, backend)
+    n = plan.validation.new_tokens
+    for row in prompts:
+        reference.loop(row, n)
+        if wanted:
+            reference.loop(row, max(n, JUDGED_NEW_TOKENS), force=True)
+    expected = runner_expectations(model, model_dir, n)
+    if not wanted:
+        reference.release()
+
     stage("validating")
     started = time.perf_counter()
     validation = Validation(tolerance=backend.tolerance[plan.dtype])
-    # The eager model stays (the runner's own check and 8da4w need it); its results are kept per row.
-    reference = Reference(model, split, _traced(split))
-    validation.checks.append(compare("generation_other_shape", reference, program, other))
-    validation.checks.append(runner_check(model, model_dir, program, plan.validation.new_tokens))
+    validation.checks.append(compare("generation_other_shape", reference, program, prompts))
+    validation.checks.append(runner_check(expected, model_dir, program, n))
     result.validate_seconds = round(time.perf_counter() - started, 2)
     if plan.variants and validation.passed:
         stage("variants")
-        result.variants = _variants(split, backend, reference, model_dir, out_dir, other, seq_len, stage)
+        result.variants = _variants(split, backend, reference, model_dir, out_dir, prompts, seq_len, stage)
     result.layout, result.max_seq_len = Layout.LLM_RUNNER, seq_len
     result.components = list(split.components)
     result.programs = {c: f"{BASE}/{PROGRAM}" for c in split.components}
@@ -331,8 +357,27 @@ def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) ->
     result.error = validation.first_problem()
 
 
+def _why_skipped(variant, split, backend) -> str | None:
+    """Why `variant` is not built in the runner's layout (8da4w alone is), or None: it is."""
+    from ..report import VariantKind
+    from .derive import why_skipped
+
+    return why_skipped(variant, split, backend.name) or (
+        None if variant.kind == VariantKind.DA8W4 else f"{variant.kind} is not built in the LLM runner's layout"
+    )
+
+
+def _wanted(split, backend) -> list:
+    """The plan's variants this layout builds (each re-exports the eager model)."""
+    from ..variants import variants_of
+
+    return [
+        v for v in variants_of(backend.name, split.plan.variants, generates=True) if not _why_skipped(v, split, backend)
+    ]
+
+
 def _variants(
-    split, backend, reference: Reference, model_dir: Path, out_dir: Path, prompt: dict, seq_len: int, stage
+    split, backend, reference: Reference, model_dir: Path, out_dir: Path, prompts: list[dict], seq_len: int, stage
 ) -> list:
     """The plan's ExecuTorch variants in the runner's layout: 8da4w re-exported from the quantized
     model (`executorch_variants.quantize_8da4w`) into a folder of its own, judged by the same figures
@@ -340,9 +385,9 @@ def _variants(
     import shutil
     import traceback
 
-    from ..report import Status, VariantKind, VariantResult, describe_error
+    from ..report import Status, VariantResult, describe_error
     from ..variants import misses, thresholds_for, variants_of
-    from .derive import reported, why_skipped
+    from .derive import reported
     from .executorch_variants import quantize_8da4w, quantized_kernels
 
     plan, base = split.plan, (out_dir / BASE / PROGRAM).stat().st_size
@@ -351,9 +396,7 @@ def _variants(
         stage(f"variant {variant.kind}")
         outcome = VariantResult(variant.kind, Status.FAILED, thresholds=thresholds_for(variant.kind, plan.min_quality))
         results.append(outcome)
-        skipped = why_skipped(variant, split, backend.name) or (
-            None if variant.kind == VariantKind.DA8W4 else f"{variant.kind} is not built in the LLM runner's layout"
-        )
+        skipped = _why_skipped(variant, split, backend)
         if skipped:
             outcome.status, outcome.error = Status.SKIPPED, skipped
             continue
@@ -361,7 +404,7 @@ def _variants(
         try:
             folder.mkdir()
             export(quantize_8da4w(reference.model), folder / PROGRAM, seq_len)
-            figures = quality(reference, folder / PROGRAM, prompt)
+            figures = quality(reference, folder / PROGRAM, prompts)
         except Exception as e:
             traceback.print_exc()
             outcome.error = f"{type(e).__name__}: {describe_error(e)}"
