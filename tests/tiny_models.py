@@ -50,41 +50,36 @@ _DECODER_SIZES = dict(
 )
 
 
-def llama(folder: Path) -> Path:
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+_SPECIAL = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
+def _random_llm(model_class, config_class, **sizes):
+    """A random decoder LLM over the 128-id vocabulary, its head's weights scaled (x8) so that its
+    greedy tokens vary instead of repeating one id."""
+    from transformers import GenerationConfig
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=128, **_DECODER_SIZES, pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    model = LlamaForCausalLM(config).eval()
-    # Larger random weights make the tiny model's greedy tokens vary instead of repeating one id.
+    model = model_class(config_class(vocab_size=128, **sizes, **_SPECIAL)).eval()
     with torch.no_grad():
         model.lm_head.weight.mul_(8)
-    model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    return _save(model, folder)
+    model.generation_config = GenerationConfig(**_SPECIAL)
+    return model
+
+
+def llama(folder: Path) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return _save(_random_llm(LlamaForCausalLM, LlamaConfig, **_DECODER_SIZES), folder)
 
 
 def large_llama_with_tokenizer(folder: Path) -> Path:
     """A Llama whose fp32 weights are past protobuf's 2 GiB (587 M parameters: 2 layers of width
     4096 with 20480-wide MLPs), random and built at test time, with the tiny Llama's vocabulary and
     word tokenizer: the smallest model whose ONNX graph cannot be one file, saved in shards."""
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM
 
-    torch.manual_seed(0)
-    special = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    config = LlamaConfig(
-        vocab_size=128,
-        hidden_size=4096,
-        intermediate_size=20480,
-        num_hidden_layers=2,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        max_position_embeddings=256,
-        **special,
-    )
-    model = LlamaForCausalLM(config).eval()
-    with torch.no_grad():
-        model.lm_head.weight.mul_(8)  # as the tiny Llama's: greedy tokens that vary
-    model.generation_config = GenerationConfig(**special)
+    sizes = dict(hidden_size=4096, intermediate_size=20480, num_hidden_layers=2, num_attention_heads=32)
+    model = _random_llm(LlamaForCausalLM, LlamaConfig, **sizes, num_key_value_heads=8, max_position_embeddings=256)
     model.save_pretrained(folder, max_shard_size="1GB")  # three shards, as large checkpoints come
     _save_tokenizer(_word_tokenizer(), folder)
     return folder
@@ -545,23 +540,8 @@ def marian(folder: Path) -> Path:
 
 
 def _sliding(model_class, config_class, **extra) -> object:
-    from transformers import GenerationConfig
-
-    torch.manual_seed(0)
-    config = config_class(
-        vocab_size=128,
-        **_DECODER_SIZES,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        sliding_window=4,
-        **extra,  # shorter than every validation prompt: the window really slides
-    )
-    model = model_class(config).eval()
-    with torch.no_grad():
-        model.lm_head.weight.mul_(8)
-    model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    return model
+    # A window shorter than every validation prompt: it really slides.
+    return _random_llm(model_class, config_class, **_DECODER_SIZES, sliding_window=4, **extra)
 
 
 def mistral(folder: Path) -> Path:
