@@ -94,6 +94,16 @@ def estimate(weights: Weights, backends: list[str]) -> list[Estimate]:
     return [Estimate(b, cost_of(b).memory(weights), cost_of(b).disk(weights)) for b in backends]
 
 
+def needs(weights: Weights, backends: list[str], jobs: int = 1, downloads: bool = True) -> tuple[int, int]:
+    """What exporting `backends` needs at most: memory (the largest worker's peak, and with `jobs`
+    at once the next largest beside it) and disk (the download, unless the weights are local:
+    `downloads`, and every backend's output). The HF Jobs executor sizes a flavor by it."""
+    estimates = estimate(weights, backends)
+    peaks = sorted((e.memory_bytes for e in estimates), reverse=True)
+    disk = (weights.stored_bytes if downloads else 0) + sum(e.disk_bytes for e in estimates)
+    return sum(peaks[: max(1, jobs)]), disk
+
+
 @dataclass(frozen=True)
 class Machine:
     """What this process may use: memory (the cgroup's limit where one is set, else the machine's,
@@ -194,7 +204,7 @@ def check(
     if weights is None:
         return Preflight(None, [], machine, {})
     estimates = estimate(weights, backends)
-    disk = (weights.stored_bytes if downloads else 0) + sum(e.disk_bytes for e in estimates)
+    _, disk = needs(weights, backends, jobs, downloads)
     too_large = {}
     for e in estimates:
         others = sorted((o.memory_bytes for o in estimates if o is not e), reverse=True)

@@ -91,7 +91,7 @@ def sized_flavor(api, job: Job, backends: list[str], token: str | None) -> tuple
     largest flavor where none is enough (the preflight in the Job then says so)."""
     from ...errors import HubUnavailableError
     from ...hub.retry import retry
-    from ...pipeline.preflight import estimate, smallest_flavor, weights_of
+    from ...pipeline.preflight import needs, smallest_flavor, weights_of
     from ...report import Source
 
     try:
@@ -100,9 +100,7 @@ def sized_flavor(api, job: Job, backends: list[str], token: str | None) -> tuple
         weights = None
     if weights is None:
         return UNSIZED_CPU_FLAVOR, None
-    estimates = estimate(weights, backends)
-    memory = max(e.memory_bytes for e in estimates)
-    disk = weights.stored_bytes + sum(e.disk_bytes for e in estimates)
+    memory, disk = needs(weights, backends)
     hardware = retry("list the HF Jobs flavors", api.list_jobs_hardware)
     why = f"{weights.describe()}: ~{memory / 1e9:.1f} GB of memory, ~{disk / 1e9:.1f} GB of disk"
     flavor = smallest_flavor(memory, disk, hardware)
