@@ -124,14 +124,22 @@ def worker_profile(out: Path, backend: str) -> dict:
     (result,) = [b for b in json.loads(report.read_text())["backends"] if b["backend"] == backend]
     timings, peaks = result.get("timings", {}), result.get("stage_peaks_mb", {})
     exporting = next((t for name, t in timings.items() if name.startswith("exporting")), None)
-    before_variants = [p for name, p in peaks.items() if not name.startswith("variant")]
     return {
         "exporter_s": exporting,
         "variants_s": sum(t for name, t in timings.items() if name.startswith("variant")),
-        "peak_before_variants_mb": max(before_variants) if before_variants else None,
         "stages": timings,
         "stage_peaks_mb": peaks,
     }
+
+
+def peak_before_variants(row: dict) -> float | None:
+    """The worker's peak RSS (MB) when validation ended: the stages before the first variant's."""
+    before = []
+    for name, peak in row.get("stage_peaks_mb", {}).items():
+        if name.startswith("variant"):
+            break
+        before.append(peak)
+    return max(before) if before else None
 
 
 def fitted(rows: list[dict]) -> dict[str, dict]:
@@ -139,14 +147,19 @@ def fitted(rows: list[dict]) -> dict[str, dict]:
     lines = {}
     for backend in sorted({r["backend"] for r in rows}):
         measured = [r for r in rows if r["backend"] == backend and r["rc"] == 0]
-        points = sorted((r["fp32_bytes"], r["peak_rss_mb"] * 1e6, r["disk_bytes"] or 0) for r in measured)
+        points = sorted(
+            (r["fp32_bytes"], r["peak_rss_mb"] * 1e6, (peak_before_variants(r) or 0) * 1e6, r["disk_bytes"] or 0)
+            for r in measured
+        )
         if len(points) < 2:
             continue
-        (x0, m0, d0), (x1, m1, d1) = points[0], points[-1]
-        slope = (m1 - m0) / (x1 - x0)
+        (x0, m0, b0, d0), (x1, m1, b1, d1) = points[0], points[-1]
+        slope, bare = (m1 - m0) / (x1 - x0), (b1 - b0) / (x1 - x0)
         lines[backend] = {
             "base_memory": m0 - slope * x0,
             "memory_per_weight_byte": slope,
+            "bare_base_memory": b0 - bare * x0,
+            "bare_memory_per_weight_byte": bare,
             "disk_per_weight_byte": max(d0 / x0, d1 / x1),
         }
     return lines
@@ -192,7 +205,7 @@ def render(data: dict) -> str:
         exporter, variants = r.get("exporter_s") or 0.0, r.get("variants_s") or 0.0
         own = r["wall_s"] - exporter - variants
         versus = f"{(r['wall_s'] - variants) / opt['wall_s']:.2f}x" if opt and opt["rc"] == 0 else "-"
-        before = r.get("peak_before_variants_mb")
+        before = peak_before_variants(r)
         text.append(
             f"| {r['size']} | {r['parameters'] / 1e6:.0f} M | {r['backend']} | {r['wall_s']:.0f} s "
             f"| {exporter:.0f} s | {own:.0f} s | {own / exporter if exporter else 0:.2f}x | {variants:.0f} s "
@@ -207,10 +220,12 @@ def render(data: dict) -> str:
         "rounded up so that every measured peak is under it (a base raised to at least the 0.5 GB a worker's "
         "imports take).",
         "",
-        "| backend | peak memory: base | + per fp32 weight byte | output: per fp32 weight byte |",
-        "|---|---|---|---|",
+        "| backend | peak memory: base | + per fp32 weight byte | before variants: base | + per fp32 weight byte "
+        "| output: per fp32 weight byte |",
+        "|---|---|---|---|---|---|",
         *(
             f"| {b} | {c['base_memory'] / 1e9:.2f} GB | {c['memory_per_weight_byte']:.2f} "
+            f"| {c.get('bare_base_memory', 0) / 1e9:.2f} GB | {c.get('bare_memory_per_weight_byte', 0):.2f} "
             f"| {c['disk_per_weight_byte']:.2f} |"
             for b, c in lines.items()
         ),
@@ -267,6 +282,7 @@ def main() -> int:
     report = Path(args.out)
     if args.render:
         data = json.loads(report.with_suffix(".json").read_text())
+        data["costs"] = fitted(data["rows"])
     else:
         WORK.mkdir(parents=True, exist_ok=True)
         rows = run(args.sizes.split(","), args.backends.split(","))

@@ -83,7 +83,7 @@ def export(
         raise RuntimeError(f"injected by the {FAULT_ENV} test hook")
     resolved = resolve(source, revision=revision, token=token)
     out_dir = Path(out) if out is not None else Path("hfexport-out") / Path(resolved.ref).name
-    too_large, jobs = _preflight(resolved, names, jobs, token, force_memory, out_dir)
+    too_large, jobs = _preflight(resolved, names, jobs, token, force_memory, out_dir, bool(wanted["variants"]))
     fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
     with _planned(fetched, names, task, trust_remote_code, wanted, jobs) as (plan, workers):
         if adjust_plan is not None:
@@ -94,11 +94,12 @@ def export(
 
 
 def _preflight(
-    source: Source, names: list[str], jobs: int | None, token: str | None, force: bool, out_dir: Path
+    source: Source, names: list[str], jobs: int | None, token: str | None, force: bool, out_dir: Path, variants: bool
 ) -> tuple[dict[str, str], int]:
     """The backends that will not fit this machine, each with why (`pipeline/preflight.py`), read
     from the weights' headers before anything is downloaded (none with `force`), and the backends
     to export at once: `jobs`, or 1 where running them side by side is what would not fit.
+    `variants`: some are asked for (their cost counts).
 
     Raises:
         ResourceError: no backend fits (and not `force`).
@@ -107,9 +108,9 @@ def _preflight(
     if force:
         return {}, jobs
     weights, machine, downloads = weights_of(source, token), Machine.here(out_dir), source.kind == "hub"
-    verdict = check(weights, names, machine, jobs, downloads)
+    verdict = check(weights, names, machine, jobs, downloads, variants)
     if jobs > 1 and verdict.too_large:
-        alone = check(weights, names, machine, 1, downloads)
+        alone = check(weights, names, machine, 1, downloads, variants)
         if len(alone.too_large) < len(verdict.too_large):  # fewer at once rather than fewer backends
             verdict, jobs = alone, 1
     return check_or_raise(verdict).reasons(), jobs
@@ -202,7 +203,7 @@ def push(
         return apply(api, state, early, None, dry_run=dry_run, log=log)
 
     def exported(resolved: Source) -> Report:
-        too_large, jobs = _preflight(resolved, names, None, token, force_memory, cache_dir())
+        too_large, jobs = _preflight(resolved, names, None, token, force_memory, cache_dir(), bool(wanted["variants"]))
         fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
         with _planned(fetched, names, task, trust_remote_code, wanted, jobs) as (plan, workers):
             out_dir = cache.export_dir(fetched, plan)

@@ -48,30 +48,38 @@ class Weights:
 @dataclass(frozen=True)
 class Cost:
     """One backend's measured cost, linear in the fp32 bytes of the weights: the peak memory of its
-    worker (import and tracing overhead, then copies of the weights) and the disk its output takes."""
+    worker (import and tracing overhead, then copies of the weights) exporting and validating, what
+    building its variants adds on top, and the disk its output takes."""
 
     base_memory: float  # bytes
     memory_per_weight_byte: float
     disk_per_weight_byte: float
+    variants_memory_per_weight_byte: float = 0.0
 
-    def memory(self, weights: Weights) -> int:
-        return int(self.base_memory + self.memory_per_weight_byte * weights.fp32_bytes)
+    def memory(self, weights: Weights, variants: bool = True) -> int:
+        slope = self.memory_per_weight_byte + (self.variants_memory_per_weight_byte if variants else 0.0)
+        return int(self.base_memory + slope * weights.fp32_bytes)
 
     def disk(self, weights: Weights) -> int:
         return int(self.disk_per_weight_byte * weights.fp32_bytes)
 
 
-# Measured by bench/scale.py (docs/benchmarks-scale.md): Llama-shaped models of SmolLM2-135M's and
-# SmolLM2-360M's shapes, random weights stored in fp32, each backend alone with its default
-# variants; peak RSS of the largest process and the output folder's bytes. The line through the two
-# sizes, rounded up so that both measured peaks are under it (onnx's fitted base, -0.24 GB, raised
-# to the 0.5 GB a worker's imports take). Peaks per fp32 weight byte measured: onnx 6.5x and 6.8x,
-# dynamo 3.0x and 2.3x, executorch 8.1x and 6.2x. Output: onnx's is the fp32 graph, w8 (29 %) and
-# q4 (17 %) when both pass. A backend measured at no size here takes onnx's (the steepest).
+# Measured by bench/scale.py (docs/benchmarks-scale.md, one run on an idle machine): Llama-shaped
+# models of SmolLM2-135M's, SmolLM2-360M's and Llama-3.2-1B's shapes, random weights stored in
+# fp32, each backend alone with its default variants; peak RSS of the largest process (the worker;
+# its peak when validation ended, before any variant, for the export alone) and the output
+# folder's bytes. Each line rounded up so that every measured peak is under it. Peaks per fp32
+# weight byte measured: onnx 2.56x / 1.62x / 1.30x exporting and validating, 4.38x / 3.39x / 3.35x
+# with the weight-only variants (ONNX Runtime's quantizer holds the whole float graph); dynamo
+# 2.30x / 1.55x / 1.46x; executorch 6.37x / 4.44x (at 1 B the earlier cost refused it here).
+# Output: onnx's is the fp32 graph, w8 (29 %) and q4 (17 %) when both pass. A backend measured at
+# no size here takes onnx's.
 COSTS: dict[str, Cost] = {
-    "onnx": Cost(base_memory=0.6e9, memory_per_weight_byte=3.0, disk_per_weight_byte=1.5),
-    "dynamo": Cost(base_memory=0.6e9, memory_per_weight_byte=2.0, disk_per_weight_byte=1.05),
-    "executorch": Cost(base_memory=1.6e9, memory_per_weight_byte=5.2, disk_per_weight_byte=1.25),
+    "onnx": Cost(
+        base_memory=0.8e9, memory_per_weight_byte=1.2, disk_per_weight_byte=1.3, variants_memory_per_weight_byte=2.05
+    ),
+    "dynamo": Cost(base_memory=0.6e9, memory_per_weight_byte=1.35, disk_per_weight_byte=1.05),
+    "executorch": Cost(base_memory=1.7e9, memory_per_weight_byte=3.3, disk_per_weight_byte=1.25),
 }
 _FALLBACK = "onnx"
 
@@ -89,16 +97,19 @@ class Estimate:
     disk_bytes: int
 
 
-def estimate(weights: Weights, backends: list[str]) -> list[Estimate]:
-    """Each backend's peak memory and disk for `weights`, from its measured `Cost`."""
-    return [Estimate(b, cost_of(b).memory(weights), cost_of(b).disk(weights)) for b in backends]
+def estimate(weights: Weights, backends: list[str], variants: bool = True) -> list[Estimate]:
+    """Each backend's peak memory and disk for `weights`, from its measured `Cost` (`variants`: its
+    variants are built too, as by default)."""
+    return [Estimate(b, cost_of(b).memory(weights, variants), cost_of(b).disk(weights)) for b in backends]
 
 
-def needs(weights: Weights, backends: list[str], jobs: int = 1, downloads: bool = True) -> tuple[int, int]:
+def needs(
+    weights: Weights, backends: list[str], jobs: int = 1, downloads: bool = True, variants: bool = True
+) -> tuple[int, int]:
     """What exporting `backends` needs at most: memory (the largest worker's peak, and with `jobs`
     at once the next largest beside it) and disk (the download, unless the weights are local:
     `downloads`, and every backend's output). The HF Jobs executor sizes a flavor by it."""
-    estimates = estimate(weights, backends)
+    estimates = estimate(weights, backends, variants)
     peaks = sorted((e.memory_bytes for e in estimates), reverse=True)
     disk = (weights.stored_bytes if downloads else 0) + sum(e.disk_bytes for e in estimates)
     return sum(peaks[: max(1, jobs)]), disk
@@ -145,6 +156,7 @@ class TooLarge:
     needed: int
     available: int
     alone: int = 0  # memory: what it needs with no other backend beside it
+    bare: int = 0  # memory: what it needs alone without building its variants (`--variants none`)
 
     def cause(self, weights: Weights) -> str:
         where = "" if self.resource == "memory" else " where the download and the exports are written"
@@ -164,9 +176,14 @@ class TooLarge:
                 if self.alone and self.alone <= self.available
                 else ""
             )
+            no_variants = (
+                f"export it without variants (--variants none: ~{_gb(self.bare)}), "
+                if 0 < self.bare < self.alone and self.bare <= self.available
+                else ""
+            )
             return (
                 f"Run it where {_gb(self.needed)} of memory is free (a larger runner or HF Jobs flavor), "
-                f"{one_at_a_time}or pass --force-memory to try anyway."
+                f"{one_at_a_time}{no_variants}or pass --force-memory to try anyway."
             )
         return "Free disk, write elsewhere (--out, HFEXPORT_CACHE), or pass --force-memory to try anyway."
 
@@ -191,26 +208,32 @@ class Preflight:
 
 
 def check(
-    weights: Weights | None, backends: list[str], machine: Machine, jobs: int = 1, downloads: bool = True
+    weights: Weights | None,
+    backends: list[str],
+    machine: Machine,
+    jobs: int = 1,
+    downloads: bool = True,
+    variants: bool = True,
 ) -> Preflight:
-    """Which `backends` fit `machine`. Memory: each backend's own peak plus, with `jobs` at once,
-    the next largest peaks (their workers run side by side). Disk: the download (unless the
-    weights are local: `downloads`) and every backend's output. Unknown weights (no safetensors)
-    pass: nothing to estimate from.
+    """Which `backends` fit `machine`. Memory: each backend's own peak (with its variants where
+    `variants`) plus, with `jobs` at once, the next largest peaks (their workers run side by side).
+    Disk: the download (unless the weights are local: `downloads`) and every backend's output.
+    Unknown weights (no safetensors) pass: nothing to estimate from.
 
     Returns:
         The `Preflight`; `check_or_raise` stops the run when nothing fits.
     """
     if weights is None:
         return Preflight(None, [], machine, {})
-    estimates = estimate(weights, backends)
-    _, disk = needs(weights, backends, jobs, downloads)
+    estimates = estimate(weights, backends, variants)
+    _, disk = needs(weights, backends, jobs, downloads, variants)
     too_large = {}
     for e in estimates:
         others = sorted((o.memory_bytes for o in estimates if o is not e), reverse=True)
         memory = e.memory_bytes + sum(others[: max(0, jobs - 1)])
         if memory > machine.memory_bytes:
-            too_large[e.backend] = TooLarge(e.backend, "memory", memory, machine.memory_bytes, e.memory_bytes)
+            bare = cost_of(e.backend).memory(weights, variants=False)
+            too_large[e.backend] = TooLarge(e.backend, "memory", memory, machine.memory_bytes, e.memory_bytes, bare)
         elif disk > machine.disk_bytes:
             too_large[e.backend] = TooLarge(e.backend, "disk", disk, machine.disk_bytes)
     return Preflight(weights, estimates, machine, too_large)
