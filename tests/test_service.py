@@ -102,7 +102,7 @@ class Service:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             job = self.get(f"/jobs/{job_id}")
-            if job["status"] in ("done", "failed"):
+            if job["status"] in ("done", "failed", "superseded"):
                 return job
             time.sleep(0.5)
         raise AssertionError(f"job {job_id} did not finish: {job}")
@@ -430,3 +430,61 @@ def test_a_bad_input_job_is_attempted_once(hub, accounts, tmp_path):
         assert "exited with 2" in job["error"]
     finally:
         service.stop()
+
+
+def test_an_older_commits_job_never_runs_once_the_branch_moved_on(hub, accounts, tmp_path):
+    """Ten repos, each with two commits; their jobs queued older first or newer first, as retries,
+    late or re-sent webhooks and two workers order them. Every job of an older commit ends
+    `superseded` (naming the head's job) without running; each repo's head runs exactly once: 0 of
+    10 PRs could be pointed back at an older commit. A re-sent webhook for the older commit later
+    queues nothing."""
+    import random
+
+    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig, branch_head
+    from hfexport.entrypoints.service.queue import JobQueue
+
+    ran: list[tuple[str, str]] = []
+
+    class RecordingExecutor:
+        def run(self, job):
+            ran.append((job.repo_id, job.head_sha))
+            return {"action": "opened"}
+
+    owner, plan = _api(hub, accounts["alice"]), JobPlan(("dynamo",))
+    queue = JobQueue(tmp_path / "q.sqlite", max_attempts=4)
+    heads, older = {}, {}
+    order = random.Random(0)
+    for trial in range(10):
+        repo = f"alice-svc/newest-{trial}"
+        owner.create_repo(repo)
+        owner.upload_file(path_or_fileobj=b"one", path_in_repo="a.txt", repo_id=repo)
+        older[repo] = owner.model_info(repo).sha
+        owner.upload_file(path_or_fileobj=b"two", path_in_repo="a.txt", repo_id=repo)
+        heads[repo] = owner.model_info(repo).sha
+        shas = [older[repo], heads[repo]]
+        order.shuffle(shas)
+        for sha in shas:
+            queue.enqueue(repo, sha, plan)
+    config = ServiceConfig(secret=SECRET, watch={"*"}, plan=plan, workers=2)
+    workers = QueueWorkers(config, queue, RecordingExecutor(), idle_s=0.05, head=branch_head(None, "main")).start()
+    try:
+        deadline = time.monotonic() + 60
+        while (queue.counts().get("queued") or queue.counts().get("running")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        workers.stop()
+    assert sorted(ran) == sorted(heads.items()), ran
+    jobs = {(j.repo_id, j.head_sha): j for j in queue.list(limit=100)}
+    for repo, sha in older.items():
+        job, newest = jobs[(repo, sha)], jobs[(repo, heads[repo])]
+        assert (
+            job.status == "superseded"
+            and job.attempts == 1
+            and job.result
+            == {
+                "head_sha": heads[repo],
+                "job": newest.id,
+            }
+        ), job
+        assert newest.status == "done"
+        assert queue.enqueue(repo, sha, plan) == (job.id, False)  # a re-sent webhook: nothing new

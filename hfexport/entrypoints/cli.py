@@ -377,7 +377,7 @@ def serve(
 
     from ..backends import parse_backends
     from ..report import JobPlan
-    from .service import QueueWorkers, ServiceConfig, create_app
+    from .service import QueueWorkers, ServiceConfig, branch_head, create_app
     from .service.executors import HfJobsExecutor, LocalExecutor
     from .service.queue import JobQueue
 
@@ -406,7 +406,7 @@ def serve(
         )
     queue = JobQueue(db, lease_s=lease, max_attempts=max_attempts, max_queued=max_queued)
     runner = LocalExecutor() if executor == "local" else HfJobsExecutor(image=image, token=os.environ.get("HF_TOKEN"))
-    pool = QueueWorkers(config, queue, runner).start()
+    pool = QueueWorkers(config, queue, runner, head=branch_head(os.environ.get("HF_TOKEN"), config.branch)).start()
     try:
         uvicorn.run(create_app(config, queue), host=host, port=port, log_level="warning")
     finally:

@@ -19,6 +19,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
@@ -195,12 +196,42 @@ def create_app(config: ServiceConfig, queue: JobQueue) -> Starlette:
     )
 
 
+def branch_head(token: str | None, branch: str) -> Callable[[str], str | None]:
+    """`QueueWorkers.head` on the Hub: a repo's `branch` commit now (`HfApi.model_info`), or None
+    when the Hub cannot say (unreachable, no such repo or branch): the job then runs as queued."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=token)
+
+    def head(repo_id: str) -> str | None:
+        try:
+            return api.model_info(repo_id, revision=branch).sha
+        except Exception as e:  # any answer but a commit: not a reason to stop a worker
+            log.warning(json.dumps({"msg": "branch head unknown", "repo": repo_id, "error": type(e).__name__}))
+            return None
+
+    return head
+
+
 class QueueWorkers:
     """`config.workers` threads that claim jobs from the queue and run them on the executor, each
-    renewing its job's lease while the executor runs (so a long export is never claimed twice)."""
+    renewing its job's lease while the executor runs (so a long export is never claimed twice).
 
-    def __init__(self, config: ServiceConfig, queue: JobQueue, executor, idle_s: float = 0.5):
+    The newest commit wins: a claimed job first asks `head` for its repo's branch head now, and if
+    the branch has moved on the job ends `superseded` and the head's job is queued instead (or
+    found: one per commit) — a retry, a late or re-sent webhook, or a second worker never points
+    a PR back at an older commit. `head` answers None where it cannot tell (the job then runs)."""
+
+    def __init__(
+        self,
+        config: ServiceConfig,
+        queue: JobQueue,
+        executor,
+        idle_s: float = 0.5,
+        head: Callable[[str], str | None] | None = None,
+    ):
         self.config, self.queue, self.executor, self.idle_s = config, queue, executor, idle_s
+        self.head = head or (lambda repo_id: None)
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(target=self._loop, name=f"worker-{i}", daemon=True) for i in range(config.workers)
@@ -243,6 +274,12 @@ class QueueWorkers:
 
     def _run(self, job, token: str) -> None:
         started = time.perf_counter()
+        head = self.head(job.repo_id)
+        if head is not None and head != job.head_sha:
+            newer, _ = self.queue.enqueue(job.repo_id, head, job.plan)
+            self.queue.supersede(job.id, token, head, newer)
+            log.info(json.dumps({"msg": "superseded", "job": job.id, "sha": job.head_sha, "head": head, "by": newer}))
+            return
         log.info(
             json.dumps(
                 {"msg": "running", "job": job.id, "repo": job.repo_id, "sha": job.head_sha, "attempt": job.attempts}

@@ -30,6 +30,9 @@ class JobStatus(StrEnum):
     RUNNING = "running"  # claimed, under a lease its worker renews
     DONE = "done"
     FAILED = "failed"  # gave up: not retryable, or out of attempts
+    # The branch had moved on when it started: the job of the newer head runs instead (`result`
+    # names it), so no PR is ever pointed back at an older commit.
+    SUPERSEDED = "superseded"
 
 
 _SCHEMA = """
@@ -39,7 +42,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     repo_id TEXT NOT NULL,
     head_sha TEXT NOT NULL,
     plan_key TEXT NOT NULL,
-    status TEXT NOT NULL DEFAULT 'queued',   -- queued | running | done | failed
+    status TEXT NOT NULL DEFAULT 'queued',   -- queued | running | done | failed | superseded
     attempts INTEGER NOT NULL DEFAULT 0,
     next_run_at REAL NOT NULL DEFAULT 0,
     lease_until REAL,
@@ -179,6 +182,10 @@ class JobQueue:
 
     def finish(self, job_id: int, token: str, result: dict) -> bool:
         return self._set(job_id, token, JobStatus.DONE, result=result)
+
+    def supersede(self, job_id: int, token: str, head_sha: str, newer_id: int) -> bool:
+        """End a running job whose repo's branch is now at `head_sha` (job `newer_id` exports it)."""
+        return self._set(job_id, token, JobStatus.SUPERSEDED, result={"head_sha": head_sha, "job": newer_id})
 
     def fail(self, job_id: int, token: str, error: str, retry_in_s: float | None) -> bool:
         """Back to the queue after `retry_in_s`, or `failed` for good when it is None. Only the
