@@ -488,3 +488,50 @@ def test_an_older_commits_job_never_runs_once_the_branch_moved_on(hub, accounts,
         ), job
         assert newest.status == "done"
         assert queue.enqueue(repo, sha, plan) == (job.id, False)  # a re-sent webhook: nothing new
+
+
+def test_a_worker_outlives_a_locked_queue_and_healthz_says_what_is_wrong(tmp_path):
+    """Another process holds the queue's database locked past the busy timeout (here 0.3 s, 30 s
+    in service): the workers' claims fail, the threads live on, `/healthz` answers 503 naming the
+    unwritable queue meanwhile; once the lock goes the job runs and `/healthz` is 200. A worker
+    thread that has stopped makes `/healthz` 503 naming it."""
+    import sqlite3
+    import threading
+
+    from starlette.testclient import TestClient
+
+    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig, create_app
+    from hfexport.entrypoints.service.queue import JobQueue
+
+    class Done:
+        def run(self, job):
+            return {"action": "opened"}
+
+    queue = JobQueue(tmp_path / "q.sqlite", busy_timeout_s=0.3)
+    job_id, _ = queue.enqueue("alice-svc/locked", "c" * 40, JobPlan(("dynamo",)))
+    config = ServiceConfig(secret=SECRET, watch={"*"}, plan=JobPlan(("dynamo",)), workers=2)
+    locker = sqlite3.connect(tmp_path / "q.sqlite", isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")
+    workers = QueueWorkers(config, queue, Done(), idle_s=0.05).start()
+    client = TestClient(create_app(config, queue, workers))
+    try:
+        time.sleep(1.5)  # several failed claims, each waiting out the busy timeout
+        answer = client.get("/healthz")
+        assert answer.status_code == 503 and "the queue cannot be written" in answer.json()["problems"][0]
+        assert workers.dead() == []
+        locker.execute("ROLLBACK")
+        deadline = time.monotonic() + 30
+        while queue.get(job_id).status != "done" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert queue.get(job_id).status == "done"
+        assert client.get("/healthz").status_code == 200
+        # A thread that stopped (an error no guard caught): named, 503.
+        stopped = threading.Thread(target=lambda: None, name="worker-9")
+        stopped.start()
+        stopped.join()
+        workers._threads.append(stopped)
+        answer = client.get("/healthz")
+        assert answer.status_code == 503 and answer.json()["problems"] == ["worker-9 has stopped"]
+    finally:
+        locker.close()
+        workers.stop()

@@ -408,7 +408,7 @@ def serve(
     runner = LocalExecutor() if executor == "local" else HfJobsExecutor(image=image, token=os.environ.get("HF_TOKEN"))
     pool = QueueWorkers(config, queue, runner, head=branch_head(os.environ.get("HF_TOKEN"), config.branch)).start()
     try:
-        uvicorn.run(create_app(config, queue), host=host, port=port, log_level="warning")
+        uvicorn.run(create_app(config, queue, pool), host=host, port=port, log_level="warning")
     finally:
         pool.stop()
 

@@ -128,7 +128,7 @@ async def _read_body(request: Request) -> tuple[bytes, int]:
     return body, size
 
 
-def create_app(config: ServiceConfig, queue: JobQueue) -> Starlette:
+def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | None = None) -> Starlette:
     def refused(request: Request, readers: bool = False) -> JSONResponse | None:
         """401/403 unless the request carries the webhook secret (or, to read, the read token)."""
         secret = request.headers.get("x-webhook-secret")
@@ -170,7 +170,14 @@ def create_app(config: ServiceConfig, queue: JobQueue) -> Starlette:
         log.info(json.dumps({"msg": "queued" if created else "duplicate", "job": job_id, "repo": repo_id, "sha": head}))
         return JSONResponse({"job": job_id, "queued": created}, status_code=202 if created else 200)
 
-    async def healthz(request: Request) -> JSONResponse:
+    def healthz(request: Request) -> JSONResponse:
+        """503 with the problems when a worker has stopped or the queue cannot be written: a
+        service that would take webhooks and never run them is not healthy."""
+        problems = [f"{name} has stopped" for name in (workers.dead() if workers else [])]
+        if not queue.writable():
+            problems.append("the queue cannot be written (locked, full disk or I/O error)")
+        if problems:
+            return JSONResponse({"ok": False, "problems": problems}, status_code=503)
         return JSONResponse({"ok": True, "jobs": queue.counts()})
 
     async def jobs(request: Request) -> JSONResponse:
@@ -238,7 +245,11 @@ class QueueWorkers:
         ]
 
     def start(self) -> QueueWorkers:
-        recovered = self.queue.recover()
+        try:
+            recovered = self.queue.recover()
+        except Exception:  # a locked database: those jobs are claimed again when their leases run out
+            log.exception(json.dumps({"msg": "recovery deferred to the leases"}))
+            recovered = 0
         if recovered:
             log.info(json.dumps({"msg": "recovered", "jobs": recovered}))
         for thread in self._threads:
@@ -250,25 +261,46 @@ class QueueWorkers:
         for thread in self._threads:
             thread.join(timeout=5)
 
+    def dead(self) -> list[str]:
+        """The worker threads that have stopped while the service runs (none should, ever)."""
+        if self._stop.is_set():
+            return []
+        return [t.name for t in self._threads if t.ident is not None and not t.is_alive()]
+
     def _loop(self) -> None:
+        errors = 0
         while not self._stop.is_set():
-            claimed = self.queue.claim()
-            if claimed is None:
-                self._stop.wait(self.idle_s)
-                continue
-            job, token = claimed
-            done = threading.Event()
-            heartbeat = threading.Thread(target=self._heartbeat, args=(job.id, token, done), daemon=True)
-            heartbeat.start()
             try:
-                self._run(job, token)
-            finally:
-                done.set()
-                heartbeat.join()
+                self._once()
+                errors = 0
+            except Exception:  # a database error (locked past its timeout, full disk): wait, then go on
+                errors += 1
+                log.exception(json.dumps({"msg": "worker error", "in_a_row": errors}))
+                self._stop.wait(min(60.0, self.idle_s * 2**errors))
+
+    def _once(self) -> None:
+        claimed = self.queue.claim()
+        if claimed is None:
+            self._stop.wait(self.idle_s)
+            return
+        job, token = claimed
+        done = threading.Event()
+        heartbeat = threading.Thread(target=self._heartbeat, args=(job.id, token, done), daemon=True)
+        heartbeat.start()
+        try:
+            self._run(job, token)
+        finally:
+            done.set()
+            heartbeat.join()
 
     def _heartbeat(self, job_id: int, token: str, done: threading.Event) -> None:
         while not done.wait(self.queue.lease_s / 3):
-            if not self.queue.renew(job_id, token):
+            try:
+                renewed = self.queue.renew(job_id, token)
+            except Exception:  # a locked database: the next beat tries again, within the lease
+                log.exception(json.dumps({"msg": "lease renewal failed", "job": job_id}))
+                continue
+            if not renewed:
                 log.warning(json.dumps({"msg": "lease lost", "job": job_id}))
                 return
 

@@ -80,9 +80,18 @@ class Job:
 
 
 class JobQueue:
-    def __init__(self, path: str | Path, lease_s: float = 300, max_attempts: int = 4, max_queued: int = 1000):
+    def __init__(
+        self,
+        path: str | Path,
+        lease_s: float = 300,
+        max_attempts: int = 4,
+        max_queued: int = 1000,
+        busy_timeout_s: float = 30,
+    ):
         self.path = str(path)
         self.lease_s = lease_s
+        # How long a call waits for another writer (a backup, a second instance) before it raises.
+        self.busy_timeout_s = busy_timeout_s
         self.max_attempts = max_attempts
         self.max_queued = max_queued
         self._local = threading.local()
@@ -97,12 +106,26 @@ class JobQueue:
         db = getattr(self._local, "db", None)
         if db is None:
             # One connection per thread; `isolation_level=None` so BEGIN IMMEDIATE is ours to issue.
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=True)
-            db.execute("PRAGMA busy_timeout=30000")
+            db = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=True)
+            db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
             db.execute("PRAGMA synchronous=NORMAL")
             db.row_factory = sqlite3.Row
             self._local.db = db
         return db
+
+    def writable(self, timeout_s: float = 1.0) -> bool:
+        """Whether a write transaction can start within `timeout_s` (a fresh connection: `/healthz`
+        asks it, and must answer while a worker waits on a lock)."""
+        try:
+            db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("ROLLBACK")
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return False
+        return True
 
     def full(self) -> bool:
         """Whether the queue holds `max_queued` jobs waiting or running: new work is refused then."""
