@@ -156,9 +156,9 @@ class Reference:
     def release(self) -> None:
         """Drop the eager model's weights (it stays a module on the meta device): from here on only
         what `prepare` computed is answered, and asking for anything else is an error, not a rerun."""
-        from .memory import drop_checkpoint_pages
+        from .memory import drop_checkpoint_pages, free_weights
 
-        self.model.to("meta")
+        free_weights(self.model)
         self.released = True
         drop_checkpoint_pages()
 
