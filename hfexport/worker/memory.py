@@ -27,9 +27,10 @@ def peak_mb() -> float:
 def free_weights(module) -> None:
     """Free the memory of `module`'s parameters and buffers even where views of them outlive it
     (the exporter's, out of gc's reach): each storage shrunk to nothing, then the module moved to
-    the meta device. A checkpoint stored in another dtype than the export's (bf16 loaded as fp32)
-    is converted into the process's own memory, which only this frees: at 135 M, 0.65 GB more
-    held through validation. A mapped file's storage cannot shrink: `drop_checkpoint_pages`."""
+    the meta device. A mapped file's storage cannot shrink (`drop_checkpoint_pages` drops its
+    pages). Measured on a 135 M Llama stored in bf16 (converted to fp32 in this process's own
+    memory): the peak while validating fell from 1879 to 1772 MB; the rest of the 0.4 GB it holds
+    over an fp32 checkpoint is copies the exporter keeps, which nothing here can reach."""
     for tensor in [*module.parameters(), *module.buffers()]:
         try:
             tensor.untyped_storage().resize_(0)

@@ -145,7 +145,8 @@ class Reference:
         """Compute every result the checks ask for: the validation's on `sample` and `other`, and
         (`judged_tokens`: variants will be judged) the variants' forced run on `other`."""
         if not self.split.generates:
-            self.forward(sample), self.forward(other)
+            self.forward(sample)
+            self.forward(other)
             return
         n = self.split.plan.validation.new_tokens
         for prompt in (sample, other):
