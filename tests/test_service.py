@@ -535,3 +535,48 @@ def test_a_worker_outlives_a_locked_queue_and_healthz_says_what_is_wrong(tmp_pat
     finally:
         locker.close()
         workers.stop()
+
+
+def test_a_commit_that_failed_for_a_transient_cause_is_queued_again_by_its_next_webhook(tmp_path):
+    """The Hub down through every attempt: the job fails for good, marked transient; the webhook
+    sent again for that commit queues it again with its attempts anew, and it runs. A job that
+    failed for a cause no retry fixes (bad input) stays failed: its webhook queues nothing."""
+    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig
+    from hfexport.entrypoints.service.executors import JobFailed
+    from hfexport.entrypoints.service.queue import JobQueue
+
+    hub_down = {"alice-svc/outage": True}
+
+    class Executor:
+        def run(self, job):
+            if job.repo_id == "alice-svc/bad-input":
+                raise JobFailed("push exited with 2: no such model", retryable=False)
+            if hub_down[job.repo_id]:
+                raise JobFailed("push exited with 3: the Hub is unreachable", retryable=True)
+            return {"action": "opened"}
+
+    plan = JobPlan(("dynamo",))
+    queue = JobQueue(tmp_path / "q.sqlite", max_attempts=2)
+    config = ServiceConfig(secret=SECRET, watch={"*"}, plan=plan, max_attempts=2, backoff_s=0.01)
+    outage, _ = queue.enqueue("alice-svc/outage", "d" * 40, plan)
+    bad, _ = queue.enqueue("alice-svc/bad-input", "e" * 40, plan)
+    workers = QueueWorkers(config, queue, Executor(), idle_s=0.02).start()
+    try:
+
+        def settle() -> None:
+            deadline = time.monotonic() + 30
+            while (queue.counts().get("queued") or queue.counts().get("running")) and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+        settle()
+        assert queue.get(outage).status == "failed" and queue.get(outage).attempts == 2
+        assert queue.get(bad).status == "failed" and queue.get(bad).attempts == 1
+        hub_down["alice-svc/outage"] = False  # the Hub is back; the owner presses "replay"
+        assert queue.enqueue("alice-svc/outage", "d" * 40, plan) == (outage, True)
+        assert queue.enqueue("alice-svc/bad-input", "e" * 40, plan) == (bad, False)
+        settle()
+    finally:
+        workers.stop()
+    job = queue.get(outage)
+    assert job.status == "done" and job.attempts == 1, job
+    assert queue.get(bad).status == "failed"

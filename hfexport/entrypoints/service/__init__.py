@@ -325,7 +325,7 @@ class QueueWorkers:
                 if e.retryable and job.attempts < self.config.max_attempts
                 else None
             )
-            self.queue.fail(job.id, token, without_local_paths(str(e)), retry_in)
+            self.queue.fail(job.id, token, without_local_paths(str(e)), retry_in, transient=e.retryable)
             log.warning(json.dumps({"msg": "failed", "job": job.id, "error": str(e), "retry_in_s": retry_in}))
             return
         except Exception as e:  # an executor bug must not kill the worker

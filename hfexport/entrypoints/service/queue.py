@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     lease_owner TEXT,
     result TEXT,
     error TEXT,
+    transient INTEGER NOT NULL DEFAULT 0,    -- failed for good, but of a failure worth a retry later
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL
 );
@@ -101,6 +102,8 @@ class JobQueue:
             columns = {row["name"] for row in db.execute("PRAGMA table_info(jobs)")}
             if "lease_owner" not in columns:  # a queue written by an earlier version
                 db.execute("ALTER TABLE jobs ADD COLUMN lease_owner TEXT")
+            if "transient" not in columns:
+                db.execute("ALTER TABLE jobs ADD COLUMN transient INTEGER NOT NULL DEFAULT 0")
 
     def _connect(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -133,7 +136,9 @@ class JobQueue:
         return row["n"] >= self.max_queued
 
     def enqueue(self, repo_id: str, head_sha: str, plan: JobPlan) -> tuple[int, bool]:
-        """Add a job unless one with the same (repo, sha, plan) exists. Returns (job id, created)."""
+        """Add a job unless one with the same (repo, sha, plan) exists; one that failed for good of a
+        transient cause (the Hub down through every attempt) is queued again, with its attempts
+        anew: a re-sent webhook is how such a commit gets its export. Returns (job id, queued)."""
         key = f"{repo_id}@{head_sha}#{plan}"
         now = time.time()
         db = self._connect()
@@ -143,6 +148,13 @@ class JobQueue:
             (key, repo_id, head_sha, str(plan), now, now),
         )
         created = cursor.rowcount == 1
+        if not created:
+            cursor = db.execute(
+                "UPDATE jobs SET status='queued', attempts=0, next_run_at=0, transient=0, updated_at=? "
+                "WHERE dedup_key=? AND status='failed' AND transient=1",
+                (now, key),
+            )
+            created = cursor.rowcount == 1
         row = db.execute("SELECT id FROM jobs WHERE dedup_key = ?", (key,)).fetchone()
         return row["id"], created
 
@@ -210,11 +222,17 @@ class JobQueue:
         """End a running job whose repo's branch is now at `head_sha` (job `newer_id` exports it)."""
         return self._set(job_id, token, JobStatus.SUPERSEDED, result={"head_sha": head_sha, "job": newer_id})
 
-    def fail(self, job_id: int, token: str, error: str, retry_in_s: float | None) -> bool:
-        """Back to the queue after `retry_in_s`, or `failed` for good when it is None. Only the
+    def fail(self, job_id: int, token: str, error: str, retry_in_s: float | None, transient: bool = False) -> bool:
+        """Back to the queue after `retry_in_s`, or `failed` for good when it is None (`transient`:
+        of a cause worth a retry later, which the next webhook for the commit gets). Only the
         lease holder can; False when the lease was lost (another worker owns the job now)."""
         if retry_in_s is None:
-            return self._set(job_id, token, JobStatus.FAILED, error=error)
+            cursor = self._connect().execute(
+                "UPDATE jobs SET status='failed', error=?, transient=?, lease_until=NULL, lease_owner=NULL, "
+                "updated_at=? WHERE id=? AND status='running' AND lease_owner=?",
+                (error, int(transient), time.time(), job_id, token),
+            )
+            return cursor.rowcount == 1
         now = time.time()
         cursor = self._connect().execute(
             "UPDATE jobs SET status='queued', error=?, next_run_at=?, lease_until=NULL, lease_owner=NULL, updated_at=? "
