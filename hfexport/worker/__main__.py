@@ -189,7 +189,6 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
         result.variants = run_variants(
             split,
             exporting,
-            reference.model,
             reference,
             load_exported,
             out_dir,

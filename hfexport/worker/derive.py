@@ -63,7 +63,6 @@ def rejudge_published(
 def run_variants(
     split: ExportSplit,
     exporting: Exporting,
-    model: Any,
     reference: Reference,
     load_exported: Callable[[], Any],
     out_dir: Path,
@@ -107,7 +106,7 @@ def run_variants(
             def job_for(component: str) -> VariantJob:
                 (work / component).mkdir()
                 return VariantJob(
-                    model,
+                    reference.model,  # on the meta device unless a variant needs it (`Variant.needs_model`)
                     dict(sample),
                     calibration,
                     out_dir,
