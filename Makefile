@@ -38,10 +38,17 @@ tests/loaders/.venv-executorch/.installed: tests/loaders/executorch-requirements
 	tests/loaders/.venv-executorch/bin/python -m pip install -q -r tests/loaders/executorch-requirements.txt
 	touch $@
 
+# Chromium's headless shell from Debian's packages (~60 MB, ~30 s), for the status page's screenshot
+# test (tests/test_service.py). Where apt is not ours to run, that one test skips and says why.
+CHROMIUM := /usr/bin/chromium-headless-shell
+$(CHROMIUM):
+	-apt-get install -y -q --no-install-recommends chromium-headless-shell >/dev/null \
+	  || (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends chromium-headless-shell >/dev/null)
+
 # Lint and types first (seconds), then the suite, naming its slowest tests (CI's budget is 40 minutes).
 # Settings for all three live in pyproject.toml.
 test: $(VENV)/.installed tests/js/node_modules/.installed tests/loaders/.venv/.installed \
-      tests/loaders/.venv-executorch/.installed
+      tests/loaders/.venv-executorch/.installed $(CHROMIUM)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

@@ -99,7 +99,7 @@ def run(sizes: list[str], backends: list[str]) -> list[dict]:
                 "fp32_bytes": weights.fp32_bytes,
                 "backend": backend,
                 **ours,
-                "estimate_bytes": cost_of(backend).memory(weights),
+                "estimate_bytes": cost_of(backend).memory(weights.exported_bytes(backend)),
                 "disk_bytes": folder_bytes(out) if out.exists() else None,
                 **worker_profile(out, backend),
             }

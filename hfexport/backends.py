@@ -83,6 +83,25 @@ class Backend:
     # `module:function` that exports and judges a decoder LLM as the runtime's own LLM runner reads
     # it (`worker/llm_runner.py`), instead of the exporter's decode program with its cache passed in and out.
     llm_runner: str | None = None
+    # The precisions its programs are exported in. A checkpoint stored in one of them is exported as
+    # stored (a bfloat16 model is not doubled to float32); any other in `dtypes[0]`, and
+    # `float32_because` says why (in the report and on the card).
+    dtypes: tuple[str, ...] = ("float32",)
+    float32_because: str | None = None
+
+    def precision(self, stored: str) -> tuple[str, str | None]:
+        """The dtype a checkpoint stored in `stored` is exported in by this backend, and why it is
+        not `stored` (None where it is).
+
+        Args:
+            stored: the checkpoint's dtype (`ExportPlan.source_dtype`: "float32", "bfloat16"…).
+
+        Returns:
+            (dtype, reason or None).
+        """
+        if stored in self.dtypes:
+            return stored, None
+        return self.dtypes[0], self.float32_because or f"{self.name} exports in {self.dtypes[0]}"
 
     def unavailable_reason(self) -> str | None:
         """Why this backend cannot run on this machine, or `None` if it can."""
@@ -242,6 +261,8 @@ def _executorch_input_limits(plan) -> str | None:
     packages=("torch",),
     tolerance=dict(_TOLERANCE_EXACT),
     limits=_dynamo_limits,
+    # A `.pt2` runs in whatever dtype it was traced in, on any device torch has.
+    dtypes=("float32", "bfloat16", "float16"),
 )
 def _dynamo(dynamic_shapes):
     from transformers.exporters import DynamoConfig
@@ -261,6 +282,10 @@ def _dynamo(dynamic_shapes):
     ecosystem_loaders=True,
     runtime_ops_note="`{file}` runs ONNX Runtime's own operators ({ops}): it loads in ONNX Runtime (Python, node, "
     "web), not in other ONNX runtimes.",
+    # transformers.js (dtype "fp32", its default in node) and optimum read `model.onnx` as float32,
+    # and ONNX Runtime's CPU kernels compute a float16 graph's ops in float32 through casts.
+    float32_because="the loaders' default `model.onnx` is float32 (transformers.js, optimum; ONNX Runtime's CPU "
+    "kernels run float16 ops through casts); the float16 file is the fp16 variant beside it",
 )
 def _onnx(dynamic_shapes):
     from transformers.exporters import OnnxConfig
@@ -278,6 +303,7 @@ def _onnx(dynamic_shapes):
     limits=_executorch_runner_limits,
     fixed_image_size=True,
     llm_runner="hfexport.worker.llm_runner:run",
+    float32_because="hfexport's int8 and 8da4w recipes quantize a float32 program",
     **_EXECUTORCH_QUANTIZED_KERNELS,
 )
 def _executorch_xnnpack(dynamic_shapes):
@@ -299,6 +325,7 @@ def _executorch_xnnpack(dynamic_shapes):
     # The CUDA partitioner casts to bfloat16 (AOTInductor kernels), whatever the source dtype.
     tolerance={"float32": 5e-2, "float16": 5e-2, "bfloat16": 1e-1},
     runner_device="cuda",
+    float32_because="traced in float32; the CUDA partitioner casts the program to bfloat16 itself",
 )
 def _executorch_cuda(dynamic_shapes):
     from transformers.exporters import ExecutorchConfig

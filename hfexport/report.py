@@ -116,6 +116,7 @@ class PublishAction(StrEnum):
     OPTED_OUT = "opted-out"  # the owner opted out (card metadata or .hfexport.yaml)
     UNCHANGED = "unchanged"  # our open PR already holds this sha and plan
     CLOSED_RESPECTED = "closed-respected"  # a maintainer closed our PR; not reopened without force
+    NEWER_HELD = "newer-held"  # our open PR holds exports of a newer commit of the branch: never moved back
     UP_TO_DATE = "up-to-date"  # the base already holds these exact exports (our PR was merged)
     NOTHING_RAN = "nothing-ran"  # every backend was skipped here (e.g. no GPU): nothing to publish
     OPENED = "opened"
@@ -186,8 +187,9 @@ class ExportPlan:
     # Which components the export has and how each is exported and judged: a `Split`.
     split: str
     backends: list[str]
-    # Exports run on CPU runtimes in float32; the CUDA partitioner casts to bfloat16 on its own.
-    dtype: str = "float32"
+    # The dtype the checkpoint is stored in (config.json's `dtype`): each backend exports in it where
+    # its runtime serves it, else in float32 (`Backend.precision`).
+    source_dtype: str = "float32"
     sample: Shape = field(default_factory=lambda: Shape(batch=2, sequence=8))
     validation: Shape = field(default_factory=lambda: Shape(batch=3, sequence=13, decoder_prompt=4))
     # Per input name, per axis: [dim name, min, max]. Only for single graphs and the encoder; the
@@ -549,6 +551,9 @@ class BackendResult:
     trust_remote_code: bool = False
     # A program holding its KV cache (`Layout.LLM_RUNNER`): the positions it holds, prompt and new tokens together.
     max_seq_len: int | None = None
+    # The dtype its programs hold, and why it is not the checkpoint's (`Backend.precision`), if not.
+    dtype: str | None = None
+    dtype_note: str | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -713,6 +718,7 @@ class Row:
     files: str
     components: str
     size: str
+    precision: str
     max_abs_diff: str
     tolerance: str
     export_seconds: str
@@ -735,6 +741,7 @@ HEADERS = {
     "files": "files",
     "components": "components",
     "size": "size",
+    "precision": "precision",
     "max_abs_diff": "max abs diff",
     "tolerance": "tolerance",
     "export_seconds": "export s",
@@ -756,6 +763,7 @@ def rows(report: Report) -> list[Row]:
                 files=", ".join(f.path for f in b.files) or "-",
                 components=",".join(b.components) or "-",
                 size=format_size(b.size_bytes),
+                precision=b.dtype or "-",
                 max_abs_diff=format_diff(validation.max_abs_diff if validation and validation.checks else None),
                 tolerance=f"{validation.tolerance:g}" if validation else "-",
                 export_seconds=f"{b.export_seconds:.1f}" if b.export_seconds is not None else "-",

@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs, unquote, urlencode
 
 import yaml
 from starlette.requests import Request
@@ -71,6 +71,7 @@ class HubApp:
             ("POST", r"/api/repos/delete", self.delete_repo),
             ("PUT", rf"{api}/settings", self.repo_settings),
             ("POST", r"/api/validate-yaml", self.validate_yaml),
+            ("GET", r"/api/models", self.list_models),
             ("GET", rf"{api}", self.repo_info),
             ("GET", rf"{api}/revision/{_REV}", self.repo_info),
             ("GET", rf"{api}/tree/{_REV}(?:/(?P<path>.*))?", self.tree),
@@ -234,6 +235,46 @@ class HubApp:
                 return JSONResponse({"errors": [{"message": "metadata must be a mapping"}]}, status_code=400)
         return JSONResponse({"errors": [], "warnings": []})
 
+    async def list_models(self, request: Request) -> Response:
+        """`HfApi.list_models`: the public models (and the caller's private ones) by `author`, a
+        `search` in their ids, every `filter` tag (the card's tags and its pipeline_tag), sorted by
+        `sort` (downloads, lastModified, createdAt, likes) descending, `limit` of them, in pages of
+        `PAGE` linked by a `Link: <…>; rel="next"` header as the Hub pages them."""
+        query = request.query_params
+        actor = self.actor(request)
+        author, search, tags = query.get("author"), query.get("search"), query.getlist("filter")
+        rows = []
+        for data in self.store.list_repos("model"):
+            if data["private"] and data["owner"] != actor.name:
+                continue
+            if author and data["id"].split("/")[0] != author:
+                continue
+            if search and search.lower() not in data["id"].lower():
+                continue
+            sha = self.store.resolve(data, "main")
+            commit = data["commits"][sha]
+            card = _card_data(self.store, commit["files"].get("README.md"))
+            labels = {*(card.get("tags") or []), *([card["pipeline_tag"]] if card.get("pipeline_tag") else [])}
+            if any(tag not in labels for tag in tags):
+                continue
+            rows.append({**_model_summary(data, sha, commit, card), "tags": sorted(labels)})
+        if (sort := query.get("sort")) in ("downloads", "lastModified", "createdAt", "likes"):
+            rows.sort(key=lambda r: (r[sort], r["id"]), reverse=True)
+        else:
+            rows.sort(key=lambda r: r["id"])
+        if (limit := query.get("limit")) and limit.isdigit():
+            rows = rows[: int(limit)]
+        start = int(query.get("cursor", "0") or 0)
+        page = rows[start : start + self.PAGE]
+        headers = {}
+        if start + self.PAGE < len(rows):
+            params = [(k, v) for k, v in query.multi_items() if k != "cursor"] + [("cursor", str(start + self.PAGE))]
+            headers["Link"] = f'<{self.base_url(request)}/api/models?{urlencode(params)}>; rel="next"'
+        return JSONResponse(page, headers=headers)
+
+    # Models per page of `list_models`, as the Hub pages them (its page size; a test may lower it).
+    PAGE = 1000
+
     async def repo_info(self, request: Request, t: str, repo: str, rev: str = "main") -> Response:
         data = self.repo(request, t, repo)
         sha = self.store.resolve(data, rev)
@@ -243,22 +284,12 @@ class HubApp:
         card = _card_data(self.store, files.get("README.md"))
         return JSONResponse(
             {
-                "_id": data["id"],
-                "id": data["id"],
-                "modelId": data["id"],
-                "author": data["id"].split("/")[0],
-                "sha": sha,
-                "private": data["private"],
+                **_model_summary(data, sha, commit, card),
                 "gated": False,
                 "disabled": False,
-                "downloads": 0,
-                "likes": 0,
                 "tags": list(card.get("tags") or []),
                 "cardData": card or None,
                 "library_name": card.get("library_name"),
-                "pipeline_tag": card.get("pipeline_tag"),
-                "createdAt": data["created_at"],
-                "lastModified": commit["date"],
                 # Sizes and content ids only when asked (`blobs=true`, the client's files_metadata), as on the Hub.
                 "siblings": [
                     {
@@ -569,6 +600,8 @@ class HubApp:
             headers.update({"X-Linked-Etag": f'"{info["sha256"]}"', "X-Linked-Size": str(info["size"])})
         if request.method == "HEAD":
             return Response(status_code=200, headers=headers)
+        if path == "config.json" and repo_type == "model":  # the file the Hub counts a model's downloads by
+            self.store.count_download(repo_type, repo)
         from starlette.responses import FileResponse
 
         return FileResponse(
@@ -819,6 +852,23 @@ def _folder_oid(path: str) -> str:
     import hashlib
 
     return hashlib.sha1(path.encode()).hexdigest()
+
+
+def _model_summary(data: dict, sha: str, commit: dict, card: dict) -> dict:
+    """What both `list_models` and `model_info` say of a model at commit `sha`."""
+    return {
+        "_id": data["id"],
+        "id": data["id"],
+        "modelId": data["id"],
+        "author": data["id"].split("/")[0],
+        "sha": sha,
+        "private": data["private"],
+        "downloads": data.get("downloads", 0),
+        "likes": 0,
+        "pipeline_tag": card.get("pipeline_tag"),
+        "createdAt": data["created_at"],
+        "lastModified": commit["date"],
+    }
 
 
 def _card_data(store: Store, readme: dict | None) -> dict:

@@ -5,6 +5,7 @@ acted on the request), and added latency."""
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import threading
 from dataclasses import dataclass, field
@@ -83,7 +84,10 @@ def _reply(kind: str, retry_after_s: float):
         status = int(kind)
         headers = [(b"content-type", b"application/json")]
         if status == 429:
+            # As the Hub answers: Retry-After, and the IETF draft's RateLimit headers (seconds to the reset).
             headers.append((b"retry-after", str(retry_after_s).encode()))
+            headers.append((b"ratelimit", f'"api";r=0;t={math.ceil(retry_after_s)}'.encode()))
+            headers.append((b"ratelimit-policy", b'"fixed window";"api";q=1000;w=300'))
         body = b'{"error": "devhub fault injection"}'
         headers.append((b"content-length", str(len(body)).encode()))
         await send({"type": "http.response.start", "status": status, "headers": headers})

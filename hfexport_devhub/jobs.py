@@ -104,7 +104,16 @@ class JobRunner:
             job.stage, job.message, job.finished_at = "ERROR", f"could not start: {e}", now_iso()
             return job
         threading.Thread(target=self._follow, args=(job,), daemon=True).start()
+        if spec.get("timeoutSeconds"):  # the Hub ends a Job that runs past the timeout it was given
+            timer = threading.Timer(float(spec["timeoutSeconds"]), self._time_out, args=(job,))
+            timer.daemon = True
+            timer.start()
         return job
+
+    def _time_out(self, job: LocalJob) -> None:
+        if job.process is not None and job.process.poll() is None:
+            job.stage, job.message = "ERROR", f"timed out after {job.spec['timeoutSeconds']} s"
+            job.process.kill()
 
     def _follow(self, job: LocalJob) -> None:
         for line in job.process.stdout:

@@ -121,6 +121,19 @@ class Store:
         tmp.write_text(json.dumps(data))
         os.replace(tmp, path)
 
+    def list_repos(self, repo_type: str) -> list[dict]:
+        """Every repo of `repo_type` (models, datasets, spaces), in no order."""
+        folder = self.root / "repos" / repo_type
+        return [json.loads(p.read_text()) for p in folder.rglob("*.json")] if folder.exists() else []
+
+    def count_download(self, repo_type: str, repo_id: str) -> None:
+        """One more download of the repo (its `downloads`, which `list_models` sorts by)."""
+        with self._lock:
+            repo = self.load(repo_type, repo_id)
+            if repo is not None:
+                repo["downloads"] = repo.get("downloads", 0) + 1
+                self.save(repo)
+
     def delete_repo(self, repo: dict) -> None:
         with self._lock:
             self._repo_path(repo["type"], repo["id"]).unlink()

@@ -39,37 +39,58 @@ os.environ["HFEXPORT_TESTING"] = "1"
 
 sys.path.insert(0, str(Path(__file__).parent))
 import tiny_models  # noqa: E402
-from loader_table import TABLE  # noqa: E402
+from loader_table import END, README, START, TABLE, LoaderTable  # noqa: E402
 
 ALL_CPU = "dynamo,onnx,executorch"
 
 
-# Whether this run is the whole suite, passing: only such a run may write or check the README's
-# loader table (tests/loader_table.py).
-_RUN = {"partial": False, "failed": 0}
+# Whether this run is the whole suite (the README's loader table is checked only then,
+# tests/loader_table.py): no test deselected in this process.
+_RUN = {"partial": False}
 
 
 def pytest_deselected(items):
     _RUN["partial"] = True
 
 
-def pytest_runtest_logreport(report):
-    if report.failed:
-        _RUN["failed"] += 1
-
-
-@pytest.fixture
-def whole_passing_run(request) -> None:
-    """Skips unless every test file was collected, none deselected and none failed so far."""
-    collected = {item.path.name for item in request.session.items}
+def _whole(session) -> bool:
+    """Every test file collected and none deselected."""
+    collected = {item.path.name for item in session.items}
     files = {path.name for path in Path(__file__).parent.glob("test_*.py")}
-    if _RUN["partial"] or files - collected or _RUN["failed"]:
-        pytest.skip("the README's loader table is written only by a whole, passing run of the suite")
+    return not _RUN["partial"] and not files - collected
+
+
+def _check_loader_table(session) -> None:
+    """The README's loader table against the rows this run measured: written under
+    HFEXPORT_WRITE_LOADER_TABLE=1, else any disagreement fails the run. Only for a whole, passing run."""
+    if _RUN["partial"] or session.exitstatus != pytest.ExitCode.OK or session.config.option.collectonly:
+        return
+    say = session.config.pluginmanager.get_plugin("terminalreporter").write_line
+    text = README.read_text()
+    written = LoaderTable.in_readme(text)
+    if written is None:
+        problems = [f"README.md has no loader table: add the lines {START!r} and {END!r} where it goes"]
+    elif os.environ.get("HFEXPORT_WRITE_LOADER_TABLE") == "1":
+        README.write_text(text.replace(written, TABLE.render()))
+        say(f"README.md's loader table written: {len(TABLE.rows)} rows")
+        return
+    else:
+        problems = TABLE.disagreements(written)
+    if problems:
+        say("README.md's loader table is not what this run measured (run `HFEXPORT_WRITE_LOADER_TABLE=1 make test`")
+        say("and commit README.md):", red=True)
+        for problem in problems:
+            say(f"  {problem}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    else:
+        say(f"README.md's loader table is what this run measured: {len(TABLE.rows)} rows")
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """The session's Hub, caches and exports (~1 GB a whole run) go with it: /tmp is not a store.
-    `HFEXPORT_KEEP_TEST_FILES=1` keeps them to look into."""
+    """The loader table checked (a whole, passing run). Then the session's Hub, caches and exports
+    (~1 GB a whole run) go with it: /tmp is not a store. `HFEXPORT_KEEP_TEST_FILES=1` keeps them."""
+    _RUN["partial"] = _RUN["partial"] or not _whole(session)
+    _check_loader_table(session)
     if not os.environ.get("HFEXPORT_KEEP_TEST_FILES"):
         HUB.stop()
         shutil.rmtree(_SESSION_ROOT, ignore_errors=True)
@@ -78,8 +99,6 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_collection_modifyitems(config, items):
     import torch
 
-    # The loader table's check reads what every other test recorded: it runs last.
-    items.sort(key=lambda item: item.path.name == "test_readme_loader_table.py")
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run .ci/run-gpu on a GPU machine)")

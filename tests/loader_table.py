@@ -2,10 +2,10 @@
 
 Every export the suite makes (`conftest._exported`) records how its own runtime's reload compares
 with eager, and every test that reads a published folder with an ecosystem loader (transformers.js,
-optimum, sentence-transformers) records what that loader computed. The last test of the session
-(`tests/test_readme_loader_table.py`, moved last by conftest) renders those rows and requires the
-README's table to say the same — or, under `HFEXPORT_WRITE_LOADER_TABLE=1`, writes it there. A
-partial run (a `-k`, one file, a failure) records a partial table, so the check skips then.
+optimum, sentence-transformers) records what that loader computed. When the session ends,
+conftest renders those rows and requires the README's table to say the same, failing the run if it
+does not — or, under `HFEXPORT_WRITE_LOADER_TABLE=1`, writes it there. A partial run (a `-k`, one file, a failure)
+records a partial table, so the check is left out then.
 
 A difference is kept as the power of ten it stays under, and a README figure one power off the
 measured one still holds: another CPU's kernels move the last digits, not what a reader decides on.

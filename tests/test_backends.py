@@ -41,3 +41,12 @@ def test_the_packages_checked_before_a_worker_starts_cover_what_each_exporter_re
     for backend in BACKENDS.values():
         required = set(get_exporter_class(backend.export_format).required_packages) - {"torch"}
         assert required <= set(backend.packages), (backend.name, required - set(backend.packages))
+
+
+@pytest.mark.parametrize("stored", ["float32", "bfloat16", "float16"])
+def test_a_checkpoint_is_exported_as_stored_where_the_runtime_serves_it_else_in_float32_with_why(stored):
+    assert get_backend("dynamo").precision(stored) == (stored, None)  # a `.pt2` runs any dtype
+    for name in ("onnx", "executorch"):
+        dtype, why = get_backend(name).precision(stored)
+        assert dtype == "float32" and (why is None) == (stored == "float32"), (name, why)
+    assert "model.onnx" in get_backend("onnx").precision("bfloat16")[1]

@@ -47,10 +47,10 @@ def test_section_replaced_not_duplicated_and_owner_text_kept():
     # transformers.js loads the ONNX folder (a text model with a pipeline for its task): its tag too.
     assert meta == {"license": "mit", "tags": ["mine", "onnx", "transformers.js", "hfexport"]}
     assert (
-        "| executorch | - | `executorch/xnnpack/` | - | - | - | - | failed: validation 'other_shape': boom / x |"
+        "| executorch | - | `executorch/xnnpack/` | - | - | - | - | - | failed: validation 'other_shape': boom / x |"
         in second
     )
-    assert "| onnx | `bbbbbbbbbbbb` | `onnx/` | model.onnx | 10 B | 1.00e-06 | 0.001 | ok |" in second
+    assert "| onnx | `bbbbbbbbbbbb` | `onnx/` | model.onnx | 10 B | - | 1.00e-06 | 0.001 | ok |" in second
 
 
 def test_readme_is_created_when_missing_and_bad_yaml_is_left_alone():
@@ -109,3 +109,23 @@ def test_a_well_formed_section_moved_by_a_maintainer_is_replaced_where_it_is():
     second = render_card(moved, "o/m", _report("b" * 40))
     assert second.warnings == () and second.text.count(START) == 1
     assert second.text.index(START) < second.text.index("Owner's closing words.") and "bbbbbbbbbbbb" in second.text
+
+
+def test_a_half_precision_checkpoint_is_said_per_export_with_the_reason_where_it_is_not_kept():
+    """The plan says the checkpoint is bfloat16: the card names the exports that keep it, and for
+    each that does not, its dtype and the backend's reason (`Backend.precision`)."""
+    from hfexport.backends import get_backend
+
+    report = _report()
+    report.plan.source_dtype = "bfloat16"
+    onnx = report.backends[0]
+    onnx.dtype, onnx.dtype_note = get_backend("onnx").precision("bfloat16")
+    dynamo = BackendResult("dynamo", "ok", "dynamo", files=[ArtifactFile("model.pt2", 5)], dtype="bfloat16")
+    report.backends.insert(0, dynamo)
+    section = render_card(None, "o/m", report).text
+    assert "- The checkpoint is stored in bfloat16: `dynamo/` keeps it, at its size." in section
+    assert "- `onnx/` is float32: the loaders' default `model.onnx` is float32 (transformers.js, optimum;" in section
+    assert "| model.pt2 | 5 B | bfloat16 |" in section and "| model.onnx | 10 B | float32 |" in section
+    # A float32 checkpoint: nothing said.
+    report.plan.source_dtype = "float32"
+    assert "The checkpoint is stored in" not in render_card(None, "o/m", report).text

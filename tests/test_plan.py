@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 
+import json
+
 import torch
 
 from hfexport.pipeline.plan import Shape, make_plan
@@ -99,3 +101,14 @@ def test_vision_and_audio_inputs_go_through_the_repos_preprocessor(tmp_path):
     inputs = split_for(plan).inputs(whisper, config, plan.sample, seed=0)
     assert inputs["input_features"].shape == (plan.sample.batch, 16, 3000)
     assert inputs["decoder_input_ids"].shape == (plan.sample.batch, plan.sample.decoder_prompt)
+
+
+def test_the_plan_records_the_dtype_the_checkpoint_is_stored_in(tmp_path):
+    """config.json's `dtype` (what `save_pretrained` writes); one no backend exports in reads as float32."""
+    folder = tiny_models.bert(tmp_path / "bert")
+    assert make_plan(folder, ["dynamo"]).source_dtype == "float32"
+    tiny_models.stored_as(folder, "bfloat16")
+    assert make_plan(folder, ["dynamo"]).source_dtype == "bfloat16"
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "dtype": "float64"}))
+    assert make_plan(folder, ["dynamo"]).source_dtype == "float32"

@@ -156,3 +156,14 @@ def test_a_backend_over_the_limit_is_reported_skipped_and_the_others_export_one_
     results = {b["backend"]: b for b in json.loads(ran.stdout)["backends"]}
     assert results["dynamo"]["status"] == results["onnx"]["status"] == "ok", results
     assert results["executorch"]["status"] == "skipped" and "GB of memory" in results["executorch"]["error"]
+
+
+def test_each_backend_is_costed_in_the_precision_it_exports_a_bfloat16_checkpoint_in():
+    """A bfloat16 checkpoint's `.pt2` holds its weights at their stored size; its ONNX graph is float32."""
+    half = Weights(parameters=1_000_000_000, stored_bytes=2_000_000_000, dtypes=("BF16",))
+    full = Weights(parameters=1_000_000_000, stored_bytes=4_000_000_000, dtypes=("F32",))
+    assert half.source_dtype == "bfloat16" and full.source_dtype == "float32"
+    assert half.exported_bytes("dynamo") == 2 * 10**9 and half.exported_bytes("onnx") == 4 * 10**9
+    (dynamo_half, onnx_half), (dynamo_full, onnx_full) = (estimate(w, ["dynamo", "onnx"]) for w in (half, full))
+    assert onnx_half == onnx_full and dynamo_half.memory_bytes < dynamo_full.memory_bytes
+    assert dynamo_half.disk_bytes * 2 == dynamo_full.disk_bytes

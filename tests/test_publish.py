@@ -271,6 +271,24 @@ def test_closed_pr_is_respected_and_force_reopens(hub, accounts, tiny_bert_folde
     assert len(list(owner.get_repo_discussions(repo))) == 1
 
 
+def test_a_push_of_an_older_commit_never_moves_the_pr_back(hub, accounts, tiny_bert_folder):
+    """Our PR holds exports of the head; a push of the commit before it (a retry, a late webhook, a
+    slow runner) writes nothing and says why; the PR still holds the head's. A push of the head
+    again is unchanged."""
+    repo = "alice/never-back"
+    older = seed(hub, accounts["alice"], repo, tiny_bert_folder)
+    owner = _api(hub, accounts["alice"])
+    owner.upload_file(path_or_fileobj=b"# newer\n", path_in_repo="README.md", repo_id=repo)
+    head = owner.model_info(repo).sha
+    opened = push(repo, backends="dynamo", token=accounts["bot"])
+    assert opened.action == "opened" and opened.report.source.sha == head
+    pr_head = owner.model_info(repo, revision=f"refs/pr/{opened.pr_num}").sha
+    late = push(repo, revision=older, backends="dynamo", token=accounts["bot"])
+    assert late.action == "newer-held" and late.pr_num == opened.pr_num and late.report is None
+    assert owner.model_info(repo, revision=f"refs/pr/{opened.pr_num}").sha == pr_head
+    assert push(repo, backends="dynamo", token=accounts["bot"]).action == "unchanged"
+
+
 def test_merged_pr_does_not_start_a_loop(hub, accounts, tiny_bert_folder):
     """Merging our PR moves main; the next push finds main already holding the exports and opens nothing."""
     repo = "alice/merged"

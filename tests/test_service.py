@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,8 +35,17 @@ def _free_port() -> int:
 class Service:
     """`hfexport serve` as a real process, restartable on the same queue."""
 
-    def __init__(self, db: Path, watch: list[str], token: str, backends: str = "dynamo", extra: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        db: Path,
+        watch: list[str],
+        token: str,
+        backends: str = "dynamo",
+        extra: tuple[str, ...] = (),
+        max_fds: int | None = None,
+    ):
         self.db, self.watch, self.token, self.backends, self.extra = db, watch, token, backends, extra
+        self.max_fds = max_fds  # the process's descriptor limit (RLIMIT_NOFILE), as a server's default
         self.port = _free_port()
         self.process: subprocess.Popen | None = None
 
@@ -58,10 +68,18 @@ class Service:
         ]
         for repo in self.watch:
             args += ["--watch", repo]
-        args += list(self.extra)
+        # The reconcile pass queues watched heads on start: tests of the webhook path turn it off.
+        args += list(self.extra) if "--reconcile-every" in self.extra else [*self.extra, "--reconcile-every", "0"]
         env = {**os.environ, "HF_TOKEN": self.token, "HFEXPORT_WEBHOOK_SECRET": SECRET}
         self.log = open(self.db.with_suffix(".log"), "ab")
-        self.process = subprocess.Popen(args, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+
+        def limit() -> None:
+            if self.max_fds is not None:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_NOFILE, (self.max_fds, self.max_fds))
+
+        self.process = subprocess.Popen(args, env=env, stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=limit)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -257,6 +275,7 @@ def test_hf_jobs_executor_runs_on_the_hubs_jobs_endpoints(hub, accounts, tmp_pat
     # Sized by the model: a tiny BERT fits the cheapest CPU flavor the Hub lists.
     assert spec["dockerImage"] == "hfexport:test" and spec["flavor"] == "cpu-basic"
     assert "M parameters (f32)" in result["jobs"]["cpu"]["sized_for"], result
+    assert spec["timeoutSeconds"] == result["jobs"]["cpu"]["timeout_s"] == 4 * 3600  # explicit, and said
     assert accounts["bot"] not in json.dumps(spec["command"]) and accounts["bot"] not in json.dumps(
         spec.get("environment")
     )
@@ -287,6 +306,66 @@ def test_hf_jobs_flavor_is_the_cheapest_that_fits_the_models_estimate(hub, accou
         assert ("more than any CPU flavor has" in why) == (billions == 60), why
 
 
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_a_warm_push_waits_with_its_imports_done_and_runs_the_next_job(hub, accounts, workspace):
+    """`serve --warm 1` (the default): a push process is started before its job, imports torch and
+    transformers and starts its first backend worker (which holds no token), then runs the job it
+    is handed as `hfexport push` would. Once that job ends the next one waits; closing the executor
+    ends it without running anything."""
+    from hfexport.entrypoints.service.executors import LocalExecutor
+
+    repo = "alice-svc/warm"
+    sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-warm", seed=6))
+    executor = LocalExecutor(env={"HF_TOKEN": accounts["bot"]}, warm=1)
+    try:
+        (waiting,) = executor._pushes._ready
+        deadline = time.monotonic() + 120
+        while not _children(waiting.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        (worker,) = _children(waiting.pid)  # its first backend worker, started before any job
+        environ = Path(f"/proc/{worker}/environ").read_bytes().decode(errors="replace")
+        assert accounts["bot"] not in environ and "HF_HUB_OFFLINE=1" in environ.split("\0")
+        job = Job(5, repo, sha, JobPlan(("dynamo",)), JobStatus.RUNNING, 1, None, None, 0, 0)
+        result = executor.run(job)
+        assert result["warm"] is True and result["exit_code"] == 0 and result["action"] == "opened", result
+        assert waiting.returncode == 0 and len(_prs(hub, accounts["alice"], repo)) == 1
+        (following,) = executor._pushes._ready
+        assert following is not waiting and following.poll() is None
+    finally:
+        executor.close()
+    assert following.wait(timeout=30) == 0 and len(_prs(hub, accounts["alice"], repo)) == 1
+
+
+def test_an_hf_job_past_its_timeout_is_ended_by_the_hub_and_the_failure_names_it(hub, accounts, workspace):
+    """The executor gives each Job its timeout (`serve --job-timeout`); the Hub ends one that runs
+    past it, and the job's error says which Job, flavor and timeout — not retried (it would run as
+    long again). Nothing is published."""
+    from hfexport.entrypoints.service.executors import JobFailed
+
+    repo = "alice-svc/jobs-timeout"
+    sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-jobs-timeout", seed=5))
+    job = Job(4, repo, sha, JobPlan(("dynamo",)), JobStatus.RUNNING, 1, None, None, 0, 0)
+    executor = HfJobsExecutor(image="hfexport:test", token=accounts["bot"], poll_s=0.5, timeout_s=2)
+    before = set(hub.app.jobs.jobs)
+    with pytest.raises(JobFailed, match=r"\(cpu, cpu-basic, timeout 2 s\) ended ERROR: timed out after 2 s") as e:
+        executor.run(job)
+    (launched,) = [hub.app.jobs.jobs[i] for i in set(hub.app.jobs.jobs) - before]
+    assert launched.spec["timeoutSeconds"] == 2 and launched.process.poll() is not None
+    assert not e.value.retryable and _prs(hub, accounts["alice"], repo) == []
+
+
 def test_hf_jobs_split_a_request_by_hardware_and_run_the_groups_in_parallel(hub, accounts, workspace):
     """dynamo on a CPU flavor and executorch-cuda on a GPU flavor, as two Jobs started together. The
     local Hub runs Jobs here, on no GPU: the GPU group finds nothing it can run and its Job fails,
@@ -309,7 +388,7 @@ def test_hf_jobs_split_a_request_by_hardware_and_run_the_groups_in_parallel(hub,
     )
     assert hardware_groups(job) == {"cpu": ["dynamo"], "gpu": ["executorch-cuda"]}
     before = set(hub.app.jobs.jobs)
-    with pytest.raises(JobFailed, match=r"\(gpu\)"):
+    with pytest.raises(JobFailed, match=r"\(gpu, a10g-small, timeout"):
         HfJobsExecutor(image="hfexport:test", token=accounts["bot"], poll_s=0.5).run(job)
     launched = [hub.app.jobs.jobs[i] for i in set(hub.app.jobs.jobs) - before]
     flavors = {j.spec["flavor"]: j.spec["command"] for j in launched}
@@ -477,9 +556,10 @@ def test_an_older_commits_job_never_runs_once_the_branch_moved_on(hub, accounts,
     jobs = {(j.repo_id, j.head_sha): j for j in queue.list(limit=100)}
     for repo, sha in older.items():
         job, newest = jobs[(repo, sha)], jobs[(repo, heads[repo])]
+        # Superseded when the head's webhook arrived (attempts 0), or when it started (1).
         assert (
             job.status == "superseded"
-            and job.attempts == 1
+            and job.attempts <= 1
             and job.result
             == {
                 "head_sha": heads[repo],
@@ -580,3 +660,389 @@ def test_a_commit_that_failed_for_a_transient_cause_is_queued_again_by_its_next_
     job = queue.get(outage)
     assert job.status == "done" and job.attempts == 1, job
     assert queue.get(bad).status == "failed"
+
+
+def test_a_burst_of_49_commits_to_one_repo_delays_another_repos_job_by_one_job_at_most(tmp_path):
+    """49 webhooks for 49 commits of one repo, then one for another repo, to the real app: every one
+    is queued (202), the busy repo's waiting jobs collapse to its newest commit, and the other repo's
+    job runs second. Claims go round-robin: with jobs of three plans waiting for one repo, a job of
+    another repo queued after them runs second too."""
+    from starlette.testclient import TestClient
+
+    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig, create_app
+    from hfexport.entrypoints.service.queue import JobQueue
+
+    ran: list[tuple[str, str, str]] = []
+
+    class Recording:
+        def run(self, job):
+            ran.append((job.repo_id, job.head_sha, str(job.plan)))
+            return {"action": "opened"}
+
+    plan = JobPlan(("dynamo",))
+    queue = JobQueue(tmp_path / "q.sqlite")
+    config = ServiceConfig(secret=SECRET, watch={"*"}, plan=plan)
+    client = TestClient(create_app(config, queue))
+    busy = [f"{i:040x}" for i in range(1, 50)]
+    for sha in busy:
+        answer = client.post("/webhook", json=_payload("alice-svc/busy", sha), headers={"X-Webhook-Secret": SECRET})
+        assert answer.status_code == 202, answer.text
+    answer = client.post("/webhook", json=_payload("bob-svc/quiet", "f" * 40), headers={"X-Webhook-Secret": SECRET})
+    assert answer.status_code == 202
+    assert queue.counts() == {"superseded": 48, "queued": 2}
+    heads = {"alice-svc/busy": busy[-1], "bob-svc/quiet": "f" * 40}
+
+    def drain() -> None:
+        workers = QueueWorkers(config, queue, Recording(), idle_s=0.02, head=heads.get).start()
+        try:
+            deadline = time.monotonic() + 30
+            while queue.counts().get("queued") and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            workers.stop()
+
+    drain()
+    assert ran == [("alice-svc/busy", busy[-1], str(plan)), ("bob-svc/quiet", "f" * 40, str(plan))]
+    # Round-robin: three plans of the busy repo wait, then the quiet repo's job: one of the busy
+    # repo's (served longest ago), the quiet one's, then the rest.
+    ran.clear()
+    for backends in (("onnx",), ("executorch",), ("dynamo", "onnx")):
+        queue.enqueue("alice-svc/busy", busy[-1], JobPlan(backends))
+    queue.enqueue("bob-svc/quiet", "f" * 40, JobPlan(("onnx",)))
+    drain()
+    assert [repo for repo, _, _ in ran] == ["alice-svc/busy", "bob-svc/quiet", "alice-svc/busy", "alice-svc/busy"]
+
+
+def test_a_five_minute_hub_outage_loses_no_commit(tmp_path):
+    """Twenty repos push during a five-minute Hub outage (a simulated clock): every attempt in it
+    fails transiently and is retried on the schedule (30 s, 2 min, 8 min…); after it every commit's
+    job is done, none failed, no attempt ran early. The old schedule (5 s doubling, four attempts)
+    would have given up on all twenty after 35 s."""
+    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig
+    from hfexport.entrypoints.service.executors import JobFailed
+    from hfexport.entrypoints.service.queue import JobQueue
+
+    now = [1_000_000.0]
+    outage_ends = now[0] + 300
+    attempts: list[tuple[str, float]] = []
+
+    class HubDown:
+        def run(self, job):
+            attempts.append((job.repo_id, now[0]))
+            if now[0] < outage_ends:
+                raise JobFailed("push exited with 3: the Hub answered 503", retryable=True)
+            return {"action": "opened"}
+
+    plan = JobPlan(("dynamo",))
+    queue = JobQueue(tmp_path / "q.sqlite", clock=lambda: now[0])
+    config = ServiceConfig(secret=SECRET, watch={"*"}, plan=plan)
+    workers = QueueWorkers(config, queue, HubDown(), idle_s=0.001)
+    jobs = []
+    for i in range(20):
+        now[0] += 7  # a push every 7 s, from the outage's start
+        jobs.append(queue.enqueue(f"alice-svc/outage-{i}", f"{i + 1:040x}", plan)[0])
+        workers._once()
+    while queue.counts().get("queued"):
+        now[0] = max(now[0], queue.next_run_at())  # the clock jumps to the next retry
+        workers._once()
+    assert {queue.get(j).status for j in jobs} == {"done"}, queue.counts()
+    by_repo: dict[str, list[float]] = {}
+    for repo, at in attempts:
+        by_repo.setdefault(repo, []).append(at)
+    for times in by_repo.values():
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        assert all(gap >= config.retry_delay(n + 1) for n, gap in enumerate(gaps)), gaps
+    assert max(len(t) for t in by_repo.values()) <= 4  # 30 s + 2 min + 8 min covers five minutes
+    old = ServiceConfig(secret=SECRET, watch={"*"}, plan=plan, max_attempts=4, backoff_s=5, max_backoff_s=20)
+    assert sum(old.retry_delay(n) for n in range(1, 4)) < 60  # how the old schedule lost them
+
+
+def test_one_namespace_cannot_fill_the_queue_for_the_others(tmp_path):
+    """A namespace at its cap of waiting jobs gets 503 with Retry-After for a new repo's commit;
+    another namespace's webhook is still queued."""
+    from starlette.testclient import TestClient
+
+    from hfexport.entrypoints.service import ServiceConfig, create_app
+    from hfexport.entrypoints.service.queue import JobQueue
+
+    plan = JobPlan(("dynamo",))
+    queue = JobQueue(tmp_path / "q.sqlite", max_queued_per_namespace=3)
+    client = TestClient(create_app(ServiceConfig(secret=SECRET, watch={"*"}, plan=plan), queue))
+    codes = [
+        client.post("/webhook", json=_payload(f"big-org/repo-{i}", "a" * 40), headers={"X-Webhook-Secret": SECRET})
+        for i in range(4)
+    ]
+    assert [c.status_code for c in codes] == [202, 202, 202, 503]
+    assert codes[-1].headers["retry-after"] == "60" and "big-org/repo-3" in codes[-1].json()["error"]
+    other = client.post("/webhook", json=_payload("small-org/repo", "b" * 40), headers={"X-Webhook-Secret": SECRET})
+    assert other.status_code == 202
+
+
+def test_1100_connections_trickling_their_headers_leave_healthz_answering(tmp_path, accounts):
+    """1,100 connections that send half a request's head and then nothing (no secret needed), to a
+    service limited to 1,024 descriptors as a server process is by default: `/healthz` still answers
+    at once (the oldest half-sent connections are shed past the cap), a real webhook is still
+    refused or taken as it should be, and every half-sent connection is closed once the head deadline
+    passes."""
+    service = Service(
+        tmp_path / "q.sqlite",
+        ["*"],
+        accounts["bot"],
+        extra=("--header-timeout", "3", "--max-connections", "800"),
+        max_fds=1024,
+    ).start()
+    slow: list[socket.socket] = []
+    try:
+        for _ in range(1100):
+            connection = socket.create_connection(("127.0.0.1", service.port), timeout=10)
+            connection.sendall(b"POST /webhook HTTP/1.1\r\nHost: hfexport\r\nX-Slow: ")
+            slow.append(connection)
+        started = time.monotonic()
+        assert service.get("/healthz", secret=None)["ok"] is True
+        assert time.monotonic() - started < 5
+        assert service.post({"event": {}}, secret="wrong-secret-value")[0] == 403
+        time.sleep(4)  # past the head deadline
+        closed = 0
+        for connection in slow:
+            connection.settimeout(5)
+            try:
+                closed += connection.recv(1) == b""
+            except ConnectionResetError:
+                closed += 1
+        assert closed == len(slow)
+        assert service.get("/healthz", secret=None)["ok"] is True
+    finally:
+        for connection in slow:
+            connection.close()
+        service.stop()
+
+
+def test_reconcile_queues_what_webhooks_missed_across_a_namespace_a_watch_file_and_the_top_models(
+    hub, accounts, tmp_path
+):
+    """No webhook is sent. Watched: `acme-recon/*`, a watch file naming one repo, and the most
+    downloaded model tagged `rare-tag` (`--watch-top 1`). On start the service queues each of their
+    heads (and nothing of the unwatched, less downloaded one); a commit made while it runs, and a
+    repo created in the namespace, are queued by the next pass (every 2 s). A webhook of the top
+    model is acted on; of the other, ignored."""
+    apis = {ns: _api(hub, hub.add_user(ns)) for ns in ("acme-recon", "solo-recon", "tops-recon")}
+    heads = {}
+
+    def commit(repo: str, text: bytes, tags: str = "[demo]") -> None:
+        api = apis[repo.split("/")[0]]
+        api.create_repo(repo, exist_ok=True)
+        api.upload_file(path_or_fileobj=b'{"model_type": "bert"}', path_in_repo="config.json", repo_id=repo)
+        api.upload_file(
+            path_or_fileobj=b"---\ntags: " + tags.encode() + b"\n---\n" + text, path_in_repo="README.md", repo_id=repo
+        )
+        heads[repo] = api.model_info(repo).sha
+
+    for i in range(3):
+        commit(f"acme-recon/r{i}", b"one")
+    commit("solo-recon/one", b"one")
+    commit("tops-recon/popular", b"one", "[rare-tag]")
+    commit("tops-recon/obscure", b"one", "[rare-tag]")
+    for _ in range(3):
+        apis["tops-recon"].hf_hub_download("tops-recon/popular", "config.json", force_download=True)
+    watch_file = tmp_path / "watch.txt"
+    watch_file.write_text("# our one-off\nsolo-recon/one  # and a comment\n")
+    service = Service(
+        tmp_path / "q.sqlite",
+        ["acme-recon/*"],
+        accounts["bot"],
+        extra=(
+            "--watch-file",
+            str(watch_file),
+            "--watch-top",
+            "1",
+            "--watch-filter",
+            "rare-tag",
+            "--reconcile-every",
+            "2",
+        ),
+    ).start()
+
+    def queued() -> set[tuple[str, str]]:
+        return {(j["repo_id"], j["head_sha"]) for j in service.get("/jobs")["jobs"]}
+
+    def wait_for(expected: set[tuple[str, str]]) -> None:
+        deadline = time.monotonic() + 30
+        while not expected <= queued() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert expected <= queued(), (expected - queued(), queued())
+
+    try:
+        watched = {r: s for r, s in heads.items() if r != "tops-recon/obscure"}
+        wait_for(set(watched.items()))
+        assert not any(repo == "tops-recon/obscure" for repo, _ in queued())
+        commit("acme-recon/r0", b"two")  # no webhook for it, nor for the new repo
+        commit("acme-recon/new", b"one")
+        wait_for({("acme-recon/r0", heads["acme-recon/r0"]), ("acme-recon/new", heads["acme-recon/new"])})
+        commit("tops-recon/popular", b"two")
+        status, answer = service.post(_payload("tops-recon/popular", heads["tops-recon/popular"]))
+        assert status in (200, 202) and "job" in answer, answer  # the reconcile pass may have queued it first
+        status, answer = service.post(_payload("tops-recon/obscure", heads["tops-recon/obscure"]))
+        assert status == 200 and "not watched" in answer["ignored"]
+    finally:
+        service.stop()
+
+
+def test_pr_writes_are_paced_for_the_fleet_and_a_429_pauses_every_worker(tmp_path):
+    """A token bucket of 60 writes an hour, bursts of 2, on a simulated clock: five repos' jobs start
+    two at once, then one a minute, none early, and a job put back to wait for its token has not
+    spent an attempt. A push that ended on the Hub's 429 pauses the writes of every worker on the
+    queue until its retry is due."""
+    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig
+    from hfexport.entrypoints.service.executors import JobFailed
+    from hfexport.entrypoints.service.queue import JobQueue
+
+    now = [5_000_000.0]
+    started: list[tuple[str, float]] = []
+    limited = {"alice-svc/limited"}
+
+    class Recording:
+        def run(self, job):
+            started.append((job.repo_id, now[0]))
+            if job.repo_id in limited:
+                limited.clear()
+                raise JobFailed(
+                    "push exited with 3: 429 Too Many Requests: you have reached your 'api' rate limit", True
+                )
+            return {"action": "opened"}
+
+    plan = JobPlan(("dynamo",))
+    queue = JobQueue(tmp_path / "q.sqlite", clock=lambda: now[0])
+    config = ServiceConfig(secret=SECRET, watch={"*"}, plan=plan, writes_per_hour=60, writes_burst=2)
+    workers = QueueWorkers(config, queue, Recording(), idle_s=0.001)
+
+    def drain() -> None:
+        while queue.counts().get("queued"):
+            workers._once()
+            now[0] = max(now[0], queue.next_run_at() or now[0])
+
+    for i in range(5):
+        queue.enqueue(f"alice-svc/paced-{i}", f"{i + 1:040x}", plan)
+    t0 = now[0]
+    drain()
+    offsets = [round(at - t0) for _, at in started]
+    assert offsets == [0, 0, 60, 120, 180], offsets
+    assert all(j.attempts == 1 and j.status == "done" for j in queue.list())
+    # A 429: the bucket is paused for the failed job's retry delay (30 s); nothing starts before.
+    started.clear()
+    now[0] += 3600  # the bucket is full again
+    queue.enqueue("alice-svc/limited", "a" * 40, plan)
+    workers._once()
+    queue.enqueue("alice-svc/other", "b" * 40, plan)
+    t1 = now[0]
+    drain()
+    assert started[0] == ("alice-svc/limited", t1)
+    assert sorted(repo for repo, _ in started[1:]) == ["alice-svc/limited", "alice-svc/other"]
+    assert all(at - t1 >= config.retry_delay(1) for _, at in started[1:]), started
+    assert {j.status for j in queue.list()} == {"done"}
+
+
+def _states_queue(path: Path) -> dict[str, str]:
+    """A queue holding repos in four states (one a failure whose error carries markup); returns
+    each repo's expected state."""
+    from hfexport.entrypoints.service.queue import JobQueue
+
+    queue, plan = JobQueue(path), JobPlan(("dynamo",))
+    queue.enqueue("org/done-one", "a" * 40, plan)
+    job, token = queue.claim()
+    queue.finish(job.id, token, {"action": "opened", "pr_url": "http://127.0.0.1/org/done-one/discussions/3"})
+    queue.enqueue("org/done-two", "d" * 40, plan)
+    job, token = queue.claim()
+    queue.finish(job.id, token, {"action": "updated", "pr_url": "http://127.0.0.1/org/done-two/discussions/1"})
+    queue.enqueue("org/failing", "b" * 40, plan)
+    job, token = queue.claim()
+    queue.fail(job.id, token, "push exited with 2: <script>alert(1)</script>", None)
+    queue.enqueue("org/waiting", "c" * 40, plan)
+    return {"org/done-one": "done", "org/done-two": "done", "org/failing": "failed", "org/waiting": "queued"}
+
+
+def test_the_status_page_lists_each_repo_behind_the_read_token(tmp_path):
+    """`GET /`: 401 asking for Basic authentication without the read token; with it (as the
+    password), a row per repo with its newest commit, state, our PR and its failure, escaped."""
+    import base64
+
+    from starlette.testclient import TestClient
+
+    from hfexport.entrypoints.service import ServiceConfig, create_app
+    from hfexport.entrypoints.service.queue import JobQueue
+
+    expected = _states_queue(tmp_path / "q.sqlite")
+    config = ServiceConfig(secret=SECRET, watch={"*"}, plan=JobPlan(("dynamo",)), read_token="read-token-0123456789")
+    client = TestClient(create_app(config, JobQueue(tmp_path / "q.sqlite")))
+    refused = client.get("/")
+    assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Basic")
+    wrong = base64.b64encode(b"op:not-the-token").decode()
+    assert client.get("/", headers={"Authorization": f"Basic {wrong}"}).status_code == 401
+    basic = base64.b64encode(b"op:read-token-0123456789").decode()
+    page = client.get("/", headers={"Authorization": f"Basic {basic}"})
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    text = page.text
+    assert text.count("<tr>") == 1 + len(expected)  # the header and a row per repo
+    for repo, state in expected.items():
+        row = text[text.index(f"<td>{repo}</td>") :].split("</tr>")[0]
+        assert f">{state}</td>" in row, row
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "<script>" not in text
+    assert '<a href="http://127.0.0.1/org/done-one/discussions/3">#3</a> opened' in text
+    assert "Jobs: 2 done, 1 failed, 1 queued." in text
+
+
+# Debian's headless shell (`make test` installs it) or its whole browser.
+CHROMIUM = shutil.which("chromium-headless-shell") or shutil.which("chromium")
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="needs Chromium: `apt-get install chromium-headless-shell` (make test does)"
+)
+def test_the_status_page_renders_a_row_per_repo_in_a_real_browser(tmp_path, accounts):
+    """The real service, and Chromium headless taking a screenshot of `GET /` (the read token as the
+    password of the URL): the rows are counted in the picture by their state cells' colours — two
+    done, one failed, one queued."""
+    from PIL import Image
+
+    from hfexport.entrypoints.service.queue import JobStatus
+    from hfexport.entrypoints.service.status_page import STATE_COLOURS
+
+    expected = _states_queue(tmp_path / "q.sqlite")
+    token = "read-token-0123456789"
+    service = Service(
+        tmp_path / "q.sqlite", ["*"], accounts["bot"], extra=("--workers", "0", "--read-token", token)
+    ).start()
+    shot = tmp_path / "status.png"
+    try:
+        browser = subprocess.run(
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                # Only 127.0.0.1: none of the browser's own calls home (updates, safe browsing, metrics).
+                "--disable-background-networking",
+                "--no-first-run",
+                "--window-size=1200,700",
+                f"--screenshot={shot}",
+                f"http://operator:{token}@127.0.0.1:{service.port}/",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert browser.returncode == 0 and shot.exists(), browser.stderr[-2000:]
+    finally:
+        service.stop()
+    image = Image.open(shot).convert("RGB")
+    pixels = image.load()
+
+    def bands(colour: str) -> int:
+        """How many separate horizontal bands of the page hold this colour (a row's state cell each)."""
+        rgb = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+        lines = [y for y in range(image.height) if sum(pixels[x, y] == rgb for x in range(image.width)) > 40]
+        return sum(1 for i, y in enumerate(lines) if i == 0 or y != lines[i - 1] + 1)
+
+    counted = {str(state): bands(colour) for state, colour in STATE_COLOURS.items()}
+    wanted = {str(state): list(expected.values()).count(str(state)) for state in JobStatus}
+    assert counted == wanted, (counted, wanted)

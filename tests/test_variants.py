@@ -11,6 +11,7 @@ import sys
 import pytest
 import torch
 
+from card_runs import plumbing_only
 from conftest import run_cli
 import tiny_models
 
@@ -426,13 +427,25 @@ def test_an_export_of_several_components_gets_int8_of_each_program_where_its_loa
     `generate()`, published beside its fp32 graphs under transformers.js's names
     (`encoder_model_quantized.onnx`, `decoder_model_merged_quantized.onnx`, `vision_encoder_quantized.onnx`
     …: `dtype: 'q8'` picks them all) and judged again as the loaders run them. fp16, a re-export of
-    one program, is reported skipped with the reason."""
+    one program, is reported skipped with the reason. The floors are lifted: on random weights the
+    greedy tokens agree by chance (LLaVA's int8 failed 0.75 on CI's machine); quality is judged on
+    the trained LLM (tests/test_loaders_llm.py)."""
     import onnx_ir
 
     folder = getattr(tiny_models, family)(workspace / f"model-{family}-variants")
     out = tmp_path / "out"
     result = run_cli(
-        "export", str(folder), "--backends", "onnx", "--variants", "int8,fp16", "--out", str(out), "--json", timeout=900
+        "export",
+        str(folder),
+        "--backends",
+        "onnx",
+        "--variants",
+        "int8,fp16",
+        "--out",
+        str(out),
+        "--json",
+        *plumbing_only("int8"),
+        timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     (entry,) = json.loads(result.stdout)["backends"]
@@ -441,7 +454,7 @@ def test_an_export_of_several_components_gets_int8_of_each_program_where_its_loa
     assert fp16["status"] == "skipped" and "several components" in fp16["error"] and "(int8, w8, q4)" in fp16["error"]
     assert set(int8["quality"]) == {"token_agreement", "forced_top1_agreement", "logprob_delta_mean"}, int8
     assert int8["speedup"] > 0, int8
-    assert int8["status"] == "ok", int8  # tiny models with peaky logits keep their greedy tokens in int8
+    assert int8["status"] == "ok", int8
     assert 0 < int8["size_share"] < 1, int8  # tiny graphs: mostly structure
     files = {p["path"] for p in entry["files"]}
     graphs = [out / "onnx" / f"{stem}_quantized.onnx" for stem in published]

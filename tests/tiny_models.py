@@ -142,6 +142,17 @@ def llama_with_tokenizer(folder: Path) -> Path:
     return folder
 
 
+def stored_as(folder: Path, dtype: str) -> Path:
+    """`folder`'s model saved again in `dtype` ("bfloat16"…), config.json saying so: a checkpoint as
+    most LLMs are published."""
+    import transformers
+
+    architecture = json.loads((folder / "config.json").read_text())["architectures"][0]
+    model = getattr(transformers, architecture).from_pretrained(folder, dtype=getattr(torch, dtype))
+    model.save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
 def _t5(seed: int):
     from transformers import T5Config, T5ForConditionalGeneration
 

@@ -11,6 +11,7 @@ builds the tests' model and prints its folder.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -66,12 +67,16 @@ def trained_llama(folder: Path | None = None, recipe: dict = RECIPE) -> Path:
     """The trained model's folder (config, safetensors, generation config, tokenizer), built once
     per `recipe` (`RECIPE`'s fields); copied to `folder` when given."""
     cached = _cache_dir(recipe)
-    if not (cached / "model.safetensors").exists():
-        staging = cached.with_name(cached.name + f".tmp{os.getpid()}")
-        shutil.rmtree(staging, ignore_errors=True)
-        _train(staging, recipe)
-        shutil.rmtree(cached, ignore_errors=True)
-        staging.rename(cached)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    # One process trains, the others (pytest-xdist's workers, a benchmark) wait for its folder.
+    with open(cached.with_name(cached.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (cached / "model.safetensors").exists():
+            staging = cached.with_name(cached.name + f".tmp{os.getpid()}")
+            shutil.rmtree(staging, ignore_errors=True)
+            _train(staging, recipe)
+            shutil.rmtree(cached, ignore_errors=True)
+            staging.rename(cached)
     if folder is None:
         return cached
     shutil.copytree(cached, folder)

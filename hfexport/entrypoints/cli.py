@@ -334,8 +334,30 @@ def serve(
         typer.Option(envvar=WEBHOOK_SECRET, help="The webhook's secret (X-Webhook-Secret).", show_default=False),
     ],
     watch: Annotated[
-        list[str], typer.Option(help="Repo id to act on (repeatable); '*' for every repo the webhook sends.")
-    ],
+        Optional[list[str]],
+        typer.Option(
+            help="Repo id to act on (repeatable); 'org/*' for every model of a namespace; '*' for every repo the "
+            "webhook sends.",
+            show_default=False,
+        ),
+    ] = None,
+    watch_file: Annotated[
+        Optional[Path], typer.Option(help="A file of --watch values, one a line ('#' comments).", show_default=False)
+    ] = None,
+    watch_top: Annotated[
+        int, typer.Option(min=0, help="Also watch the N most downloaded models (of --watch-filter), re-listed.")
+    ] = 0,
+    watch_filter: Annotated[
+        Optional[str], typer.Option(help="The Hub tag --watch-top lists (e.g. text-classification).")
+    ] = None,
+    reconcile_every: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Seconds between passes queuing each watched repo's head (missed webhooks), the first on "
+            "start; 0: none.",
+        ),
+    ] = 3600,
     db: Annotated[Path, typer.Option(help="The durable job queue (SQLite).")] = Path("hfexport-queue.sqlite"),
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8080,
@@ -350,13 +372,52 @@ def serve(
     task: Annotated[str, typer.Option(help="Task, as for export.")] = "auto",
     max_attempts: Annotated[
         int, typer.Option(min=1, help="Attempts per job (restarts included) before it is marked failed.")
-    ] = 4,
+    ] = 10,
+    backoff: Annotated[
+        float,
+        typer.Option(
+            min=0, help="Seconds before a transient failure (Hub down, 5xx, 429) is retried; 4x longer each time."
+        ),
+    ] = 30,
+    max_backoff: Annotated[float, typer.Option(min=0, help="The longest wait between two attempts, seconds.")] = 3600,
+    prs_per_hour: Annotated[
+        float,
+        typer.Option(
+            min=0.01, help="Jobs that may open or update a PR, per hour, for every service on this --db (bursts of 20)."
+        ),
+    ] = 300,
     lease: Annotated[
         float, typer.Option(min=1, help="Seconds a running job's lease lasts; renewed while it runs, reclaimed after.")
     ] = 300,
     max_queued: Annotated[
         int, typer.Option(min=1, help="Jobs waiting or running at most; beyond, webhooks get 503 + Retry-After.")
+    ] = 10000,
+    max_queued_per_namespace: Annotated[
+        int,
+        typer.Option(min=1, help="Jobs one namespace's repos may have waiting or running; beyond, theirs get 503."),
     ] = 1000,
+    header_timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds a connection has to send a request's headers before it is closed.")
+    ] = 10,
+    max_connections: Annotated[
+        int,
+        typer.Option(min=2, help="Open connections past which the oldest still sending its headers is closed."),
+    ] = 800,
+    warm: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Push processes kept ready with torch, transformers and a backend worker imported, so a job "
+            "starts without that wait (~0.9 GB each while idle; --executor local). 0: each job's push starts "
+            "when the job does.",
+        ),
+    ] = 1,
+    job_timeout: Annotated[
+        float,
+        typer.Option(
+            min=60, help="Seconds one job may run (its push here, or its HF Jobs: given to the Hub as their timeout)."
+        ),
+    ] = 4 * 3600,
     read_token: Annotated[
         Optional[str],
         typer.Option(
@@ -374,11 +435,14 @@ def serve(
     import logging
 
     import uvicorn
+    from huggingface_hub import HfApi
 
     from ..backends import parse_backends
     from ..report import JobPlan
     from .service import QueueWorkers, ServiceConfig, branch_head, create_app
     from .service.executors import HfJobsExecutor, LocalExecutor
+    from .service.limits import guarded_http
+    from .service.watch import Reconciler, Watch
     from .service.queue import JobQueue
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -389,12 +453,21 @@ def serve(
     if executor not in ("local", "hf-jobs"):
         fail(HfExportError(f"Unknown executor {executor!r}.", "Use --executor local or --executor hf-jobs."))
     try:
+        watched = Watch.parse(watch or [], watch_file, watch_top, watch_filter)
+    except ValueError as e:
+        fail(HfExportError(f"Cannot start: {e}.", "Pass --watch org/name, --watch 'org/*' or --watch '*'."))
+    if not watched.patterns and not watched.top:
+        fail(HfExportError("Cannot start: nothing is watched.", "Pass --watch, --watch-file or --watch-top."))
+    try:
         config = ServiceConfig(
             secret=secret,
-            watch=set(watch),
+            watch=watched,
             plan=JobPlan(tuple(names.split(",")), task),
             workers=workers,
             max_attempts=max_attempts,
+            backoff_s=backoff,
+            max_backoff_s=max_backoff,
+            writes_per_hour=prs_per_hour,
             read_token=read_token,
         )
     except ValueError as e:
@@ -404,13 +477,39 @@ def serve(
                 "Set HFEXPORT_WEBHOOK_SECRET (or --secret) to a long random value, the same as the Hub webhook's.",
             )
         )
-    queue = JobQueue(db, lease_s=lease, max_attempts=max_attempts, max_queued=max_queued)
-    runner = LocalExecutor() if executor == "local" else HfJobsExecutor(image=image, token=os.environ.get("HF_TOKEN"))
+    queue = JobQueue(
+        db,
+        lease_s=lease,
+        max_attempts=max_attempts,
+        max_queued=max_queued,
+        max_queued_per_namespace=max_queued_per_namespace,
+    )
+    runner = (
+        LocalExecutor(timeout_s=job_timeout, warm=warm, backends=len(config.plan.backends))
+        if executor == "local"
+        else HfJobsExecutor(image=image, token=os.environ.get("HF_TOKEN"), timeout_s=job_timeout)
+    )
     pool = QueueWorkers(config, queue, runner, head=branch_head(os.environ.get("HF_TOKEN"), config.branch)).start()
+
+    def queue_head(repo_id: str, sha: str) -> bool:
+        return queue.enqueue(repo_id, sha, config.plan, is_head=True)[1]
+
+    hub = HfApi(token=os.environ.get("HF_TOKEN"))
+    reconciler = Reconciler(watched, queue_head, hub, config.branch, reconcile_every)
+    if reconcile_every:
+        reconciler.start()
     try:
-        uvicorn.run(create_app(config, queue, pool), host=host, port=port, log_level="warning")
+        uvicorn.run(
+            create_app(config, queue, pool),
+            host=host,
+            port=port,
+            log_level="warning",
+            http=guarded_http(header_timeout, max_connections),
+        )
     finally:
+        reconciler.stop()
         pool.stop()
+        runner.close()
 
 
 @app.command()

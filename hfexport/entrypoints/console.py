@@ -18,7 +18,7 @@ from ..report import HEADERS, REPORT_FILE, VARIANT_HEADERS, Report, Status, rows
 err = Console(stderr=True)
 
 # The CLI table's columns (Row attributes); numbers are right-aligned.
-CLI_COLUMNS = ["backend", "status", "components", "size", "max_abs_diff", "export_seconds", "peak_rss"]
+CLI_COLUMNS = ["backend", "status", "components", "size", "precision", "max_abs_diff", "export_seconds", "peak_rss"]
 VARIANT_COLUMNS = ["backend", "variant", "status", "file", "size", "share", "quality", "speed"]
 _RIGHT = {"size", "max_abs_diff", "export_seconds", "peak_rss"}
 

@@ -97,6 +97,21 @@ def render_card(
     return RenderedCard(head + body, warnings)
 
 
+def precision_notes(report: Report) -> list[str]:
+    """What the card says of precision where the checkpoint is stored in half precision: which
+    exports keep it, and why any other does not (`Backend.precision`)."""
+    stored = report.plan.source_dtype
+    if stored == "float32":
+        return []
+    kept = [f"`{b.subfolder}/`" for b in report.succeeded if b.dtype == stored]
+    notes = [
+        f"The checkpoint is stored in {stored}"
+        + (f": {', '.join(kept)} keep{'s' if len(kept) == 1 else ''} it, at its size." if kept else ".")
+    ]
+    notes += [f"`{b.subfolder}/` is {b.dtype}: {b.dtype_note}." for b in report.succeeded if b.dtype_note]
+    return notes
+
+
 def render_section(
     repo_id: str, report: Report, notes: list[str] | tuple[str, ...] = (), repo_files: set[str] | None = None
 ) -> str:
@@ -110,9 +125,11 @@ def render_section(
         f"batch and sequence length (task `{report.plan.task}`).",
         "",
         *markdown_table(
-            report, ["backend", "source", "folder", "files", "size", "max_abs_diff", "tolerance", "outcome"]
+            report,
+            ["backend", "source", "folder", "files", "size", "precision", "max_abs_diff", "tolerance", "outcome"],
         ),
     ]
+    notes = [*notes, *precision_notes(report)]
     if notes:
         lines += ["", *(f"- {note}" for note in notes)]
     variants = markdown_variant_table(

@@ -40,6 +40,9 @@ The rules (see `decide`):
 - the owner opted out (`hfexport: false` in the card metadata, or `.hfexport.yaml`) → nothing;
 - our latest PR was closed by a maintainer → left alone unless `force` (then reopened and updated);
   a PR we closed ourselves (superseded by an older one of ours after a race) does not count;
+- our open PR holds exports of a newer commit of the branch (this sha is in that commit's
+  history: a retry, a late webhook, a slow runner) → nothing, unless `force`: a PR is never moved
+  back to an older commit;
 - every backend asked for is on our open PR at this sha, for this request → nothing to do;
 - every backend was skipped here (no GPU for executorch-cuda) → nothing;
 - every backend failed → no PR; one discussion (opened or updated) with the error report;
@@ -218,6 +221,8 @@ class HubState:
     base_files: dict[str, RemoteFile] = field(default_factory=dict)
     base_report: Report | None = None  # ours, merged into the base earlier
     pr: OurPullRequest | None = None
+    # A commit our open PR's exports were built from that is newer than `sha` (has it in its history).
+    newer_held: str | None = None
 
     def __post_init__(self) -> None:
         self.base = self.base or self.sha
@@ -277,7 +282,32 @@ def read_state(api, repo_id: str, sha: str, log: Log = lambda message: None, *, 
         report = _read_report(api, repo_id, head, log) if REPORT_FILE in tree else None
         card = _read_file(api, repo_id, "README.md", head) if "README.md" in tree else None
         state.pr = OurPullRequest(latest, head, tree, report, card)
+        state.newer_held = _newer_than(api, repo_id, sha, {mark.sha for mark in latest.backends.values()})
     return state
+
+
+def _newer_than(api, repo_id: str, sha: str, held: set[str]) -> str | None:
+    """The commit among `held` (what our PR's exports were built from) that has `sha` in its
+    history, or None: then our PR holds a newer commit than `sha`. Only Hub commits compare (a
+    local folder's digest has no history); a commit the Hub no longer has is passed over."""
+    from huggingface_hub.errors import RevisionNotFoundError
+
+    for candidate in sorted(h for h in held if h != sha and _SHA.fullmatch(h)):
+        if not _SHA.fullmatch(sha):
+            return None
+        try:
+            history = retry(
+                f"read the history of {candidate[:12]}",
+                lambda c=candidate: [commit.commit_id for commit in api.list_repo_commits(repo_id, revision=c)],
+            )
+        except RevisionNotFoundError:
+            continue
+        if sha in history:
+            return candidate
+    return None
+
+
+_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 def _read_settings(text: str | None) -> dict:
@@ -339,6 +369,8 @@ def decide(
     pr = state.pr
     if pr is not None and pr.thread.status == ThreadStatus.CLOSED and not force:
         return Decision(PublishAction.CLOSED_RESPECTED, pr.thread)
+    if pr is not None and pr.thread.is_open and state.newer_held and not force:
+        return Decision(PublishAction.NEWER_HELD, pr.thread)
     if report is None:
         if (
             pr is not None
@@ -614,6 +646,8 @@ def _explain(decision: Decision, state: HubState) -> str:
         PublishAction.UNCHANGED: f"PR #{num} already holds these exports: {state.url(num or 0)}",
         PublishAction.CLOSED_RESPECTED: f"PR #{num} was closed by a maintainer; not reopening it "
         f"(force it with --force, or force=True in Python): {state.url(num or 0)}",
+        PublishAction.NEWER_HELD: f"PR #{num} holds exports of {(state.newer_held or '')[:12]}, a newer commit than "
+        f"{state.sha[:12]}: not moved back to it (force it with --force): {state.url(num or 0)}",
         PublishAction.UP_TO_DATE: "the repo already holds these exact exports and card section: nothing to do",
         PublishAction.NOTHING_RAN: "no backend could run on this machine (see the reasons above): nothing to publish",
     }[decision.action]

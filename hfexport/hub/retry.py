@@ -1,8 +1,11 @@
 """Talking to the Hub reliably: one retry policy for every call hfexport makes through `HfApi`.
 
 The client retries a few calls itself (uploads); most it does not. Here 429 and 5xx answers and
-dropped connections are retried with exponential backoff, honouring Retry-After. Anything else
-(401, 404, a bad request) is an answer, not a glitch, and is raised at once.
+dropped connections are retried with exponential backoff. A 429 waits what the Hub says: the
+seconds to its window's reset in the `RateLimit` header (read by huggingface_hub's own
+`parse_ratelimit_headers`), else `Retry-After` — not the backoff's few seconds, which would spend
+the next attempts inside the same window. Anything else (401, 404, a bad request) is an answer, not
+a glitch, and is raised at once.
 
 `HFEXPORT_HUB_RETRIES` sets the number of attempts (default 8).
 """
@@ -33,15 +36,23 @@ def _transport_errors() -> tuple[type[Exception], ...]:
     return tuple(errors)
 
 
+# The longest a rate limit is waited out in one go: the Hub's windows are five minutes.
+MAX_RATE_LIMIT_WAIT_S = 330.0
+
+
 def _retryable(e: BaseException) -> tuple[bool, float | None]:
+    """Whether `e` is worth another attempt, and how long the Hub asked to wait first (or None)."""
     from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.utils import parse_ratelimit_headers
 
     if isinstance(e, HfHubHTTPError) and e.response is not None:
-        status = e.response.status_code
+        status, headers = e.response.status_code, e.response.headers
+        if status == 429 and (limit := parse_ratelimit_headers(headers)) is not None:
+            return True, min(MAX_RATE_LIMIT_WAIT_S, float(limit.reset_in_seconds))
         if status == 429 or status >= 500:
-            retry_after = e.response.headers.get("retry-after")
+            retry_after = headers.get("retry-after")
             try:
-                return True, float(retry_after) if retry_after else None
+                return True, min(MAX_RATE_LIMIT_WAIT_S, float(retry_after)) if retry_after else None
             except ValueError:
                 return True, None
         return False, None
@@ -85,5 +96,5 @@ def retry(
                     f"The Hub kept failing while trying to {what} ({attempts} attempts; last: {type(e).__name__}).",
                     "Retry later; nothing half-done was left behind (a rerun picks up where this stopped).",
                 ) from e
-            time.sleep(min(max_s, retry_after if retry_after is not None else base_s * 2 ** (attempt - 1)))
+            time.sleep(retry_after if retry_after is not None else min(max_s, base_s * 2 ** (attempt - 1)))
     raise AssertionError("unreachable")

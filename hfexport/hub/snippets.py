@@ -4,8 +4,8 @@ A snippet on a model card is copied and run by someone with a fresh cache and no
 block here is a whole program: its imports, every file it needs downloaded (the Hub's
 `hf_hub_download` fetches one file, so a program's weights must be inside the file it names —
 `hfexport.layouts` sees to that), the repo's own preprocessor making real inputs, one call and
-the shape of what came out. `tests/test_card_snippets.py` runs every block of a real push's card,
-as printed, against the pull request and after its merge.
+the shape of what came out. `tests/test_card_snippets.py` (and `test_loaders_*.py`) runs every
+block of a real push's card, as printed, against the pull request and after its merge.
 
 Each backend renders the runtime-alone part itself (`Backend.snippet`); this module adds the
 `ExportedModel` block every backend in the exporter's layout gets, the inputs, the revision line,
@@ -357,6 +357,7 @@ def _decode_call(report: Report, b: BackendResult) -> list[str] | None:
     if not traced or any(name not in _DECODE_FEED for name in traced):
         return None
     feed = ", ".join(f"{name}={_DECODE_FEED[name]}" for name in traced)
+    dtype = _torch_dtype(b)
     return [
         "import torch",
         "from transformers import AutoConfig, AutoTokenizer, DynamicCache",
@@ -369,12 +370,18 @@ def _decode_call(report: Report, b: BackendResult) -> list[str] | None:
         'head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads',
         "cache = DynamicCache(config=config)",
         "for layer in range(text.num_hidden_layers):",
-        "    empty = torch.zeros(1, heads, 0, head_dim)",
+        f"    empty = torch.zeros(1, heads, 0, head_dim{f', dtype={dtype}' if dtype else ''})",
         "    cache.update(empty, empty.clone(), layer)",
         'length = inputs["input_ids"].shape[1]',
         f'outputs = model.runners["{component}"]({feed})',
         'print(tuple(outputs.logits.shape), "next token:", tokenizer.decode(outputs.logits[0, -1].argmax()))',
     ]
+
+
+def _torch_dtype(b: BackendResult) -> str | None:
+    """`torch.bfloat16` (`torch.float16`) where `b`'s programs hold the checkpoint's half precision
+    (`Backend.precision`): their float inputs and empty cache are made in it; None for float32."""
+    return f"torch.{b.dtype}" if b.dtype in ("bfloat16", "float16") else None
 
 
 def exported_model_block(
@@ -389,6 +396,13 @@ def exported_model_block(
         f'model = ExportedModel.from_pretrained(repo, subfolder="{b.subfolder}", revision=revision{trust})',
     ]
     decode = _decode_call(report, b) if _has_preprocessor(report, repo_files) else None
+    if inputs is not None and (dtype := _torch_dtype(b)) is not None:
+        inputs = [
+            *inputs,
+            "import torch",
+            f"# The programs are {b.dtype}, as the checkpoint is stored: float inputs (pixels) are made so too.",
+            f"inputs = {{k: v.to({dtype}) if v.is_floating_point() else v for k, v in inputs.items()}}",
+        ]
     if inputs is not None:
         lines += [
             *inputs,

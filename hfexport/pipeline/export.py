@@ -156,7 +156,7 @@ class BackendWorkers:
         """A started worker for the next backend (a new one if none is idle)."""
         with self._lock:
             self._pending -= 1
-            worker = self._idle.pop(0) if self._idle else _Worker.start(self._threads, self.user)
+            worker = self._idle.pop(0) if self._idle else self._new()
             self._top_up()
         return worker
 
@@ -173,7 +173,30 @@ class BackendWorkers:
         # One core is left to the parent: its planning is what the workers wait for.
         ahead = min(self.jobs, self._pending, max(1, (os.cpu_count() or 1) - 1))
         while len(self._idle) < ahead:
-            self._idle.append(_Worker.start(self._threads, self.user))
+            self._idle.append(self._new())
+
+    def _new(self) -> _Worker:
+        """A worker started ahead by `prestart` with this pool's settings, else a new one."""
+        for index, (settings, worker) in enumerate(_PRESTARTED):
+            if settings == (self._threads, self.user) and worker.process.poll() is None:
+                del _PRESTARTED[index]
+                return worker
+        return _Worker.start(self._threads, self.user)
+
+
+# Workers started before this process knew its job (a warm push, `entrypoints/warm_push.py`),
+# with the settings they were started under: the first pool with the same settings takes them.
+_PRESTARTED: list[tuple[tuple[str | None, WorkerUser | None], _Worker]] = []
+
+
+def prestart(backends: int, jobs: int | None = None) -> None:
+    """Start the workers a `BackendWorkers(backends, jobs)` would start first, for a later pool of
+    this process to take: their imports are done before its job arrives."""
+    pool = BackendWorkers(backends, jobs)
+    with pool._lock:
+        pool._top_up()
+        _PRESTARTED.extend(((pool._threads, pool.user), worker) for worker in pool._idle)
+        pool._idle = []
 
 
 @dataclass

@@ -137,6 +137,7 @@ def make_plan(
         trust_remote_code=trust_remote_code,
         auto_class=auto_class,
         sliding_window=_sliding_window(config) if mode == "generation" else None,
+        source_dtype=_stored_dtype(config),
     )
     plan.dynamic_axes = _dynamic_axes(plan, config, max_batch, getattr(model_class, "main_input_name", "input_ids"))
     if 2 in plan.dynamic_axes.get("pixel_values", {}):
@@ -339,6 +340,15 @@ def _has_processor(model_dir: Path) -> bool:
     return bool(files & {"processor_config.json", "preprocessor_config.json"}) and bool(
         files & {"tokenizer.json", "tokenizer_config.json", "tokenizer.model"}
     )
+
+
+def _stored_dtype(config) -> str:
+    """The dtype the checkpoint's weights are stored in, as config.json says (`dtype`, formerly
+    `torch_dtype`): one of float32, bfloat16, float16; anything else (absent, "auto", float64, a
+    quantized format's) is exported from float32."""
+    raw = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    name = str(raw).removeprefix("torch.") if raw is not None else "float32"
+    return name if name in ("float32", "bfloat16", "float16") else "float32"
 
 
 def _sliding_window(config) -> int | None:

@@ -37,8 +37,22 @@ class Weights:
 
     @property
     def fp32_bytes(self) -> int:
-        """The weights as hfexport exports them today: in float32."""
+        """The weights in float32 (as every backend but a half-precision export holds them)."""
         return self.parameters * 4
+
+    @property
+    def source_dtype(self) -> str:
+        """The dtype most parameters are stored in, as `ExportPlan.source_dtype` names it."""
+        return _TORCH_NAMES.get(self.dtypes[0], "float32") if self.dtypes else "float32"
+
+    def exported_bytes(self, backend: str) -> int:
+        """The weights in the dtype `backend` exports this checkpoint in (`Backend.precision`): a
+        bfloat16 checkpoint's `.pt2` holds them at their stored size, its ONNX graph in float32."""
+        from ..backends import BACKENDS
+
+        spec = BACKENDS.get(backend)
+        dtype = spec.precision(self.source_dtype)[0] if spec is not None else "float32"
+        return self.parameters * (2 if dtype in ("bfloat16", "float16") else 4)
 
     def describe(self) -> str:
         count = f"{self.parameters / 1e9:.2f} B" if self.parameters >= 1e9 else f"{self.parameters / 1e6:.1f} M"
@@ -47,21 +61,22 @@ class Weights:
 
 @dataclass(frozen=True)
 class Cost:
-    """One backend's measured cost, linear in the fp32 bytes of the weights: the peak memory of its
-    worker (import and tracing overhead, then copies of the weights) exporting and validating, what
-    building its variants adds on top, and the disk its output takes."""
+    """One backend's measured cost, linear in the bytes of the weights in the dtype it exports them
+    in (`Weights.exported_bytes`): the peak memory of its worker (import and tracing overhead, then
+    copies of the weights) exporting and validating, what building its variants adds on top, and
+    the disk its output takes."""
 
     base_memory: float  # bytes
     memory_per_weight_byte: float
     disk_per_weight_byte: float
     variants_memory_per_weight_byte: float = 0.0
 
-    def memory(self, weights: Weights, variants: bool = True) -> int:
+    def memory(self, weight_bytes: int, variants: bool = True) -> int:
         slope = self.memory_per_weight_byte + (self.variants_memory_per_weight_byte if variants else 0.0)
-        return int(self.base_memory + slope * weights.fp32_bytes)
+        return int(self.base_memory + slope * weight_bytes)
 
-    def disk(self, weights: Weights) -> int:
-        return int(self.disk_per_weight_byte * weights.fp32_bytes)
+    def disk(self, weight_bytes: int) -> int:
+        return int(self.disk_per_weight_byte * weight_bytes)
 
 
 # Measured by bench/scale.py (docs/benchmarks-scale.md, one run on an idle machine): Llama-shaped
@@ -100,7 +115,10 @@ class Estimate:
 def estimate(weights: Weights, backends: list[str], variants: bool = True) -> list[Estimate]:
     """Each backend's peak memory and disk for `weights`, from its measured `Cost` (`variants`: its
     variants are built too, as by default)."""
-    return [Estimate(b, cost_of(b).memory(weights, variants), cost_of(b).disk(weights)) for b in backends]
+    return [
+        Estimate(b, cost_of(b).memory(weights.exported_bytes(b), variants), cost_of(b).disk(weights.exported_bytes(b)))
+        for b in backends
+    ]
 
 
 def needs(
@@ -232,7 +250,7 @@ def check(
         others = sorted((o.memory_bytes for o in estimates if o is not e), reverse=True)
         memory = e.memory_bytes + sum(others[: max(0, jobs - 1)])
         if memory > machine.memory_bytes:
-            bare = cost_of(e.backend).memory(weights, variants=False)
+            bare = cost_of(e.backend).memory(weights.exported_bytes(e.backend), variants=False)
             too_large[e.backend] = TooLarge(e.backend, "memory", memory, machine.memory_bytes, e.memory_bytes, bare)
         elif disk > machine.disk_bytes:
             too_large[e.backend] = TooLarge(e.backend, "disk", disk, machine.disk_bytes)
@@ -317,6 +335,9 @@ def weights_of(source: Source, token: str | None = None) -> Weights | None:
     dtypes = tuple(sorted(counts, key=counts.__getitem__, reverse=True))
     return Weights(parameters=sum(counts.values()), stored_bytes=stored, dtypes=dtypes)
 
+
+# The safetensors names of the dtypes a backend may export in, as torch names them.
+_TORCH_NAMES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
 
 # Bytes per element of the safetensors dtypes (an unknown one counts as 4).
 _DTYPE_BYTES = {

@@ -101,6 +101,7 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     from ..report import ArtifactFile, Split, Status, Validation
     from ..versions import runtime_versions
     from ..variants import variants_of
+    from .inputs import as_dtype
     from .derive import CALIBRATION, JUDGED_NEW_TOKENS, rebase_shares, rejudge_published, run_variants, why_skipped
     from .splits import Exporting, split_for
     from .validate import Reference, compare_generation, loaders_run
@@ -113,13 +114,17 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     model_dir = Path(job.model_dir)
     out_dir = Path(job.out_dir)
 
+    # The checkpoint's own dtype where the backend's runtime serves it: a bfloat16 model is not doubled.
+    result.dtype, result.dtype_note = backend.precision(plan.source_dtype)
+    dtype = getattr(torch, result.dtype)
+
     stage("loading model")
     model_class = getattr(transformers, plan.model_class, None)
     if model_class is None:  # remote code: the plan only exists if it was trusted
         model_class = getattr(transformers, plan.auto_class or "AutoModel")
     model = model_class.from_pretrained(
         model_dir,
-        dtype=getattr(torch, plan.dtype),
+        dtype=dtype,
         trust_remote_code=plan.trust_remote_code,
         use_safetensors=job.use_safetensors,
     ).eval()
@@ -132,8 +137,8 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
         result.files = [ArtifactFile(str(p.relative_to(out_dir)), p.stat().st_size) for p in files]
         result.versions = runtime_versions(("torch", "executorch", *backend.packages))
         return
-    sample = split.inputs(model_dir, model.config, plan.sample, seed=0)
-    other = split.inputs(model_dir, model.config, plan.validation, seed=1)
+    sample = as_dtype(split.inputs(model_dir, model.config, plan.sample, seed=0), dtype)
+    other = as_dtype(split.inputs(model_dir, model.config, plan.validation, seed=1), dtype)
 
     stage("exporting")
     started = time.perf_counter()
@@ -173,7 +178,7 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
         )
 
     loaded = load_exported()
-    validation = Validation(tolerance=backend.tolerance[plan.dtype])
+    validation = Validation(tolerance=backend.tolerance[result.dtype])
     validation.checks.extend(split.validate(reference, loaded, traced, sample, other))
     validate_seconds = time.perf_counter() - started
     components = list(loaded.components)

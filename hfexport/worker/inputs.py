@@ -37,6 +37,12 @@ def build_inputs(
     return INPUT_BUILDERS[plan.modality](Path(model_dir), config, plan, shape, seed, left)
 
 
+def as_dtype(inputs: dict, dtype: torch.dtype) -> dict:
+    """`inputs` with their floating-point tensors (pixels, audio features) in the model's `dtype`;
+    token ids, masks and anything not a tensor as they are."""
+    return {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in inputs.items()}
+
+
 def speaks_languages(generation_config) -> bool:
     """A speech model whose decoder prompt names a language and a task (Whisper)."""
     return bool(getattr(generation_config, "lang_to_id", None)) and bool(getattr(generation_config, "task_to_id", None))

@@ -341,7 +341,7 @@ def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) ->
 
     stage("validating")
     started = time.perf_counter()
-    validation = Validation(tolerance=backend.tolerance[plan.dtype])
+    validation = Validation(tolerance=backend.tolerance[result.dtype])
     validation.checks.append(compare("generation_other_shape", reference, program, prompts))
     validation.checks.append(runner_check(expected, model_dir, program, n))
     result.validate_seconds = round(time.perf_counter() - started, 2)

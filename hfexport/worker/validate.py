@@ -93,6 +93,7 @@ class Reference:
     def __init__(self, model, split, traced: dict[str, set[str]]):
         self.model, self.split, self.traced = model, split, traced
         self.config = model.config
+        self.dtype = model.dtype  # the precision both sides run in (`Backend.precision`)
         self._eager = split.eager(model)
         self._memo: dict[tuple, tuple[Any, Any]] = {}  # key → (the inputs it keys on, kept alive; the result)
         self.released = False
@@ -137,6 +138,7 @@ class Reference:
                     new_tokens,
                     processors,
                     force=tokens if force else None,
+                    cache_dtype=self.dtype,
                 )
 
         return self._once(("loop", new_tokens, force), prompt, compute)
@@ -318,7 +320,9 @@ def compare_generation(
     eager_tokens, eager_logits = reference.loop(prompt, n)
     with torch.inference_mode():
         try:
-            tokens, logits = greedy_loop(split, exported_run, traced, prompt, reference.config, n, processors)
+            tokens, logits = greedy_loop(
+                split, exported_run, traced, prompt, reference.config, n, processors, cache_dtype=reference.dtype
+            )
         except Exception as e:
             check.error = f"{type(e).__name__}: {_first_line(e)}"
             check.eager_tokens = expected.tolist()

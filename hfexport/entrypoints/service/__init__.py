@@ -1,10 +1,13 @@
 """`hfexport serve`: the Hub webhook receiver.
 
+    GET  /          the status page (HTML; the read token or secret as a Basic-auth password)
     POST /webhook   a Hub webhook (JSON; the secret in X-Webhook-Secret)
     GET  /healthz   liveness and queue counts
     GET  /jobs      recent jobs;  GET /jobs/{id}  one job
 
-What triggers work: a `repo.content` update of the `main` branch of a watched model repo. Our
+What triggers work: a `repo.content` update of the `main` branch of a watched model repo
+(`watch.py`: ids, `org/*`, the most downloaded of a tag), and the reconcile pass that queues each
+watched repo's head on start and on a schedule, for the webhooks that never arrived. Our
 own PR refs (`refs/pr/N`) and discussion events never do, so the bot's PRs cannot loop. Events
 are deduplicated by (repo, head sha, plan) in the durable queue (`queue.py`): a replay is
 harmless. QueueWorkers run the jobs with bounded concurrency, retrying with backoff.
@@ -13,6 +16,7 @@ harmless. QueueWorkers run the jobs with bounded concurrency, retrying with back
 from __future__ import annotations
 
 import asyncio
+import base64
 import hmac
 import json
 import logging
@@ -24,13 +28,15 @@ from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ...pipeline.resolve import is_repo_id
 from ...report import JobPlan, without_local_paths
 from .executors import JobFailed
 from .queue import JobQueue
+from .status_page import render as render_status
+from .watch import Watch
 
 log = logging.getLogger("hfexport.serve")
 MAX_PAYLOAD_BYTES = 1 << 20
@@ -39,22 +45,39 @@ MAX_JSON_DEPTH = 32
 BODY_DEADLINE_S = 10.0
 # A Hub repo id: namespace/name, each starting with a letter or digit (never a flag, never a path).
 SHA = re.compile(r"[0-9a-f]{40}")
+# How a push that ended on the Hub's rate limit says so (huggingface_hub's 429 message).
+_RATE_LIMITED = re.compile(r"\b429\b|Too Many Requests|rate limit", re.I)
 
 
 @dataclass
 class ServiceConfig:
     secret: str
-    watch: set[str]  # repo ids; "*" watches every repo the webhook sends
+    # Repos acted on (`watch.Watch`); a set of ids and patterns is read as one.
+    watch: Watch | set[str]
     plan: JobPlan  # what every watched repo gets
     workers: int = 1
-    max_attempts: int = 4
-    backoff_s: float = 5.0
+    # A transient failure (the Hub down, 5xx, 429) is retried after backoff_s, then 4x longer each
+    # time up to max_backoff_s: 30 s, 2 min, 8 min, 32 min, then hourly — ten attempts span ~5.7 h,
+    # so an outage of minutes to hours loses no commit (and a webhook re-sent after that re-queues it).
+    max_attempts: int = 10
+    backoff_s: float = 30.0
+    max_backoff_s: float = 3600.0
+    # PR writes (a job that opens or updates a PR) for the whole fleet on this queue: a token bucket.
+    writes_per_hour: float = 300.0
+    writes_burst: int = 20
     branch: str = "main"
     bot_names: set[str] = field(default_factory=set)
-    # Who may read /jobs besides the webhook's sender: `Authorization: Bearer <read_token>`.
+    # Who may read /jobs and / besides the webhook's sender: `Authorization: Bearer <read_token>`,
+    # or the read token as a Basic-auth password (a browser).
     read_token: str | None = None
 
+    def retry_delay(self, attempts: int) -> float:
+        """Seconds before a job that failed transiently on its `attempts`-th attempt runs again."""
+        return min(self.backoff_s * 4 ** (attempts - 1), self.max_backoff_s)
+
     def __post_init__(self) -> None:
+        if not isinstance(self.watch, Watch):
+            self.watch = Watch(frozenset(self.watch))
         if len(self.secret) < MIN_SECRET_LENGTH:
             raise ValueError(f"the webhook secret must be at least {MIN_SECRET_LENGTH} characters")
 
@@ -67,7 +90,7 @@ class BadPayload(Exception):
     pass
 
 
-def parse_event(payload: object, watch: set[str], branch: str = "main") -> tuple[str, str]:
+def parse_event(payload: object, watch: Watch | set[str], branch: str = "main") -> tuple[str, str]:
     """`(repo id, head sha)` of an event that should trigger an export.
 
     Raises:
@@ -86,7 +109,7 @@ def parse_event(payload: object, watch: set[str], branch: str = "main") -> tuple
     name = repo["name"]
     if not isinstance(name, str) or "/" not in name or not is_repo_id(name):
         raise BadPayload(f"repo name {name[:100]!r} is not a Hub repo id (namespace/name)")
-    if "*" not in watch and name not in watch:
+    if not (watch if isinstance(watch, Watch) else Watch(frozenset(watch))).matches(name):
         raise IgnoredEvent(f"{name} is not watched")
     refs = payload.get("updatedRefs")
     branch_ref = f"refs/heads/{branch}"
@@ -132,8 +155,16 @@ def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | N
     def refused(request: Request, readers: bool = False) -> JSONResponse | None:
         """401/403 unless the request carries the webhook secret (or, to read, the read token)."""
         secret = request.headers.get("x-webhook-secret")
+        auth = request.headers.get("authorization", "")
+        if readers and auth.startswith("Basic "):  # a browser: the token or the secret as the password
+            try:
+                password = base64.b64decode(auth[6:], validate=True).decode().partition(":")[2]
+            except (ValueError, UnicodeDecodeError):
+                password = ""
+            if config.read_token and hmac.compare_digest(password.encode(), config.read_token.encode()):
+                return None
+            secret = password
         if readers and config.read_token:
-            auth = request.headers.get("authorization", "")
             if auth.startswith("Bearer ") and hmac.compare_digest(auth[7:].encode(), config.read_token.encode()):
                 return None
         if secret is None:
@@ -162,23 +193,41 @@ def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | N
         except IgnoredEvent as e:
             log.info(json.dumps({"msg": "ignored", "reason": str(e)}))
             return JSONResponse({"ignored": str(e)})
-        if queue.full():
+        if queue.full(repo_id):
             return JSONResponse(
-                {"error": "the queue is full; retry later"}, status_code=503, headers={"Retry-After": "60"}
+                {"error": f"the queue is full for {repo_id}; retry later"},
+                status_code=503,
+                headers={"Retry-After": "60"},
             )
         job_id, created = queue.enqueue(repo_id, head, config.plan)
         log.info(json.dumps({"msg": "queued" if created else "duplicate", "job": job_id, "repo": repo_id, "sha": head}))
         return JSONResponse({"job": job_id, "queued": created}, status_code=202 if created else 200)
 
-    def healthz(request: Request) -> JSONResponse:
-        """503 with the problems when a worker has stopped or the queue cannot be written: a
-        service that would take webhooks and never run them is not healthy."""
+    def health_problems() -> list[str]:
         problems = [f"{name} has stopped" for name in (workers.dead() if workers else [])]
         if not queue.writable():
             problems.append("the queue cannot be written (locked, full disk or I/O error)")
+        return problems
+
+    def healthz(request: Request) -> JSONResponse:
+        """503 with the problems when a worker has stopped or the queue cannot be written: a
+        service that would take webhooks and never run them is not healthy."""
+        problems = health_problems()
         if problems:
             return JSONResponse({"ok": False, "problems": problems}, status_code=503)
         return JSONResponse({"ok": True, "jobs": queue.counts()})
+
+    def status_page(request: Request) -> Response:
+        """The operator's page (`status_page.py`). A browser asks for the read token (or the
+        webhook secret) as the password of HTTP Basic authentication; any user name."""
+        if refused(request, readers=True) is not None:
+            return Response(
+                "the read token (--read-token) or the webhook secret, as the password",
+                status_code=401,
+                headers={"WWW-Authenticate": 'Basic realm="hfexport", charset="UTF-8"'},
+            )
+        page = render_status(queue.repos(), queue.counts(), health_problems())
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
     async def jobs(request: Request) -> JSONResponse:
         if (answer := refused(request, readers=True)) is not None:
@@ -195,6 +244,7 @@ def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | N
 
     return Starlette(
         routes=[
+            Route("/", status_page),
             Route("/webhook", webhook, methods=["POST"]),
             Route("/healthz", healthz),
             Route("/jobs", jobs),
@@ -308,9 +358,14 @@ class QueueWorkers:
         started = time.perf_counter()
         head = self.head(job.repo_id)
         if head is not None and head != job.head_sha:
-            newer, _ = self.queue.enqueue(job.repo_id, head, job.plan)
+            newer, _ = self.queue.enqueue(job.repo_id, head, job.plan, is_head=True)
             self.queue.supersede(job.id, token, head, newer)
             log.info(json.dumps({"msg": "superseded", "job": job.id, "sha": job.head_sha, "head": head, "by": newer}))
+            return
+        wait = self.queue.take_write(self.config.writes_per_hour, self.config.writes_burst)
+        if wait > 0:  # the fleet's PR writes are paced (or paused by a 429): back in the queue until due
+            self.queue.release(job.id, token, wait)
+            log.info(json.dumps({"msg": "paced", "job": job.id, "wait_s": round(wait, 1)}))
             return
         log.info(
             json.dumps(
@@ -321,10 +376,12 @@ class QueueWorkers:
             result = self.executor.run(job)
         except JobFailed as e:
             retry_in = (
-                self.config.backoff_s * 2 ** (job.attempts - 1)
+                self.config.retry_delay(job.attempts)
                 if e.retryable and job.attempts < self.config.max_attempts
                 else None
             )
+            if e.retryable and _RATE_LIMITED.search(str(e)):  # the Hub's rate limit: every worker waits
+                self.queue.pause_writes(self.config.retry_delay(job.attempts))
             self.queue.fail(job.id, token, without_local_paths(str(e)), retry_in, transient=e.retryable)
             log.warning(json.dumps({"msg": "failed", "job": job.id, "error": str(e), "retry_in_s": retry_in}))
             return

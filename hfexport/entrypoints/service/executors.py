@@ -18,6 +18,7 @@ from ...errors import ExitCode, retryable_exit
 from ...proc import die_with_parent
 from ...report import PublishResult
 from .queue import Job
+from .warm import WarmPushes
 
 
 class JobFailed(Exception):
@@ -55,29 +56,67 @@ def hardware_groups(job: Job) -> dict[str, list[str]]:
 
 @dataclass
 class LocalExecutor:
-    """`hfexport push` in a child process of the service (which dies with it)."""
+    """`hfexport push` in a child process of the service (which dies with it). With `warm`, that
+    many push processes are kept ready, their imports and first backend workers done before their
+    job arrives (`warm.py`, `entrypoints/warm_push.py`); each still runs one job and exits."""
 
     timeout_s: float = 4 * 3600
     env: dict[str, str] = field(default_factory=dict)
+    warm: int = 0
+    backends: int = 1  # how many backend workers a warm push starts ahead (its plan's backends)
 
-    def run(self, job: Job) -> dict:
-        process = subprocess.run(
-            [sys.executable, "-m", "hfexport", *push_arguments(job)],
-            capture_output=True,
+    def __post_init__(self) -> None:
+        self._pushes = WarmPushes(self._start_warm, self.warm) if self.warm else None
+        if self._pushes is not None:
+            self._pushes.refill()
+
+    def _popen(self, *command: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", *command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=self.timeout_s,
-            stdin=subprocess.DEVNULL,
             preexec_fn=die_with_parent,
             env={**os.environ, **self.env},
         )
-        tail = "\n".join(process.stderr.strip().splitlines()[-5:])
+
+    def _start_warm(self) -> subprocess.Popen:
+        return self._popen("hfexport.entrypoints.warm_push", str(self.backends))
+
+    def run(self, job: Job) -> dict:
+        if self._pushes is not None:
+            process, warm = self._pushes.take()
+            stdin = json.dumps(push_arguments(job)) + "\n"
+        else:
+            process, warm, stdin = self._popen("hfexport", *push_arguments(job)), False, ""
+        try:
+            stdout, stderr = process.communicate(stdin, timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:  # killed: the same commit would run as long again
+            process.kill()
+            process.communicate()
+            raise JobFailed(f"push ran past the job timeout ({self.timeout_s:g} s) and was stopped", False) from None
+        finally:
+            if self._pushes is not None:
+                self._pushes.refill()
+        tail = "\n".join(stderr.strip().splitlines()[-5:])
         if process.returncode in (ExitCode.OK, ExitCode.BACKEND_FAILED):  # the PR says which backend failed
             try:
-                result = PublishResult.from_dict(json.loads(process.stdout))
+                result = PublishResult.from_dict(json.loads(stdout))
             except (ValueError, KeyError, TypeError):
                 raise JobFailed(f"push printed no JSON: {tail}", retryable=True) from None
-            return {"action": str(result.action), "pr_url": result.pr_url, "exit_code": process.returncode}
+            return {
+                "action": str(result.action),
+                "pr_url": result.pr_url,
+                "exit_code": process.returncode,
+                "warm": warm,
+            }
         raise JobFailed(f"push exited with {process.returncode}: {tail}", retryable=retryable_exit(process.returncode))
+
+    def close(self) -> None:
+        """End the warm processes waiting for a job."""
+        if self._pushes is not None:
+            self._pushes.close()
 
 
 # The CPU flavor of a model whose size cannot be read (no safetensors headers).
@@ -136,7 +175,7 @@ class HfJobsExecutor:
         from ...hub.retry import retry
 
         api = HfApi(token=self.token)
-        started, sized = {}, {}
+        started, sized, launched = {}, {}, time.monotonic()
         for hardware, backends in hardware_groups(job).items():
             if hardware == "gpu":
                 flavor = self.gpu_flavor
@@ -158,9 +197,10 @@ class HfJobsExecutor:
                 ),
             )
         # Each group publishes on its own: one that fails does not stop the others (their exports
-        # still belong in the PR); the job fails once all have ended if any did.
-        deadline = time.monotonic() + self.timeout_s
-        running, done, failed = dict(started), {}, []
+        # still belong in the PR); the job fails once all have ended if any did. The Hub ends a Job
+        # at its timeout; this deadline (a poll later) is for a Hub that does not.
+        deadline = launched + self.timeout_s + 2 * self.poll_s
+        running, done, failed, timed_out = dict(started), {}, [], False
         while running:
             for hardware, info in list(running.items()):
                 current = retry(
@@ -172,11 +212,17 @@ class HfJobsExecutor:
                         "hf_job": info.id,
                         "hf_job_url": getattr(current, "url", None),
                         "flavor": current.flavor,
+                        "timeout_s": int(self.timeout_s),
                         **({"sized_for": sized[hardware]} if sized.get(hardware) else {}),
                     }
                     del running[hardware]
                 elif stage.endswith(("ERROR", "CANCELED", "DELETED")):
-                    failed.append(f"HF Job {info.id} ({hardware}) ended {stage}: {current.status.message or ''}")
+                    # Ended by the Hub at its timeout: the same commit would run as long again.
+                    timed_out |= time.monotonic() - launched >= self.timeout_s
+                    failed.append(
+                        f"HF Job {info.id} ({hardware}, {current.flavor}, timeout {self.timeout_s:g} s) ended"
+                        f" {stage}: {current.status.message or ''}"
+                    )
                     del running[hardware]
             if running and time.monotonic() > deadline:
                 for info in running.values():
@@ -190,5 +236,8 @@ class HfJobsExecutor:
             if running:
                 time.sleep(self.poll_s)
         if failed:
-            raise JobFailed("; ".join(failed), retryable=True)
+            raise JobFailed("; ".join(failed), retryable=not timed_out)
         return {"stage": "COMPLETED", "jobs": done}
+
+    def close(self) -> None:
+        """Nothing waits here: the Jobs are the Hub's."""

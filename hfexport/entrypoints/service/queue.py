@@ -1,9 +1,15 @@
 """A durable job queue on SQLite (WAL mode): a restart, or a `kill -9`, loses nothing.
 
 One row per export job, unique by its dedup key (repo, head sha, plan): a replayed or repeated
-webhook inserts nothing new. QueueWorkers claim a row by moving it to `running` inside a write
-transaction, so two workers never take the same job, and get a lease token: only the holder can
-renew the lease (a heartbeat while the job runs), finish or fail the job. Rows left `running` by a
+webhook inserts nothing new. A repo's queued jobs collapse to its newest commit: a new one
+supersedes those of the same plan still waiting, so a burst of 49 pushes is one export. Claims go
+round-robin across repos (the repo claimed longest ago first), so one busy repo never holds the
+others back by more than one job. Waiting jobs are capped per namespace (an organisation's
+thousand repos cannot fill the queue for everyone else) and in all.
+
+QueueWorkers claim a row by moving it to `running` inside a write transaction, so two workers
+never take the same job, and get a lease token: only the holder can renew the lease (a heartbeat
+while the job runs), finish or fail the job. Rows left `running` by a
 process that died are handed out again when their lease expires (and at once on start-up, see
 `recover`). Every claim counts an attempt; a job that has used `max_attempts` is failed instead of
 claimed again, however its runs ended (a `kill -9` loop included).
@@ -16,6 +22,7 @@ import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -54,7 +61,35 @@ CREATE TABLE IF NOT EXISTS jobs (
     updated_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (status, next_run_at);
+CREATE INDEX IF NOT EXISTS jobs_repo ON jobs (repo_id, status);
+-- A token bucket the whole fleet's PR writes draw from (every service on this queue), and a pause
+-- the Hub's 429 sets.
+CREATE TABLE IF NOT EXISTS pacing (
+    name TEXT PRIMARY KEY,
+    tokens REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    paused_until REAL NOT NULL DEFAULT 0
+);
+-- Per repo, the sequence number of its last claim: claims go to the repo served longest ago.
+CREATE TABLE IF NOT EXISTS repos (
+    repo_id TEXT PRIMARY KEY,
+    last_claim INTEGER NOT NULL DEFAULT 0
+);
 """
+
+
+@dataclass(frozen=True)
+class RepoStatus:
+    """One repo as the status page shows it: its newest job, and what its jobs did last."""
+
+    repo_id: str
+    head_sha: str  # the newest job's commit
+    status: JobStatus  # the newest job's state
+    waiting: int  # its jobs queued or running
+    pr_url: str | None  # the PR the last done job opened or updated
+    action: str | None  # what that job did (opened, updated, unchanged…)
+    error: str | None  # the newest failed job's error, without local paths
+    updated_at: float
 
 
 @dataclass
@@ -88,8 +123,23 @@ class JobQueue:
         max_attempts: int = 4,
         max_queued: int = 1000,
         busy_timeout_s: float = 30,
+        max_queued_per_namespace: int = 1000,
+        clock: Callable[[], float] = time.time,
     ):
+        """Args:
+        path: the SQLite file (created with its tables if new).
+        lease_s: how long a claim lasts unless renewed.
+        max_attempts: claims per job (restarts included) before it is failed.
+        max_queued: jobs waiting or running in all, beyond which nothing is queued (a bound on the file).
+        busy_timeout_s: how long a call waits for another writer before it raises.
+        max_queued_per_namespace: jobs the repos of one namespace may have waiting or running: beyond,
+            its webhooks get 503 and the other namespaces' do not (one repo holds one waiting job
+            per plan at most: its newest commit's).
+        clock: the time (seconds): leases, retry times; tests pass a simulated one.
+        """
         self.path = str(path)
+        self.clock = clock
+        self.max_queued_per_namespace = max_queued_per_namespace
         self.lease_s = lease_s
         # How long a call waits for another writer (a backup, a second instance) before it raises.
         self.busy_timeout_s = busy_timeout_s
@@ -130,37 +180,70 @@ class JobQueue:
             return False
         return True
 
-    def full(self) -> bool:
-        """Whether the queue holds `max_queued` jobs waiting or running: new work is refused then."""
-        row = self._connect().execute("SELECT COUNT(*) AS n FROM jobs WHERE status IN ('queued', 'running')").fetchone()
+    def full(self, repo_id: str | None = None) -> bool:
+        """Whether new work (of `repo_id`) is refused: the queue holds `max_queued` jobs waiting or
+        running, or `repo_id`'s namespace `max_queued_per_namespace` of them."""
+        db = self._connect()
+        if repo_id is not None:
+            namespace = repo_id.split("/")[0]
+            # The namespace's ids sort between "ns/" and "ns0" ("0" follows "/"): the index serves it.
+            row = db.execute(
+                "SELECT COUNT(*) AS n FROM jobs WHERE repo_id >= ? AND repo_id < ? AND status IN ('queued', 'running')",
+                (f"{namespace}/", f"{namespace}0"),
+            ).fetchone()
+            if row["n"] >= self.max_queued_per_namespace:
+                return True
+        row = db.execute("SELECT COUNT(*) AS n FROM jobs WHERE status IN ('queued', 'running')").fetchone()
         return row["n"] >= self.max_queued
 
-    def enqueue(self, repo_id: str, head_sha: str, plan: JobPlan) -> tuple[int, bool]:
-        """Add a job unless one with the same (repo, sha, plan) exists; one that failed for good of a
+    def enqueue(self, repo_id: str, head_sha: str, plan: JobPlan, *, is_head: bool = False) -> tuple[int, bool]:
+        """Add a job unless one with the same (repo, sha, plan) exists, and supersede the repo's
+        jobs of that plan still waiting (the newest commit wins). One that failed for good of a
         transient cause (the Hub down through every attempt) is queued again, with its attempts
-        anew: a re-sent webhook is how such a commit gets its export. Returns (job id, queued)."""
+        anew: a re-sent webhook is how such a commit gets its export.
+
+        Args:
+            is_head: the Hub said `head_sha` is the branch's head (a worker's check, not a webhook):
+                a job of it that a later-arriving webhook superseded is queued again too.
+
+        Returns:
+            (job id, whether it is queued now and was not before).
+        """
         key = f"{repo_id}@{head_sha}#{plan}"
-        now = time.time()
+        now = self.clock()
         db = self._connect()
-        cursor = db.execute(
-            "INSERT OR IGNORE INTO jobs (dedup_key, repo_id, head_sha, plan_key, created_at, updated_at) VALUES (?, ?, "
-            "?, ?, ?, ?)",
-            (key, repo_id, head_sha, str(plan), now, now),
-        )
-        created = cursor.rowcount == 1
-        if not created:
+        db.execute("BEGIN IMMEDIATE")
+        try:
             cursor = db.execute(
-                "UPDATE jobs SET status='queued', attempts=0, next_run_at=0, transient=0, updated_at=? "
-                "WHERE dedup_key=? AND status='failed' AND transient=1",
-                (now, key),
+                "INSERT OR IGNORE INTO jobs (dedup_key, repo_id, head_sha, plan_key, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (key, repo_id, head_sha, str(plan), now, now),
             )
             created = cursor.rowcount == 1
-        row = db.execute("SELECT id FROM jobs WHERE dedup_key = ?", (key,)).fetchone()
-        return row["id"], created
+            if not created:
+                revived = "(status='failed' AND transient=1)" + (" OR status='superseded'" if is_head else "")
+                cursor = db.execute(
+                    "UPDATE jobs SET status='queued', attempts=0, next_run_at=0, transient=0, result=NULL, "
+                    f"updated_at=? WHERE dedup_key=? AND ({revived})",
+                    (now, key),
+                )
+                created = cursor.rowcount == 1
+            job_id = db.execute("SELECT id FROM jobs WHERE dedup_key = ?", (key,)).fetchone()["id"]
+            if created:
+                db.execute(
+                    "UPDATE jobs SET status='superseded', result=?, updated_at=? "
+                    "WHERE repo_id=? AND plan_key=? AND status='queued' AND id<>?",
+                    (json.dumps({"head_sha": head_sha, "job": job_id}), now, repo_id, str(plan), job_id),
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return job_id, created
 
     def recover(self) -> int:
         """On start-up: jobs a dead process left `running` go back to the queue."""
-        now = time.time()
+        now = self.clock()
         cursor = self._connect().execute(
             "UPDATE jobs SET status='queued', lease_until=NULL, lease_owner=NULL, updated_at=? WHERE status='running'",
             (now,),
@@ -168,18 +251,18 @@ class JobQueue:
         return cursor.rowcount
 
     def claim(self) -> tuple[Job, str] | None:
-        """Take the oldest ready job (or one whose lease ran out), mark it running and count an
-        attempt. Returns the job and its lease token, or None. A job that has used up its attempts
-        is failed here instead of being handed out again."""
-        now = time.time()
+        """Take a ready job (or one whose lease ran out) of the repo claimed longest ago, its oldest;
+        mark it running and count an attempt. Returns the job and its lease token, or None. A job
+        that has used up its attempts is failed here instead of being handed out again."""
+        now = self.clock()
         db = self._connect()
         while True:
             db.execute("BEGIN IMMEDIATE")
             try:
                 row = db.execute(
-                    "SELECT * FROM jobs WHERE (status='queued' AND next_run_at <= ?) OR (status='running' AND "
-                    "lease_until < ?) "
-                    "ORDER BY id LIMIT 1",
+                    "SELECT jobs.* FROM jobs LEFT JOIN repos ON repos.repo_id = jobs.repo_id "
+                    "WHERE (status='queued' AND next_run_at <= ?) OR (status='running' AND lease_until < ?) "
+                    "ORDER BY COALESCE(repos.last_claim, 0), jobs.id LIMIT 1",
                     (now, now),
                 ).fetchone()
                 if row is None:
@@ -200,6 +283,11 @@ class JobQueue:
                     "WHERE id=?",
                     (now + self.lease_s, token, now, row["id"]),
                 )
+                db.execute(
+                    "INSERT INTO repos (repo_id, last_claim) VALUES (?, (SELECT COALESCE(MAX(last_claim), 0) + 1 "
+                    "FROM repos)) ON CONFLICT (repo_id) DO UPDATE SET last_claim = excluded.last_claim",
+                    (row["repo_id"],),
+                )
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -208,7 +296,7 @@ class JobQueue:
 
     def renew(self, job_id: int, token: str) -> bool:
         """Extend the lease of a running job (the holder's heartbeat). False: the lease was lost."""
-        now = time.time()
+        now = self.clock()
         cursor = self._connect().execute(
             "UPDATE jobs SET lease_until=?, updated_at=? WHERE id=? AND status='running' AND lease_owner=?",
             (now + self.lease_s, now, job_id, token),
@@ -230,10 +318,10 @@ class JobQueue:
             cursor = self._connect().execute(
                 "UPDATE jobs SET status='failed', error=?, transient=?, lease_until=NULL, lease_owner=NULL, "
                 "updated_at=? WHERE id=? AND status='running' AND lease_owner=?",
-                (error, int(transient), time.time(), job_id, token),
+                (error, int(transient), self.clock(), job_id, token),
             )
             return cursor.rowcount == 1
-        now = time.time()
+        now = self.clock()
         cursor = self._connect().execute(
             "UPDATE jobs SET status='queued', error=?, next_run_at=?, lease_until=NULL, lease_owner=NULL, updated_at=? "
             "WHERE id=? AND status='running' AND lease_owner=?",
@@ -245,9 +333,95 @@ class JobQueue:
         cursor = self._connect().execute(
             "UPDATE jobs SET status=?, result=?, error=?, lease_until=NULL, lease_owner=NULL, updated_at=? "
             "WHERE id=? AND status='running' AND lease_owner=?",
-            (status, json.dumps(result) if result is not None else None, error, time.time(), job_id, token),
+            (status, json.dumps(result) if result is not None else None, error, self.clock(), job_id, token),
         )
         return cursor.rowcount == 1
+
+    def take_write(self, per_hour: float, burst: int) -> float:
+        """Take one PR write from the fleet's token bucket (`per_hour`, up to `burst` at once).
+        Returns 0 when taken, else the seconds until one is due (nothing taken): the bucket is
+        empty, or paused after the Hub answered 429 (`pause_writes`)."""
+        now, rate = self.clock(), per_hour / 3600
+        db = self._connect()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = db.execute("SELECT * FROM pacing WHERE name='pr-writes'").fetchone()
+            tokens, paused = (float(burst), 0.0) if row is None else (row["tokens"], row["paused_until"])
+            if row is not None:
+                tokens = min(float(burst), tokens + (now - row["updated_at"]) * rate)
+            # A token due "now" counts as there (float sums fall short of 1 by a few ulps), and a wait is
+            # never shorter than a millisecond: a simulated or coarse clock must move past it.
+            wait = paused - now if paused > now else (0.0 if tokens >= 1 - 1e-9 else max(1e-3, (1 - tokens) / rate))
+            if wait <= 0:
+                tokens -= 1
+            db.execute(
+                "INSERT INTO pacing (name, tokens, updated_at, paused_until) VALUES ('pr-writes', ?, ?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET tokens=excluded.tokens, updated_at=excluded.updated_at",
+                (tokens, now, paused),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return max(0.0, wait)
+
+    def pause_writes(self, seconds: float) -> None:
+        """No PR write starts for `seconds` (the Hub rate-limited one): for every service on this queue."""
+        until = self.clock() + seconds
+        self._connect().execute(
+            "INSERT INTO pacing (name, tokens, updated_at, paused_until) VALUES ('pr-writes', 0, ?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET paused_until=MAX(paused_until, excluded.paused_until)",
+            (self.clock(), until),
+        )
+
+    def release(self, job_id: int, token: str, delay_s: float) -> bool:
+        """Give a claimed job back, to run after `delay_s`, its attempt not counted (it never ran)."""
+        cursor = self._connect().execute(
+            "UPDATE jobs SET status='queued', attempts=MAX(0, attempts-1), next_run_at=?, lease_until=NULL, "
+            "lease_owner=NULL, updated_at=? WHERE id=? AND status='running' AND lease_owner=?",
+            (self.clock() + delay_s, self.clock(), job_id, token),
+        )
+        return cursor.rowcount == 1
+
+    def next_run_at(self) -> float | None:
+        """When the earliest waiting job becomes ready (a retry's time), or None when none waits."""
+        row = self._connect().execute("SELECT MIN(next_run_at) AS t FROM jobs WHERE status='queued'").fetchone()
+        return row["t"]
+
+    def repos(self, limit: int = 200) -> list[RepoStatus]:
+        """The `limit` repos whose jobs changed last, newest first (the status page's rows)."""
+        rows = (
+            self._connect()
+            .execute(
+                "SELECT j.*, "
+                "(SELECT COUNT(*) FROM jobs w WHERE w.repo_id = j.repo_id AND w.status IN ('queued', 'running')) "
+                "AS waiting, "
+                "(SELECT d.result FROM jobs d WHERE d.repo_id = j.repo_id AND d.status = 'done' "
+                "ORDER BY d.updated_at DESC LIMIT 1) AS done_result, "
+                "(SELECT f.error FROM jobs f WHERE f.repo_id = j.repo_id AND f.status = 'failed' "
+                "ORDER BY f.updated_at DESC LIMIT 1) AS failed_error "
+                "FROM jobs j WHERE j.id IN (SELECT MAX(id) FROM jobs GROUP BY repo_id) "
+                "ORDER BY j.updated_at DESC LIMIT ?",
+                (limit,),
+            )
+            .fetchall()
+        )
+        statuses = []
+        for row in rows:
+            result = json.loads(row["done_result"]) if row["done_result"] else {}
+            statuses.append(
+                RepoStatus(
+                    repo_id=row["repo_id"],
+                    head_sha=row["head_sha"],
+                    status=JobStatus(row["status"]),
+                    waiting=row["waiting"],
+                    pr_url=result.get("pr_url"),
+                    action=result.get("action"),
+                    error=without_local_paths(row["failed_error"]) if row["failed_error"] else None,
+                    updated_at=row["updated_at"],
+                )
+            )
+        return statuses
 
     def get(self, job_id: int) -> Job | None:
         if not 0 < job_id < 2**63:  # SQLite integers: anything else is no job, not an error

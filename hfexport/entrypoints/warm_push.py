@@ -1,0 +1,39 @@
+"""A warm push process: `hfexport push`, with its imports done and its workers started before its
+job exists (kept ready by the service's `WarmPushes`, `service/warm.py`).
+
+This process imports what `push` imports, starts the backend workers its first export will take
+(`pipeline.export.prestart`: each still a fresh process per backend, holding no secret), then
+blocks on one line of stdin — the job's `push` arguments as JSON — and runs it exactly as
+`hfexport push ARGS` runs. An empty line or a closed stdin ends it without running anything.
+
+`python -m hfexport.entrypoints.warm_push BACKENDS`: BACKENDS is how many backend workers to
+start ahead (the push takes as many as its jobs setting allows at once).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def main(backends: int) -> None:
+    """Import, pre-start the workers, wait for the job's arguments, then run them as `hfexport push`."""
+    import torch  # noqa: F401  (what push's planning imports: the config's classes)
+    import transformers  # noqa: F401
+
+    from ..pipeline.export import prestart
+    from . import cli
+
+    prestart(backends)
+    line = sys.stdin.readline()
+    if not line.strip():  # the service stopped, or no job came: nothing to do
+        return
+    arguments = json.loads(line)
+    if not (isinstance(arguments, list) and arguments[:1] == ["push"] and all(isinstance(a, str) for a in arguments)):
+        sys.exit(f"a warm push takes `push` arguments as a JSON list of strings, not {line[:80]!r}")
+    sys.argv = ["hfexport", *arguments]
+    cli.main()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1)

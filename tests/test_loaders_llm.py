@@ -1,0 +1,204 @@
+"""Decoder LLMs in the runtimes their users deploy with: sliding-window attention with past in ONNX
+Runtime, ExecuTorch's own LLM runner and optimum-executorch on the `.pte`, the weight-only ONNX
+variants of a trained model in transformers.js and optimum — each from the Hub, as eager writes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import tiny_models
+from card_runs import (
+    record,
+    card_blocks,
+    run_python,
+    run_js,
+    run_every_block,
+    plumbing_only,
+    push_with_bot,
+    eager_continuation,
+    eager_text,
+    run_loader,
+    runner_wrote,
+)
+
+
+@pytest.mark.parametrize("family", ["mistral", "gemma2"])
+def test_a_sliding_window_llm_is_published_as_a_decoder_with_past_and_generates_as_eager(hub, family, tmp_path):
+    """Mistral (every layer sliding) and Gemma 2 (sliding and full in turn), window 4, pushed with
+    ONNX and its int8 variant (its floors lifted: random weights): the folder is `model.onnx` with
+    keys and values only (the window is the graph's mask; a sliding layer's fill level, which the
+    graph only handed back, is gone).
+    Every block of the card runs on the PR and merged; transformers.js's text-generation pipeline
+    writes eager `generate()`'s text with the fp32 graph, and loads the int8 one with `dtype: 'q8'`.
+    optimum's ORTModelForCausalLM generates eager's ids wherever the card says it loads the folder
+    (and the card names it nowhere it does not)."""
+    from transformers import AutoTokenizer
+
+    folder = getattr(tiny_models, f"{family}_with_tokenizer")(tmp_path / "model")
+    repo = f"sliding-{family}/tiny"
+    api, outcome = push_with_bot(hub, f"sliding-{family}", repo, folder, "onnx", "onnx:int8", *plumbing_only("int8"))
+    (onnx,) = outcome["report"]["backends"]
+    assert onnx["layout"] == "decoder-with-past" and onnx["programs"] == {"decode": "model.onnx"}, onnx
+    assert any(c["name"] == "loaders_layout" and c["tokens_equal"] for c in onnx["validation"]["checks"])
+    ran = run_every_block(api, repo, outcome["pr_num"], tmp_path, r"\(1, \d+, 128\)|'input_ids'", r"\S")
+    js_output = ran.js
+    text = "hfexport validated this file against the original model."
+    ids = eager_continuation(folder, text)
+    assert len(set(ids)) >= 3 and len(AutoTokenizer.from_pretrained(folder)(text)["input_ids"]) > 4, ids
+    eager = f"{text} {AutoTokenizer.from_pretrained(folder).decode(ids, skip_special_tokens=True)}"
+    assert js_output and set(js_output.values()) == {eager}, (js_output, eager)
+    record(outcome, "transformers.js `text-generation`", "eager's text")
+    card = Path(api.hf_hub_download(repo, "README.md")).read_text()
+    (js,) = card_blocks(card, "js")
+    q8 = run_js(js.replace('dtype: "fp32"', 'dtype: "q8"'), tmp_path / "js-q8")
+    assert q8.returncode == 0 and q8.stdout.strip(), (q8.stdout, q8.stderr[-2000:])
+    assert {p.name for p in (tmp_path / "js-q8" / "cache").rglob("*.onnx")} == {"model_quantized.onnx"}
+    record(outcome, "transformers.js `text-generation` (`dtype: 'q8'`)", "loads the int8 graph, generates")
+    prompt = json.dumps(AutoTokenizer.from_pretrained(folder)(text)["input_ids"])
+    named = "`ORTModelForCausalLM.from_pretrained(repo)` load this folder" in card
+    assert named == bool(ran.optimum)  # its block is on the card where the card names it
+    if named:
+        assert set(ran.optimum.values()) == {eager_text(folder, text)}, ran.optimum
+        assert run_loader(tmp_path / "optimum", "optimum-causal-lm", repo, "main", prompt, "8") == ids
+        record(outcome, "optimum `ORTModelForCausalLM`", "eager's text")
+    else:
+        failed = run_loader(tmp_path / "optimum", "optimum-causal-lm", repo, "main", prompt, "8", check=False)
+        assert failed.returncode != 0, "optimum loads this folder: the card should name it"
+        why = re.findall(r"Got invalid dimensions for input: \S+", failed.stderr) or failed.stderr.splitlines()[-1:]
+        record(outcome, "optimum `ORTModelForCausalLM`", f"fails (not on the card): {why[0]}")
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_a_decoder_llms_executorch_program_writes_eager_text_in_executorchs_own_llm_runner(hub, family, tmp_path):
+    """A Llama and a Qwen2 over a byte-level BPE tokenizer, pushed with ExecuTorch (the Llama with
+    8da4w too): the folder holds `fp32/model.pte` as ExecuTorch's LLM runner reads it (no exporter
+    manifest), the 8da4w program in a folder of its own, smaller, needing the runtime's quantized
+    kernels. From the PR in a fresh cache, the card's runner block — `TextLLMRunner` with the repo's
+    `tokenizer.json`, greedy — writes eager `generate()`'s text, and its optimum-executorch block
+    (`ExecuTorchModelForCausalLM`, in a venv of its own) eager's tokens; the Llama's every block runs
+    again once merged, and the 8da4w program runs in both loaders. (Its figures on random weights say
+    nothing of quality, so its floor is lifted: this test is about the loaders taking it.)"""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = tiny_models.decoder_with_byte_level_tokenizer(tmp_path / "model", family)
+    owner = f"runner-{family}"
+    repo = f"{owner}/tiny"
+    variants = ("8da4w,int8", "--min-quality", "8da4w.token_agreement=0") if family == "llama" else ("none",)
+    api, outcome = push_with_bot(hub, owner, repo, folder, "executorch", *variants)
+    (b,) = outcome["report"]["backends"]
+    pr = f"refs/pr/{outcome['pr_num']}"
+    assert b["layout"] == "executorch-llm-runner" and b["programs"] == {"decode": "fp32/model.pte"}, b
+    checks = {c["name"]: c for c in b["validation"]["checks"]}
+    assert checks["llm_runner"]["tokens_equal"] is True and checks["generation_other_shape"]["tokens_equal"] is True
+
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder).eval()
+    text = "hfexport validated this file against the original model."
+    ids = tokenizer(text, return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        new = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False)
+    eager = tokenizer.decode(new[0, ids.shape[1] :], skip_special_tokens=True)
+    assert len(set(new[0, ids.shape[1] :].tolist())) >= 3, new  # varied tokens, not one repeated id
+
+    card = Path(api.hf_hub_download(repo, "README.md", revision=pr)).read_text()
+    (runner,) = [block for block in card_blocks(card) if "TextLLMRunner" in block]
+    assert f"--seq_len {b['max_seq_len']}" in card
+    on_pr = runner.replace('"main"  #', f'"{pr}"  #', 1)
+    loader = "ExecuTorch `TextLLMRunner` (`fp32/model.pte`, `tokenizer.json`)"
+    ran = run_python(on_pr, tmp_path / "runner" / "hf-home")  # from the PR, in a fresh cache
+    assert ran.returncode == 0 and runner_wrote(ran.stdout) == eager, (ran.stdout, eager, ran.stderr[-2000:])
+    (optimum,) = [block for block in card_blocks(card) if "ExecuTorchModelForCausalLM" in block]
+    optimum_on_pr = optimum.replace('"main"  #', f'"{pr}"  #', 1)
+    ran = run_python(optimum_on_pr, tmp_path / "optimum-executorch" / "hf-home")
+    assert ran.returncode == 0 and ran.stdout.strip() == eager, (ran.stdout, eager, ran.stderr[-2000:])
+    record(outcome, "optimum-executorch `ExecuTorchModelForCausalLM` (`fp32/`)", "eager's text")
+    if family != "llama":
+        record(outcome, loader, "eager's text")
+        return
+
+    # 8da4w: int4 grouped weights and int8 dynamic activations on the linears (torchao, lowered by
+    # XNNPACK), an int8 embedding table looked up by the runtime's quantized kernel, which a program
+    # registers by importing it (the card says so) or cannot run. ExecuTorch's int8 (PT2E) has no
+    # generation support: reported skipped, not silently dropped.
+    variant, int8 = b["variants"]
+    assert int8["kind"] == "int8" and int8["status"] == "skipped" and "generation" in int8["error"], int8
+    assert variant["status"] == "ok" and variant["file"] == "8da4w/model.pte", variant
+    assert set(variant["quality"]) == {"token_agreement", "forced_top1_agreement", "logprob_delta_mean"}
+    assert variant["runtime_ops"] == ["quantized_decomposed::embedding_byte"], variant
+    sizes = {f["path"]: f["size"] for f in b["files"]}
+    assert set(sizes) == {"fp32/model.pte", "8da4w/model.pte", "config.json", "generation_config.json"}
+    assert sizes["8da4w/model.pte"] == variant["size"] < sizes["fp32/model.pte"]
+    assert "executorch/xnnpack/8da4w/model.pte" in card and "executorch.kernels.quantized" in card
+    quantized = on_pr.replace("executorch/xnnpack/fp32/model.pte", "executorch/xnnpack/8da4w/model.pte")
+    for registers, runs in (("", False), ("import executorch.kernels.quantized\n", True)):
+        ran = run_python(registers + quantized, tmp_path / f"8da4w-{runs}" / "hf-home")
+        assert (ran.returncode == 0 and "PyTorchObserver" in ran.stdout) == runs, ran.stderr[-3000:]
+    record(outcome, "ExecuTorch `TextLLMRunner` (`8da4w/model.pte`)", "generates")
+    # optimum-executorch registers the quantized kernels itself: the variant's folder as `subfolder`.
+    ran = run_python(optimum_on_pr.replace("/fp32", "/8da4w", 1), tmp_path / "optimum-8da4w" / "hf-home")
+    assert ran.returncode == 0 and ran.stdout.endswith("\n"), ran.stderr[-3000:]
+    record(outcome, "optimum-executorch `ExecuTorchModelForCausalLM` (`8da4w/`)", "generates")
+
+    # Every block once merged, as printed (the runner's already ran from the PR, above).
+    ran = run_every_block(api, repo, outcome["pr_num"], tmp_path, r"next token: |PyTorchObserver", r"\S", on_pr=False)
+    written = {runner_wrote(out) for (_, index), out in ran.python.items() if "TextLLMRunner" in ran.blocks[index]}
+    assert written == {eager}, (written, eager)
+    assert set(ran.optimum.values()) == {eager}, (ran.optimum, eager)
+    record(outcome, loader, "eager's text")
+
+
+def test_a_trained_llms_default_push_publishes_weight_only_files_its_loaders_run(hub, tmp_path):
+    """A trained decoder LLM (`trained_lm.py`: real, peaked distributions), pushed with the default
+    variants and q4f16: the PR carries the weight-only files — `model_w8.onnx` (8-bit blocks, its
+    tied embedding table and head stored once), `model_q4.onnx`, `model_q4f16.onnx` — each judged on
+    teacher-forced top-1 as eager too, and none of dynamic int8 (not a default for generation: on
+    this model it misses its thresholds). transformers.js's `text-generation` pipeline loads the q4
+    and q4f16 files by `dtype` and generates; optimum's `ORTModelForCausalLM` loads the w8 file by
+    the `file_name` the card gives and writes eager's text."""
+    import trained_lm
+
+    folder = trained_lm.trained_llama(tmp_path / "model")
+    repo = "trained-owner/tiny-trained"
+    api, outcome = push_with_bot(hub, "trained-owner", repo, folder, "onnx", "default,q4f16")
+    (b,) = outcome["report"]["backends"]
+    variants = {v["kind"]: v for v in b["variants"]}
+    assert list(variants) == ["w8", "q4", "q4f16"], variants
+    for kind, v in variants.items():
+        assert v["status"] == "ok" and v["file"] == f"model_{kind}.onnx", v
+        assert v["runtime_ops"] == ["GatherBlockQuantized", "MatMulNBits"], v  # the tied table: one lookup
+        assert {"token_agreement", "forced_top1_agreement", "logprob_delta_mean"} <= set(v["quality"])
+    w8, q4 = variants["w8"], variants["q4"]
+    assert w8["quality"]["forced_top1_agreement"] >= 0.98 and w8["quality"]["logprob_delta_mean"] <= 0.05, w8
+    # Issue 25's goals, met on this 1 M-parameter model once the exporter's per-node debug records
+    # (0.48 MB of its 4.3 MB graph) are left out of every published file: measured 29.3 % and 18.7 %.
+    assert w8["size_share"] <= 0.30 and q4["size_share"] <= 0.20, (q4, w8)
+    assert q4["quality"]["forced_top1_agreement"] >= 0.85, q4
+    pr = f"refs/pr/{outcome['pr_num']}"
+    files = set(api.list_repo_files(repo, revision=pr))
+    assert {f"onnx/model_{k}.onnx" for k in variants} <= files and "onnx/model_quantized.onnx" not in files
+
+    card = Path(api.hf_hub_download(repo, "README.md", revision=pr)).read_text()
+    text = "hfexport validated this file against the original model."
+    (js,) = card_blocks(card, "js")
+    for dtype in ("q4", "q4f16"):
+        assert f"`onnx/model_{dtype}.onnx` ({dtype}) — transformers.js: `dtype: '{dtype}'`" in card
+        on_pr = js.replace('"main"]; //', f'"{pr}"]; //', 1).replace('dtype: "fp32"', f'dtype: "{dtype}"')
+        ran = run_js(on_pr, tmp_path / f"js-{dtype}")
+        written = ran.stdout.strip()
+        assert ran.returncode == 0 and written.startswith(text) and len(written) > len(text), ran.stderr[-2000:]
+        record(outcome, f"transformers.js `text-generation` (`dtype: '{dtype}'`)", "generates")
+    call = 'ORTModelForCausalLM.from_pretrained(repo, file_name="model_w8.onnx")'
+    assert f"`onnx/model_w8.onnx` (w8) — optimum: `{call}`" in card
+    assert "`onnx/model_w8.onnx` runs ONNX Runtime's own operators (GatherBlockQuantized, MatMulNBits)" in card
+    (optimum,) = [block for block in card_blocks(card) if "ORTModelForCausalLM" in block]
+    w8_block = optimum.replace('"main"  #', f'"{pr}"  #', 1).replace(
+        "from_pretrained(repo, revision=revision)",
+        'from_pretrained(repo, file_name="model_w8.onnx", revision=revision)',
+    )
+    ran = run_python(w8_block, tmp_path / "optimum-w8" / "hf-home")
+    assert ran.returncode == 0 and ran.stdout.strip() == eager_text(folder, text), (ran.stdout, ran.stderr[-2000:])
+    record(outcome, 'optimum `ORTModelForCausalLM` (`file_name="model_w8.onnx"`)', "eager's text")
