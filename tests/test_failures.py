@@ -102,17 +102,19 @@ def _worker_processes() -> list[int]:
     return pids
 
 
-def test_warm_workers_are_bounded_and_never_left_behind(tmp_path, tiny_bert_folder):
-    """Backend workers start before the plan exists so their imports overlap it: one idle worker ahead per
-    job slot, not one per backend, and none survives a run that turns out to need no export."""
+def test_one_worker_process_imports_ahead_and_none_is_left_behind(tmp_path, tiny_bert_folder):
+    """The worker process starts before the plan exists, so its imports overlap it: one process
+    whatever the number of backends (each backend's is forked from it when its job is handed over),
+    and none survives a run that turns out to need no export."""
     from hfexport.pipeline.export import BackendWorkers
 
-    with BackendWorkers(3, jobs=1) as workers:
+    with BackendWorkers(["dynamo", "onnx", "executorch"], jobs=1) as workers:
         assert len(_worker_processes()) == 1
         with workers.take():
-            assert len(_worker_processes()) == 2  # the next backend's worker imports while this one runs
+            assert len(_worker_processes()) == 1  # nothing forked before its job exists
         workers.skip()
-        workers.skip()  # the other backends were skipped: the spare is not needed
+        assert len(_worker_processes()) == 1  # a backend is left
+        workers.skip()  # the other backends were skipped: the worker process is not needed
         assert _worker_processes() == []
     # Planning fails after the workers started (an unknown architecture shows only once transformers
     # is imported): they go with the error.
@@ -121,6 +123,26 @@ def test_warm_workers_are_bounded_and_never_left_behind(tmp_path, tiny_bert_fold
     )
     with pytest.raises(hfexport.HfExportError, match="FancyNewModel"):
         hfexport.export(str(folder), tmp_path / "out", backends="dynamo,onnx")
+    assert _worker_processes() == []
+
+
+def test_a_backend_whose_worker_process_died_before_its_job_ends_at_once_with_the_cause(tmp_path, tiny_bert_folder):
+    """The worker process killed before it forked (by the OOM killer, say): the backend handed to it
+    ends at once with that signal as its cause, instead of waiting out its timeout."""
+    import signal
+
+    from hfexport.pipeline.export import BackendWorkers, _crash_reason
+    from hfexport.pipeline.plan import make_plan
+    from hfexport.report import WorkerJob
+
+    plan = make_plan(tiny_bert_folder, ["onnx"])
+    with BackendWorkers(["onnx"], jobs=1) as workers:
+        (pid,) = _worker_processes()
+        os.kill(pid, signal.SIGKILL)
+        with workers.take() as worker:
+            worker.hand(WorkerJob("onnx", "hfexport.backends", plan, str(tiny_bert_folder), str(tmp_path), True))
+            assert worker.process.wait(timeout=30) == -signal.SIGKILL
+            assert "SIGKILL" in _crash_reason(worker.process.returncode)
     assert _worker_processes() == []
 
 

@@ -125,7 +125,7 @@ def _planned(fetched: FetchedModel, names: list[str], task: str, trust_remote_co
         HfExportError subclasses: a task or model that cannot be planned, before any worker starts.
     """
     checked = check_request(fetched.model_dir, task, trust_remote_code)
-    with BackendWorkers(len(names), jobs) as workers:
+    with BackendWorkers(names, jobs) as workers:
         plan = plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked)
         yield dataclasses.replace(plan, **wanted), workers
 

@@ -485,7 +485,7 @@ def serve(
         max_queued_per_namespace=max_queued_per_namespace,
     )
     runner = (
-        LocalExecutor(timeout_s=job_timeout, warm=warm, backends=len(config.plan.backends))
+        LocalExecutor(timeout_s=job_timeout, warm=warm, backends=tuple(config.plan.backends))
         if executor == "local"
         else HfJobsExecutor(image=image, token=os.environ.get("HF_TOKEN"), timeout_s=job_timeout)
     )

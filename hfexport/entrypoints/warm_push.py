@@ -1,13 +1,13 @@
 """A warm push process: `hfexport push`, with its imports done and its workers started before its
 job exists (kept ready by the service's `WarmPushes`, `service/warm.py`).
 
-This process imports what `push` imports, starts the backend workers its first export will take
-(`pipeline.export.prestart`: each still a fresh process per backend, holding no secret), then
+This process imports what `push` imports, starts the worker process its export will take
+(`pipeline.export.prestart`: it holds no secret and forks a fresh process per backend), then
 blocks on one line of stdin — the job's `push` arguments as JSON — and runs it exactly as
 `hfexport push ARGS` runs. An empty line or a closed stdin ends it without running anything.
 
-`python -m hfexport.entrypoints.warm_push BACKENDS`: BACKENDS is how many backend workers to
-start ahead (the push takes as many as its jobs setting allows at once).
+`python -m hfexport.entrypoints.warm_push BACKENDS`: BACKENDS (comma-separated names, may be
+empty) are the backends whose exporters the worker process imports ahead.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import json
 import sys
 
 
-def main(backends: int) -> None:
-    """Import, pre-start the workers, wait for the job's arguments, then run them as `hfexport push`."""
+def main(backends: list[str]) -> None:
+    """Import, pre-start the worker process, wait for the job's arguments, then run them as `hfexport push`."""
     import torch  # noqa: F401  (what push's planning imports: the config's classes)
     import transformers  # noqa: F401
 
@@ -36,4 +36,4 @@ def main(backends: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
+    main([name for name in (sys.argv[1] if len(sys.argv) > 1 else "").split(",") if name])

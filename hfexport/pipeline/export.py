@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..settings import jobs as configured_jobs
@@ -110,21 +109,20 @@ def run_backends(
 
 
 class BackendWorkers:
-    """Worker processes started before their job exists, each to run one backend and exit.
+    """The worker process of one export (`python -m hfexport.worker`), started before the plan
+    exists, and the fresh process it forks for each backend's job.
 
-    A worker spends ~8 s importing torch, transformers and the exporters before it can do anything,
-    and the parent spends about as long planning (it imports the same libraries to read the model
-    class). Started before the plan, workers do their imports while the parent plans — and, with
-    `jobs=1`, the next backend's worker imports while the current one exports. Each then
-    takes its job on stdin. Isolation is unchanged: every backend gets a fresh process of its own.
+    The worker process spends ~5 s importing torch, transformers and the backends' exporters; the
+    parent spends about as long planning (it imports the same libraries to read the model class).
+    Started first, it imports while the parent plans. Each backend then gets a process of its own,
+    forked from it when its job is handed over: a crash, an OOM kill or a hang still costs that
+    backend alone, and no backend pays the imports again (see `hfexport/worker/__main__.py`).
 
-    Up to `jobs` idle workers (and one core fewer than the machine has) are kept warm while backends
-    remain, so `jobs=1` holds one exporting and one idle process, the idle one ~0.5 GB. Used as a
-    context manager; leaving it kills the idle ones, e.g. when planning fails or the exports come
-    from the cache.
+    Used as a context manager; leaving it ends the worker process, e.g. when planning fails or the
+    exports come from the cache. It also ends once no backend is left to run.
     """
 
-    def __init__(self, backends: int, jobs: int | None = None):
+    def __init__(self, backends: list[str], jobs: int | None = None):
         self.jobs = jobs or default_jobs()
         self.user = worker_user()  # HFEXPORT_WORKER_USER: checked here, before any process starts
         for path, what in ((Path(sys.executable).resolve(), "the Python interpreter"), (_PACKAGE, "hfexport's code")):
@@ -135,94 +133,104 @@ class BackendWorkers:
                 "Install Python and hfexport where other users can run them "
                 "(e.g. /usr/local, as the container does), not under a private home such as /root.",
             )
-        self._pending = backends  # backends not yet handed to a worker
-        self._idle: list[_Worker] = []
+        self.backends = list(backends)
+        self._pending = len(self.backends)  # backends not yet handed to a worker or skipped
+        self._running = 0
         self._lock = threading.Lock()
-        # Each worker gets its share of the cores for torch's thread pool when several run at once.
+        # Each backend gets its share of the cores for torch's thread pool when several run at once.
         self._threads = str(max(1, (os.cpu_count() or 1) // self.jobs)) if self.jobs > 1 else None
+        self._forks: _Forks | None = None
 
     def __enter__(self) -> BackendWorkers:
-        with self._lock:
-            self._top_up()
+        if self._pending:
+            self._forks = _prestarted(self._threads, self.user) or _Forks.start(self.backends, self._threads, self.user)
         return self
 
     def __exit__(self, *exc) -> None:
         with self._lock:
-            idle, self._idle = self._idle, []
-        for worker in idle:
-            worker.close()
+            forks, self._forks = self._forks, None
+        if forks is not None:
+            forks.close()
 
     def take(self) -> _Worker:
-        """A started worker for the next backend (a new one if none is idle)."""
+        """The worker of the next backend: its job folder, forked when its job is handed over."""
         with self._lock:
+            if self._forks is None:
+                raise RuntimeError("BackendWorkers is not open (use it as a context manager)")
             self._pending -= 1
-            worker = self._idle.pop(0) if self._idle else self._new()
-            self._top_up()
-        return worker
+            self._running += 1
+            return _Worker(self._forks, self.user, self._done)
 
     def skip(self) -> None:
-        """One backend will not run (skipped): one worker fewer is needed."""
+        """One backend will not run (skipped)."""
         with self._lock:
             self._pending -= 1
-            surplus = self._idle[max(0, self._pending) :]
-            del self._idle[max(0, self._pending) :]
-        for worker in surplus:
-            worker.close()
+        self._end_if_idle()
 
-    def _top_up(self) -> None:
-        # One core is left to the parent: its planning is what the workers wait for.
-        ahead = min(self.jobs, self._pending, max(1, (os.cpu_count() or 1) - 1))
-        while len(self._idle) < ahead:
-            self._idle.append(self._new())
+    def _done(self) -> None:
+        with self._lock:
+            self._running -= 1
+        self._end_if_idle()
 
-    def _new(self) -> _Worker:
-        """A worker started ahead by `prestart` with this pool's settings, else a new one."""
-        for index, (settings, worker) in enumerate(_PRESTARTED):
-            if settings == (self._threads, self.user) and worker.process.poll() is None:
-                del _PRESTARTED[index]
-                return worker
-        return _Worker.start(self._threads, self.user)
+    def _end_if_idle(self) -> None:
+        """No backend left to run: the worker process (~0.5 GB) goes now, not when the run ends."""
+        with self._lock:
+            forks = self._forks if self._pending <= 0 and self._running == 0 else None
+            if forks is not None:
+                self._forks = None
+        if forks is not None:
+            forks.close()
 
 
-# Workers started before this process knew its job (a warm push, `entrypoints/warm_push.py`),
-# with the settings they were started under: the first pool with the same settings takes them.
-_PRESTARTED: list[tuple[tuple[str | None, WorkerUser | None], _Worker]] = []
+# Worker processes started before this process knew its job (a warm push, `entrypoints/warm_push.py`),
+# with the settings they were started under: the first pool with the same settings takes one.
+_PRESTARTED: list[tuple[tuple[str | None, WorkerUser | None], _Forks]] = []
 
 
-def prestart(backends: int, jobs: int | None = None) -> None:
-    """Start the workers a `BackendWorkers(backends, jobs)` would start first, for a later pool of
-    this process to take: their imports are done before its job arrives."""
+def prestart(backends: list[str], jobs: int | None = None) -> None:
+    """Start the worker process a `BackendWorkers(backends, jobs)` would start, for a later pool of
+    this process to take: its imports are done before its job arrives."""
     pool = BackendWorkers(backends, jobs)
-    with pool._lock:
-        pool._top_up()
-        _PRESTARTED.extend(((pool._threads, pool.user), worker) for worker in pool._idle)
-        pool._idle = []
+    _PRESTARTED.append(((pool._threads, pool.user), _Forks.start(pool.backends, pool._threads, pool.user)))
 
 
-@dataclass
-class _Worker:
-    """One `python -m hfexport.worker JOB_DIR` process, importing or waiting for its job."""
+def _prestarted(threads: str | None, user: WorkerUser | None) -> _Forks | None:
+    for index, (settings, forks) in enumerate(_PRESTARTED):
+        if settings == (threads, user) and forks.process.poll() is None:
+            del _PRESTARTED[index]
+            return forks
+    return None
 
-    process: subprocess.Popen
-    job_dir: tempfile.TemporaryDirectory
-    log: object
+
+class _Forks:
+    """The parent's side of `python -m hfexport.worker`: asks it to fork a child per job and learns,
+    from the lines it writes, each child's pid and how it ended."""
+
+    def __init__(self, process: subprocess.Popen, home: tempfile.TemporaryDirectory, log):
+        self.process, self.home, self.log = process, home, log
+        self._lock = threading.Lock()
+        self._by_dir: dict[str, _Forked] = {}
+        self._by_pid: dict[int, _Forked] = {}
+        self._gone: int | None = None  # its exit code, once it has ended
+        self._reader = threading.Thread(target=self._read, name="worker-forks", daemon=True)
+        self._reader.start()
 
     @classmethod
-    def start(cls, threads: str | None, user: WorkerUser | None = None) -> _Worker:
-        job_dir = tempfile.TemporaryDirectory(prefix="hfexport-worker-")
-        lend(Path(job_dir.name), user)
-        log = open(Path(job_dir.name) / "worker.log", "wb")
-        # Under another user the worker's home and the repo's imported code live in its job folder.
-        own = {"HOME": job_dir.name, "HF_MODULES_CACHE": str(Path(job_dir.name) / "modules")} if user else {}
-        # A session of its own, so a timeout kills the worker's children too.
+    def start(cls, backends: list[str], threads: str | None, user: WorkerUser | None) -> _Forks:
+        home = tempfile.TemporaryDirectory(prefix="hfexport-workers-")
+        lend(Path(home.name), user)
+        log = open(Path(home.name) / "workers.log", "wb")
+        # Under another user the workers' home and the repo's imported code live in its own folder.
+        own = {"HOME": home.name, "HF_MODULES_CACHE": str(Path(home.name) / "modules")} if user else {}
+        # A session of its own: ending it leaves no process behind (its children die with it).
         process = subprocess.Popen(
-            [sys.executable, "-m", "hfexport.worker", job_dir.name],
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            [sys.executable, "-m", "hfexport.worker", ",".join(backends)],
             stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
             start_new_session=True,
             preexec_fn=sandboxed(user),
-            # The worker loads the repo's weights (pickles, with --allow-pickle) and code: no secrets.
+            # The workers load the repo's weights (pickles, with --allow-pickle) and code: no secrets.
             env=child_env(
                 {
                     **own,
@@ -232,27 +240,124 @@ class _Worker:
                 }
             ),
         )
-        return cls(process, job_dir, log)
+        return cls(process, home, log)
+
+    def fork(self, job_dir: Path, child: _Forked) -> None:
+        """Ask for a child running the job in `job_dir`; `child` learns its pid and its end."""
+        with self._lock:
+            if self._gone is not None:
+                child.note = _tail(Path(self.home.name) / "workers.log")
+                child.ended(self._gone)
+                return
+            self._by_dir[str(job_dir)] = child
+            try:
+                self.process.stdin.write(f"fork {job_dir}\n".encode())
+                self.process.stdin.flush()
+            except (BrokenPipeError, ValueError):  # it died importing: `_read` ends `child` with its code
+                pass
+
+    def kill(self) -> None:
+        _kill_group(self.process)
+
+    def close(self) -> None:
+        self.kill()
+        self._reader.join()
+        for pipe in (self.process.stdin, self.process.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        self.log.close()
+        self.home.cleanup()
+
+    def _read(self) -> None:
+        for raw in self.process.stdout:
+            word, _, rest = raw.decode(errors="replace").rstrip("\n").partition(" ")
+            with self._lock:
+                if word == "pid":
+                    pid, _, job_dir = rest.partition(" ")
+                    child = self._by_dir.pop(job_dir, None)
+                    if child is not None:
+                        self._by_pid[int(pid)] = child
+                        child.pid = int(pid)
+                elif word == "exit":
+                    pid, _, code = rest.partition(" ")
+                    child = self._by_pid.pop(int(pid), None)
+                    if child is not None:
+                        child.ended(int(code))
+        # It ended: a child it forked died with it (SIGKILL, set when forked); one it never forked
+        # shares its end, and its log says why (a failed import, say).
+        code = self.process.wait()
+        with self._lock:
+            self._gone = code
+            left = [*self._by_pid.values(), *self._by_dir.values()]
+            self._by_pid.clear()
+            self._by_dir.clear()
+        for child in left:
+            if child.pid is None:
+                child.note = _tail(Path(self.home.name) / "workers.log")
+            child.ended(-signal.SIGKILL if child.pid is not None else code)
+
+
+class _Forked:
+    """One backend's process, forked by the worker process: what `_wait` needs of a `Popen`."""
+
+    def __init__(self, forks: _Forks):
+        self.forks = forks
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self.note = ""  # the worker process's log, where it ended before forking this one
+        self._ended = threading.Event()
+
+    def ended(self, code: int) -> None:
+        self.returncode = code
+        self._ended.set()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired("hfexport.worker", timeout or 0)
+        return self.returncode  # type: ignore[return-value]
+
+    def kill(self) -> None:
+        """SIGKILL to its session (the job's own children too); the worker process itself when the
+        job was never forked (still importing)."""
+        if self.pid is None:
+            self.forks.kill()
+            return
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class _Worker:
+    """One backend's job folder and, once handed its job, the process forked to run it."""
+
+    def __init__(self, forks: _Forks, user: WorkerUser | None, done: Callable[[], None]):
+        self.job_dir = tempfile.TemporaryDirectory(prefix="hfexport-worker-")
+        lend(Path(self.job_dir.name), user)
+        self.process = _Forked(forks)
+        self._handed = False
+        self._done = done
 
     @property
     def path(self) -> Path:
         return Path(self.job_dir.name)
 
     def hand(self, job: WorkerJob) -> None:
-        """Give the worker its job: the file first, then the line on stdin it is waiting for."""
+        """Give the worker its job: the file first, then the fork that runs it."""
         (self.path / "job.json").write_text(job.to_json())
-        try:
-            self.process.stdin.write(b"start\n")
-            self.process.stdin.close()
-        except BrokenPipeError:  # it died while importing: `_run` reports the crash
-            pass
+        self._handed = True
+        self.process.forks.fork(self.path, self.process)
 
     def close(self) -> None:
-        _kill_group(self.process)
-        if not self.process.stdin.closed:
-            self.process.stdin.close()
-        self.log.close()
+        if self._handed and self.process.poll() is None:
+            _kill_group(self.process)
         self.job_dir.cleanup()
+        self._done()
 
     def __enter__(self) -> _Worker:
         return self
@@ -270,7 +375,7 @@ def _run(worker: _Worker, job: WorkerJob, timeout_s: float, progress: Progress) 
     # Ctrl-C or a failing progress callback: the caller's `with worker` kills it on the way out.
     status = _wait(worker.process, worker.path, name, started, timeout_s, progress)
     wall = round(time.perf_counter() - started, 2)
-    log_tail = _tail(worker.path / "worker.log")
+    log_tail = _tail(worker.path / "worker.log") or worker.process.note
     result_path = worker.path / "result.json"
     fault = injected_fault(name)
     if status == "timeout":
@@ -320,11 +425,14 @@ def _wait(process, job_path: Path, name: str, started: float, timeout_s: float, 
             last_stage = stage
 
 
-def _kill_group(process) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+def _kill_group(process: subprocess.Popen | _Forked) -> None:
+    if isinstance(process, _Forked):
+        process.kill()
+    else:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     process.wait()
 
 

@@ -57,13 +57,13 @@ def hardware_groups(job: Job) -> dict[str, list[str]]:
 @dataclass
 class LocalExecutor:
     """`hfexport push` in a child process of the service (which dies with it). With `warm`, that
-    many push processes are kept ready, their imports and first backend workers done before their
+    many push processes are kept ready, their imports and their worker process's done before their
     job arrives (`warm.py`, `entrypoints/warm_push.py`); each still runs one job and exits."""
 
     timeout_s: float = 4 * 3600
     env: dict[str, str] = field(default_factory=dict)
     warm: int = 0
-    backends: int = 1  # how many backend workers a warm push starts ahead (its plan's backends)
+    backends: tuple[str, ...] = ()  # the backends whose exporters a warm push's worker process imports ahead
 
     def __post_init__(self) -> None:
         self._pushes = WarmPushes(self._start_warm, self.warm) if self.warm else None
@@ -82,7 +82,7 @@ class LocalExecutor:
         )
 
     def _start_warm(self) -> subprocess.Popen:
-        return self._popen("hfexport.entrypoints.warm_push", str(self.backends))
+        return self._popen("hfexport.entrypoints.warm_push", ",".join(self.backends))
 
     def run(self, job: Job) -> dict:
         if self._pushes is not None:
