@@ -118,8 +118,8 @@ def _preflight(
 
 @contextmanager
 def _planned(fetched: FetchedModel, names: list[str], task: str, trust_remote_code: bool, wanted: dict, jobs=None):
-    """The plan for `fetched` (what both jobs export), and the backend workers, started before it
-    so that they import torch and the exporters while this process plans (it imports them too).
+    """The plan for `fetched` (what both jobs export), and the worker process, started before it
+    so that it imports torch and the exporters while this process plans (it imports them too).
 
     Raises:
         HfExportError subclasses: a task or model that cannot be planned, before any worker starts.

@@ -4,7 +4,8 @@ Why a process per backend: tracing patches torch internals, ExecuTorch lowering 
 GB, and a native crash takes its process down. Isolated, a backend that crashes, is OOM-killed or
 hangs is reported as such, and the other backends' results are kept. The worker
 exports, saves and validates (`hfexport/worker/`); this module only starts it, watches it and
-reads its result, a `BackendResult` the worker wrote with `to_dict()`.
+reads its result, a `BackendResult` the worker wrote with `to_dict()`. Each backend's process is
+forked from one worker process that did the imports once (`BackendWorkers`).
 """
 
 from __future__ import annotations
