@@ -1,12 +1,15 @@
 """hfexport/pipeline/cache.py: a kept export is reused for another commit of the same content, a
-failed one never is."""
+failed one never is; a request exported before finds its export without a plan."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from hfexport.pipeline.cache import cached
-from hfexport.report import REPORT_FILE, BackendResult, ExportPlan, Report, Source, Split, Status
+from pathlib import Path
+
+from hfexport.pipeline.cache import by_request, cached, remember, request_key
+from hfexport.pipeline.fetch import FetchedModel
+from hfexport.report import REPORT_FILE, BackendResult, ExportPlan, ExportRequest, Report, Source, Split, Status
 
 
 def _kept(folder, status: Status) -> None:
@@ -14,7 +17,7 @@ def _kept(folder, status: Status) -> None:
         "feature-extraction", "BertModel", "BertModel", "bert", "single", "text", False, Split.SINGLE, ["onnx"]
     )
     backend = BackendResult("onnx", status, "onnx", source_sha="a" * 40)
-    folder.mkdir()
+    folder.mkdir(parents=True)
     (folder / REPORT_FILE).write_text(Report(Source("hub", "o/m", "a" * 40), plan, [backend]).to_json())
 
 
@@ -30,3 +33,36 @@ def test_nothing_or_a_failure_is_not_reused(tmp_path):
     assert cached(tmp_path / "missing", Source("hub", "o/m", "b" * 40)) is None
     _kept(tmp_path / "failed", Status.FAILED)
     assert cached(tmp_path / "failed", dataclasses.replace(Source("hub", "o/m", "b" * 40))) is None
+
+
+def _fetched(content: str) -> FetchedModel:
+    return FetchedModel(Source("hub", "o/m", "a" * 40), Path("/nowhere"), ("model.safetensors",), True, content)
+
+
+def test_a_request_finds_its_export_and_another_request_does_not(tmp_path, monkeypatch):
+    monkeypatch.setenv("HFEXPORT_CACHE", str(tmp_path))
+    key = request_key(_fetched("c1"), ["onnx", "dynamo"], ExportRequest("auto", ["int8"]), False)
+    _kept(tmp_path / "exports" / "c1-plan", Status.OK)
+    assert by_request(key, Source("hub", "o/m", "b" * 40)) is None  # not remembered yet
+    remember(key, tmp_path / "exports" / "c1-plan")
+    report = by_request(key, Source("hub", "o/m", "b" * 40))
+    assert report is not None and report.out_dir == str(tmp_path / "exports" / "c1-plan")
+    # The same request in another order is the same; other content, backends, variants, task or trust are not.
+    assert request_key(_fetched("c1"), ["dynamo", "onnx"], ExportRequest("auto", ["int8"]), False) == key
+    others = [
+        request_key(_fetched("c2"), ["onnx", "dynamo"], ExportRequest("auto", ["int8"]), False),
+        request_key(_fetched("c1"), ["onnx"], ExportRequest("auto", ["int8"]), False),
+        request_key(_fetched("c1"), ["onnx", "dynamo"], ExportRequest("auto", []), False),
+        request_key(_fetched("c1"), ["onnx", "dynamo"], ExportRequest("fill-mask", ["int8"]), False),
+        request_key(_fetched("c1"), ["onnx", "dynamo"], ExportRequest("auto", ["int8"]), True),
+    ]
+    assert key not in others and len(set(others)) == len(others)
+
+
+def test_a_remembered_failure_or_a_name_outside_the_cache_is_not_reused(tmp_path, monkeypatch):
+    monkeypatch.setenv("HFEXPORT_CACHE", str(tmp_path))
+    _kept(tmp_path / "exports" / "failed", Status.FAILED)
+    remember("k1", tmp_path / "exports" / "failed")
+    assert by_request("k1", Source("hub", "o/m", "b" * 40)) is None
+    (tmp_path / "requests" / "k2").write_text("../../elsewhere")
+    assert by_request("k2", Source("hub", "o/m", "b" * 40)) is None

@@ -249,6 +249,29 @@ class TestLifecycle:
             assert token not in path.read_text()
         assert token.encode() not in b"".join(p.read_bytes() for p in (hub.root / "blobs").iterdir())
 
+    def test_a_request_exported_before_is_published_without_planning_or_importing_torch(self, hub, accounts, first):
+        """Another README-only commit, pushed by `hfexport push` with the same backends: the export
+        is found by the request (the content and what was asked), so the push neither plans (which
+        imports torch and the model's classes) nor starts a worker process, and updates the PR."""
+        owner = _api(hub, accounts["alice"])
+        edited = OWNER_README.replace("# Tiny BERT", "# Tiny BERT, retitled again")
+        owner.upload_file(path_or_fileobj=edited.encode(), path_in_repo="README.md", repo_id=self.repo)
+        result = run_cli(
+            "push",
+            self.repo,
+            "--backends",
+            "onnx,dynamo",
+            "--json",
+            env={"HF_TOKEN": accounts["bot"], "PYTHONPROFILEIMPORTTIME": "1"},
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert json.loads(result.stdout)["action"] == "updated"
+        assert "reusing the cached exports" in result.stderr
+        imported = {
+            line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")
+        }
+        assert "huggingface_hub" in imported and not {"torch", "transformers", "hfexport.worker"} & imported
+
 
 # ── closed PRs, opt-out, dry run ─────────────────────────────────────────────
 

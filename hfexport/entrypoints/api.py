@@ -205,15 +205,22 @@ def push(
     def exported(resolved: Source) -> Report:
         too_large, jobs = _preflight(resolved, names, None, token, force_memory, cache_dir(), bool(wanted["variants"]))
         fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
-        with _planned(fetched, names, task, trust_remote_code, wanted, jobs) as (plan, workers):
-            out_dir = cache.export_dir(fetched, plan)
-            kept = cache.cached(out_dir, resolved)
-            if kept is not None:
-                log(f"reusing the cached exports in {out_dir}")
-                return kept
-            return _export_into(
-                out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress, too_large=too_large
-            )
+        key = cache.request_key(fetched, names, request, trust_remote_code)
+        kept = cache.by_request(key, resolved)  # asked and exported before: no plan needed
+        if kept is None:
+            with _planned(fetched, names, task, trust_remote_code, wanted, jobs) as (plan, workers):
+                out_dir = cache.export_dir(fetched, plan)
+                kept = cache.cached(out_dir, resolved)
+                if kept is None:
+                    report = _export_into(
+                        out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress, too_large=too_large
+                    )
+                    if report.ok:
+                        cache.remember(key, out_dir)
+                    return report
+                cache.remember(key, out_dir)
+        log(f"reusing the cached exports in {kept.out_dir}")
+        return kept
 
     report = exported(resolved)
     # Another runner (the GPU job, a second HF Job) may commit to the same PR meanwhile: our write
