@@ -151,7 +151,9 @@ class _Service:
             self.process.wait(timeout=60)
 
 
-def fleet(repos: int, commits: int, day_s: float, kills: int, workers: int, fault_rate: float, seed: int = 0) -> dict:
+def fleet(
+    repos: int, commits: int, day_s: float, kills: int, workers: int, fault_rate: float, warm: int = 0, seed: int = 0
+) -> dict:
     """The fleet run (see the module's docstring); returns its figures."""
     work, hub = _local_hub()
     import tiny_models
@@ -174,7 +176,9 @@ def fleet(repos: int, commits: int, day_s: float, kills: int, workers: int, faul
     seeded_s = time.perf_counter() - started
 
     env = {**os.environ, "HF_TOKEN": bot, "HFEXPORT_WEBHOOK_SECRET": SECRET}
-    args = ["--db", str(work / "queue.sqlite"), "--backends", "onnx", "--workers", str(workers)]
+    # Cold pushes by default: a job whose request was exported before (a README edit) needs no
+    # torch, and a warm push would have imported it, and started a worker process, for nothing.
+    args = ["--db", str(work / "queue.sqlite"), "--backends", "onnx", "--workers", str(workers), "--warm", str(warm)]
     args += [a for ns in namespaces for a in ("--watch", f"{ns}/*")]
     # Retries in seconds to minutes (the default's minutes to an hour would outlast the run), no PR
     # pacing below what this machine does (it measures jobs/hour), a reconcile pass a quarter-day.
@@ -263,6 +267,7 @@ def fleet(repos: int, commits: int, day_s: float, kills: int, workers: int, faul
         "day_s": day_s,
         "kills": len(restarts),
         "workers": workers,
+        "warm": warm,
         "fault_rate": fault_rate,
         "faults_injected": dict(hub.settings.faults.injected),
         "seeded_s": seeded_s,
@@ -289,7 +294,8 @@ def fleet_section(f: dict) -> str:
             FLEET_START,
             "## Webhook service: a fleet through a simulated day",
             "",
-            f"`bench/fleet.py`: `hfexport serve` (`--workers {f['workers']}`, `--backends onnx`) watching",
+            f"`bench/fleet.py`: `hfexport serve` (`--workers {f['workers']}`, `--warm {f.get('warm', 1)}`, "
+            "`--backends onnx`) watching",
             f"{f['repos']} repos in ten namespaces (`ns*/*`); {f['commits']} owners' commits over {f['day_s']:g} s",
             "(README-like edits and 2 % new weights; busy repos far busier, a tenth in bursts of three); the",
             f"Hub failing {f['fault_rate']:.0%} of requests ({faults});",
@@ -358,10 +364,11 @@ def main() -> None:
     parser.add_argument("--day", type=float, default=3600, help="fleet: the simulated day's length, seconds")
     parser.add_argument("--kills", type=int, default=2, help="fleet: kill -9 and restarts of the service")
     parser.add_argument("--workers", type=int, default=2, help="fleet: the service's --workers")
+    parser.add_argument("--fleet-warm", type=int, default=0, help="fleet: the service's --warm (0: cold pushes)")
     parser.add_argument("--faults", type=float, default=0.03, help="fleet: share of Hub requests that fail")
     args = parser.parse_args()
     if args.part in ("fleet", "both"):
-        figures = fleet(args.repos, args.commits, args.day, args.kills, args.workers, args.faults)
+        figures = fleet(args.repos, args.commits, args.day, args.kills, args.workers, args.faults, args.fleet_warm)
         write(fleet_section(figures), FLEET_START, FLEET_END)
         print(json.dumps(figures))
     if args.part in ("warm", "both"):
