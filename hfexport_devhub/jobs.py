@@ -112,8 +112,8 @@ class JobRunner:
 
     def _time_out(self, job: LocalJob) -> None:
         if job.process is not None and job.process.poll() is None:
+            job.process.kill()  # before the stage says so: a client that reads ERROR finds it ended
             job.stage, job.message = "ERROR", f"timed out after {job.spec['timeoutSeconds']} s"
-            job.process.kill()
 
     def _follow(self, job: LocalJob) -> None:
         for line in job.process.stdout:
