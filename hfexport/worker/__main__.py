@@ -52,7 +52,7 @@ def main(backends: list[str]) -> int:
 
         quiet_known_noise()
     _preload(backends)
-    preloaded = time.perf_counter()
+    preloaded = (time.perf_counter(), peak_mb())  # when, and at what peak, the imports ended
     children: set[int] = set()
     pending = b""
     while True:
@@ -82,7 +82,7 @@ def _say(line: str) -> None:
     sys.stdout.flush()
 
 
-def _fork(job_path: Path, preloaded: float) -> int:
+def _fork(job_path: Path, preloaded: tuple[float, float]) -> int:
     """A child running the job in `job_path`, its output in the job's log; its pid (in this process)."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -112,9 +112,10 @@ def _fork(job_path: Path, preloaded: float) -> int:
         os._exit(code)
 
 
-def run(job_path: Path, preloaded: float) -> int:
-    """Run the job in `job_path` (in a forked child): export, save, validate, and write `result.json`."""
-    marks: list[tuple[str, float, float]] = [("starting", _STARTED, 0.0), ("waiting for the plan", preloaded, 0.0)]
+def run(job_path: Path, preloaded: tuple[float, float]) -> int:
+    """Run the job in `job_path` (in a forked child): export, save, validate, and write `result.json`.
+    `preloaded`: when the worker process's imports ended, and its peak RSS then (the first stage's)."""
+    marks: list[tuple[str, float, float]] = [("starting", _STARTED, 0.0), ("waiting for the plan", *preloaded)]
     job = WorkerJob.from_json((job_path / "job.json").read_text())
     backend_name = job.backend
     from ..backends import get_backend
