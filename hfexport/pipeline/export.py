@@ -247,8 +247,7 @@ class _Forks:
         """Ask for a child running the job in `job_dir`; `child` learns its pid and its end."""
         with self._lock:
             if self._gone is not None:
-                child.note = _tail(Path(self.home.name) / "workers.log")
-                child.ended(self._gone)
+                self._end_unforked(child, self._gone)
                 return
             self._by_dir[str(job_dir)] = child
             try:
@@ -286,8 +285,7 @@ class _Forks:
                     child = self._by_pid.pop(int(pid), None)
                     if child is not None:
                         child.ended(int(code))
-        # It ended: a child it forked died with it (SIGKILL, set when forked); one it never forked
-        # shares its end, and its log says why (a failed import, say).
+        # It ended: a child it forked died with it (SIGKILL, set when forked).
         code = self.process.wait()
         with self._lock:
             self._gone = code
@@ -296,8 +294,14 @@ class _Forks:
             self._by_dir.clear()
         for child in left:
             if child.pid is None:
-                child.note = _tail(Path(self.home.name) / "workers.log")
-            child.ended(-signal.SIGKILL if child.pid is not None else code)
+                self._end_unforked(child, code)
+            else:
+                child.ended(-signal.SIGKILL)
+
+    def _end_unforked(self, child: _Forked, code: int) -> None:
+        """A job it never forked shares its end (`code`), and its log says why (a failed import, say)."""
+        child.note = _tail(Path(self.home.name) / "workers.log")
+        child.ended(code)
 
 
 class _Forked:
