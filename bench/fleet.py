@@ -300,9 +300,15 @@ def fleet_section(f: dict) -> str:
             "(README-like edits and 2 % new weights; busy repos far busier, a tenth in bursts of three); the",
             f"Hub failing {f['fault_rate']:.0%} of requests ({faults});",
             f"the service killed with -9 and restarted {f['kills']} times. Run on this machine (2 cores), one run.",
-            f"At {f['jobs_done_per_hour']:.0f} jobs an hour here, 1,000 repos' first jobs alone would take",
-            f"{1000 / max(1.0, f['jobs_done_per_hour']):.1f} h: the 1,000-repo day",
-            "(`--repos 1000 --commits 2000 --day 3600`) is a run of its own.",
+            *(
+                []
+                if f["repos"] >= 1000
+                else [
+                    f"At {f['jobs_done_per_hour']:.0f} jobs an hour here, 1,000 repos' first jobs alone would take",
+                    f"{1000 / max(1.0, f['jobs_done_per_hour']):.1f} h: the 1,000-repo day",
+                    "(`--repos 1000 --commits 2000 --day 3600`) is a run of its own.",
+                ]
+            ),
             "",
             "| figure | value |",
             "|---|---|",

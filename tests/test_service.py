@@ -888,6 +888,36 @@ def test_reconcile_queues_what_webhooks_missed_across_a_namespace_a_watch_file_a
         service.stop()
 
 
+def test_a_reconcile_pass_keeps_to_the_namespace_cap_and_the_next_pass_queues_the_rest(hub, tmp_path):
+    """A watched namespace of three repos and a cap of two waiting jobs per namespace: the first pass
+    queues two heads and leaves the third for later (as its webhook would get 503); once a job is
+    done, the next pass queues it."""
+    from hfexport.entrypoints.service.queue import JobQueue
+    from hfexport.entrypoints.service.watch import Reconciler, Watch
+
+    api = _api(hub, hub.add_user("capped-recon"))
+    for i in range(3):
+        api.create_repo(f"capped-recon/r{i}")
+        api.upload_file(path_or_fileobj=b"{}", path_in_repo="config.json", repo_id=f"capped-recon/r{i}")
+    plan = JobPlan(("dynamo",))
+    queue = JobQueue(tmp_path / "q.sqlite", max_queued_per_namespace=2)
+    reconciler = Reconciler(
+        Watch(frozenset({"capped-recon/*"})),
+        lambda repo_id, sha: queue.enqueue(repo_id, sha, plan, is_head=True)[1],
+        api,
+        full=queue.full,
+    )
+
+    assert reconciler.run_once() == {"visited": 3, "queued": 2, "deferred": 1, "unreadable": 0}
+    assert len(queue.list()) == 2
+    claimed = queue.claim()
+    assert claimed is not None
+    job, token = claimed
+    assert queue.finish(job.id, token, {"action": "opened"})
+    assert reconciler.run_once() == {"visited": 3, "queued": 1, "deferred": 0, "unreadable": 0}
+    assert {j.repo_id for j in queue.list()} == {f"capped-recon/r{i}" for i in range(3)}
+
+
 def test_pr_writes_are_paced_for_the_fleet_and_a_429_pauses_every_worker(tmp_path):
     """A token bucket of 60 writes an hour, bursts of 2, on a simulated clock: five repos' jobs start
     two at once, then one a minute, none early, and a job put back to wait for its token has not

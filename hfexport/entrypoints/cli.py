@@ -309,6 +309,7 @@ def _from_webhook_env(expected: str | None) -> tuple[str | None, str]:
     """`(repo id, sha)` from $WEBHOOK_PAYLOAD, or `(None, why it is ignored)`."""
 
     from .service import BadPayload, IgnoredEvent, parse_event
+    from .service.watch import Watch
 
     raw = os.environ.get("WEBHOOK_PAYLOAD")
     if not raw:
@@ -316,7 +317,10 @@ def _from_webhook_env(expected: str | None) -> tuple[str | None, str]:
             "--from-webhook-env was given but WEBHOOK_PAYLOAD is empty.",
             "Run inside a Job started by a Hub webhook, or pass REPO_ID.",
         )
-    watch = {expected} if expected else {"*"}
+    try:
+        watch = Watch(frozenset({expected or "*"}))
+    except ValueError as e:
+        raise HfExportError(f"REPO_ID: {e}.", "Pass the repo the webhook is for as namespace/name, or none.") from None
     try:
         return parse_event(json.loads(raw), watch)
     except (ValueError, BadPayload) as e:
@@ -495,7 +499,7 @@ def serve(
         return queue.enqueue(repo_id, sha, config.plan, is_head=True)[1]
 
     hub = HfApi(token=os.environ.get("HF_TOKEN"))
-    reconciler = Reconciler(watched, queue_head, hub, config.branch, reconcile_every)
+    reconciler = Reconciler(watched, queue_head, hub, config.branch, reconcile_every, full=queue.full)
     if reconcile_every:
         reconciler.start()
     try:

@@ -52,8 +52,8 @@ _RATE_LIMITED = re.compile(r"\b429\b|Too Many Requests|rate limit", re.I)
 @dataclass
 class ServiceConfig:
     secret: str
-    # Repos acted on (`watch.Watch`); a set of ids and patterns is read as one.
-    watch: Watch | set[str]
+    # Repos acted on; a set of ids and patterns is read as one `Watch`.
+    watch: Watch
     plan: JobPlan  # what every watched repo gets
     workers: int = 1
     # A transient failure (the Hub down, 5xx, 429) is retried after backoff_s, then 4x longer each
@@ -90,7 +90,7 @@ class BadPayload(Exception):
     pass
 
 
-def parse_event(payload: object, watch: Watch | set[str], branch: str = "main") -> tuple[str, str]:
+def parse_event(payload: object, watch: Watch, branch: str = "main") -> tuple[str, str]:
     """`(repo id, head sha)` of an event that should trigger an export.
 
     Raises:
@@ -109,7 +109,7 @@ def parse_event(payload: object, watch: Watch | set[str], branch: str = "main") 
     name = repo["name"]
     if not isinstance(name, str) or "/" not in name or not is_repo_id(name):
         raise BadPayload(f"repo name {name[:100]!r} is not a Hub repo id (namespace/name)")
-    if not (watch if isinstance(watch, Watch) else Watch(frozenset(watch))).matches(name):
+    if not watch.matches(name):
         raise IgnoredEvent(f"{name} is not watched")
     refs = payload.get("updatedRefs")
     branch_ref = f"refs/heads/{branch}"

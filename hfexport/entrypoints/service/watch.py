@@ -93,10 +93,21 @@ class Reconciler:
         api: an `HfApi` (list_models, model_info).
         branch: the branch whose head is exported.
         every_s: seconds between passes, the first on start.
+        full: `full(repo_id)`: the queue refuses new work of the repo (its namespace at its cap):
+            the repo is left to a later pass, as a webhook would get 503 for it.
     """
 
-    def __init__(self, watch: Watch, enqueue: Callable[[str, str], bool], api, branch: str = "main", every_s=3600.0):
+    def __init__(
+        self,
+        watch: Watch,
+        enqueue: Callable[[str, str], bool],
+        api,
+        branch: str = "main",
+        every_s: float = 3600.0,
+        full: Callable[[str], bool] = lambda repo_id: False,
+    ):
         self.watch, self.enqueue, self.api, self.branch, self.every_s = watch, enqueue, api, branch, every_s
+        self.full = full
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="reconciler", daemon=True)
         self.passes = 0
@@ -111,12 +122,16 @@ class Reconciler:
             self._thread.join(timeout=5)
 
     def run_once(self) -> dict[str, int]:
-        """One pass: returns how many repos were visited, queued, and could not be read."""
-        visited = queued = unreadable = 0
+        """One pass: returns how many repos were visited, queued, left for a later pass (the
+        queue full for them) and could not be read."""
+        visited = queued = deferred = unreadable = 0
         for repo_id in self.watch.resolve(self.api):
             if self._stop.is_set():
                 break
             visited += 1
+            if self.full(repo_id):
+                deferred += 1
+                continue
             try:
                 head = self.api.model_info(repo_id, revision=self.branch).sha
             except Exception as e:  # gone, private, the Hub down: the next pass looks again
@@ -125,7 +140,7 @@ class Reconciler:
                 continue
             queued += bool(head and self.enqueue(repo_id, head))
         self.passes += 1
-        figures = {"visited": visited, "queued": queued, "unreadable": unreadable}
+        figures = {"visited": visited, "queued": queued, "deferred": deferred, "unreadable": unreadable}
         log.info(json.dumps({"msg": "reconciled", **figures}))
         return figures
 
