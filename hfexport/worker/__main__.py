@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from ..proc import die_with_parent
 from ..report import BackendResult, WorkerJob, describe_error
 from ..settings import quiet_noise
-from .memory import peak_mb
+from .memory import peak_mb, return_freed
 
 if TYPE_CHECKING:
     from ..backends import Backend
@@ -288,6 +288,7 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
         )
 
     if validation.passed and backend.layout is not None:
+        return_freed()  # the variants' graphs and sessions: the layout rewrites the fp32 graph where they were
         stage("laying out for loaders")
         result.layout, renamed = backend.layout(out_dir, components, split.loaders)
         result.programs = {c: renamed.get(file, file) for c, file in result.programs.items()}
@@ -300,6 +301,8 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
             paths = {c: out_dir / file for c, file in result.programs.items()}
             run = loaders_run(paths, reference.config)
             validation.checks.append(compare_generation("loaders_layout", reference, split, run, traced, other))
+            del run  # one session at a time: each variant's below is loaded where the fp32 one was
+            return_freed()
             origin = {new: old for old, new in renamed.items()}
             for variant in result.variants:
                 # A variant's own figures, from its published files as the loaders run them.
@@ -311,6 +314,8 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
                     }
                     published = loaders_run({**paths, **swapped}, reference.config)
                     rejudge_published(variant, split, published, reference, traced, other, out_dir)
+                    del published
+                    return_freed()
         rebase_shares(result.variants, out_dir)
 
     files = sorted(p for p in out_dir.rglob("*") if p.is_file())

@@ -85,6 +85,7 @@ def run_variants(
 
     from ..report import Status
     from ..variants import VariantJob, misses, thresholds_for, variants_of
+    from .memory import return_freed
 
     plan, backend = split.plan, exporting.backend
     components = list(split.components)
@@ -93,6 +94,7 @@ def run_variants(
     results = []
     shared = tempfile.TemporaryDirectory(prefix="variants-shared-")  # what several variants of this export use
     for variant in variants_of(backend.name, plan.variants, split.generates):
+        return_freed()  # what validation or the last variant freed: each variant starts near the floor
         stage(f"variant {variant.kind}")
         outcome = VariantResult(variant.kind, Status.FAILED, thresholds=thresholds_for(variant.kind, plan.min_quality))
         skipped = why_skipped(variant, split, backend.name)
@@ -209,7 +211,12 @@ class _Judge:
 
         from .validate import generation_quality, greedy_loop, paired_speedup, quality_figures
 
+        from .memory import return_freed
+
         split, reference, other = self.split, self.reference, self.other
+        # The recipe's float graph is freed by now, not yet handed back: the candidate and the fp32
+        # program (for the paired timing) are loaded where it was.
+        return_freed()
         candidate = ExportedModel.from_pretrained(derived.folder, device=self.device)
         dtype = getattr(torch, derived.float_inputs or "float32")  # a float16 program takes float16 pixels/audio
         if not split.generates:

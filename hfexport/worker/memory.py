@@ -39,22 +39,44 @@ def free_weights(module) -> None:
     module.to("meta")
 
 
-def drop_checkpoint_pages(suffix: str = ".safetensors") -> int:
-    """Drop the resident pages of every mapping of a `suffix` file in this process, and return the
-    freed heap to the system (glibc keeps it otherwise). Returns the bytes of the mappings dropped
-    (0 where the system has no such call: nothing happens there)."""
-    gc.collect()
+def _libc():
+    """The C library, or None where there is none to call (nothing is then handed back)."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    except OSError:
+        return None
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return libc
+
+
+def return_freed() -> None:
+    """Collect what is unreachable and hand the heap's free pages back to the system. glibc keeps a
+    freed graph's pages for reuse otherwise, so they count in the resident set under what the next
+    step allocates. Called between the variants and before each is judged: a 135 M Llama's worker
+    (0.54 GB of fp32 weights) held 1141 MB at the first variant's start, 695 MB once trimmed."""
+    gc.collect()
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+def drop_checkpoint_pages(suffix: str = ".safetensors") -> int:
+    """Drop the resident pages of every mapping of a `suffix` file in this process, and return the
+    freed heap to the system (`return_freed`). Returns the bytes of the mappings dropped (0 where
+    the system has no such call: nothing happens there)."""
+    gc.collect()
+    libc = _libc()
+    try:
         with open("/proc/self/maps") as maps:
             ranges = [line.split()[0] for line in maps if line.rstrip().endswith(suffix)]
     except OSError:
+        return 0
+    if libc is None:
         return 0
     dropped = 0
     for span in ranges:
         start, end = (int(x, 16) for x in span.split("-"))
         if libc.madvise(start, end - start, _MADV_DONTNEED) == 0:
             dropped += end - start
-    libc.malloc_trim(0)
+    return_freed()
     return dropped
