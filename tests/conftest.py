@@ -86,11 +86,32 @@ def _check_loader_table(session) -> None:
         say(f"README.md's loader table is what this run measured: {len(TABLE.rows)} rows")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller, as each worker ends: its loader-table rows join this process's,
+    and a worker that ran part of the suite (or died) makes the run partial."""
+    rows = node.workeroutput.get("loader_rows") if hasattr(node, "workeroutput") else None
+    if rows is None or error:
+        _RUN["partial"] = True
+        return
+    for family, task, loader, result, difference in rows:
+        TABLE.record(family, task, loader, result, difference)
+    _RUN["partial"] = _RUN["partial"] or node.workeroutput["partial"]
+
+
 def pytest_sessionfinish(session, exitstatus):
-    """The loader table checked (a whole, passing run). Then the session's Hub, caches and exports
-    (~1 GB a whole run) go with it: /tmp is not a store. `HFEXPORT_KEEP_TEST_FILES=1` keeps them."""
-    _RUN["partial"] = _RUN["partial"] or not _whole(session)
-    _check_loader_table(session)
+    """The loader table checked (a whole, passing run; under pytest-xdist, by the controller from
+    its workers' rows). Then the session's Hub, caches and exports (~1 GB a whole run) go with it:
+    /tmp is not a store. `HFEXPORT_KEEP_TEST_FILES=1` keeps them."""
+    worker = getattr(session.config, "workeroutput", None)
+    if worker is not None:  # an xdist worker: every worker collects the whole suite and runs a share
+        worker["loader_rows"] = [[*key, difference] for key, difference in TABLE.rows.items()]
+        worker["partial"] = _RUN["partial"] or not _whole(session)
+    elif session.config.pluginmanager.has_plugin("dsession"):  # the xdist controller: its workers collected
+        _check_loader_table(session)
+    else:
+        _RUN["partial"] = _RUN["partial"] or not _whole(session)
+        _check_loader_table(session)
     if not os.environ.get("HFEXPORT_KEEP_TEST_FILES"):
         HUB.stop()
         shutil.rmtree(_SESSION_ROOT, ignore_errors=True)
