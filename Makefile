@@ -46,13 +46,15 @@ $(CHROMIUM):
 	  || (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends chromium-headless-shell >/dev/null)
 
 # Lint and types first (seconds), then the suite, naming its slowest tests (CI's budget is 40 minutes).
-# Settings for all three live in pyproject.toml.
+# Two pytest-xdist workers, a test file each at a time (a file's shared exports stay in one process):
+# most of a test's time is single-threaded Python (tracing, ExecuTorch's lowering, node), so a
+# second worker uses the second core. Settings for all three live in pyproject.toml.
 test: $(VENV)/.installed tests/js/node_modules/.installed tests/loaders/.venv/.installed \
       tests/loaders/.venv-executorch/.installed $(CHROMIUM)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -p no:cacheprovider --durations=20
+	$(PY) -m pytest -q -p no:cacheprovider --durations=20 -n 2 --dist loadfile
 
 # Writes docs/benchmarks.md (+ .png, .json). Builds bench/.venv-optimum for optimum-cli on first use.
 bench: $(VENV)/.installed
