@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 WORK = BENCH / ".work" / "scale"
 PY = sys.executable
+MIB = 2**20  # the peaks are ru_maxrss, in KiB / 1024: MiB
 sys.path.insert(0, str(BENCH))  # bench/run.py's measure() and optimum venv
 
 # Real models' shapes (their config.json's sizes), tied embeddings as theirs.
@@ -183,7 +184,7 @@ def fitted(rows: list[dict]) -> dict[str, dict]:
     for backend in sorted({r["backend"] for r in rows}):
         measured = [r for r in rows if r["backend"] == backend and r["rc"] == 0]
         points = sorted(
-            (r["fp32_bytes"], r["peak_rss_mb"] * 1e6, (peak_before_variants(r) or 0) * 1e6, r["disk_bytes"] or 0)
+            (r["fp32_bytes"], r["peak_rss_mb"] * MIB, (peak_before_variants(r) or 0) * MIB, r["disk_bytes"] or 0)
             for r in measured
         )
         if len(points) < 2:
@@ -201,7 +202,7 @@ def fitted(rows: list[dict]) -> dict[str, dict]:
 
 
 def _gb(value_mb: float | None) -> str:
-    return f"{value_mb / 1e3:.1f} GB" if value_mb else "-"
+    return f"{value_mb * MIB / 1e9:.1f} GB" if value_mb else "-"
 
 
 def render(data: dict) -> str:
@@ -230,12 +231,17 @@ def render(data: dict) -> str:
     ]
     for r in rows:
         opt, fp32 = r.get("optimum"), r["fp32_bytes"]
-        if r["rc"] != 0:
-            outcome = "refused by the preflight" if r["rc"] == 2 else f"exit {r['rc']}"
+        if r["rc"] == 2:
             text.append(
-                f"| {r['size']} | {r['parameters'] / 1e6:.0f} M | {r['backend']} | {outcome}: estimated "
-                f"{r['estimate_bytes'] / 1e9:.1f} GB | - | - | - | - | - "
-                f"| {_gb(r['peak_rss_mb'])} | - | - | - | - | - |"
+                f"| {r['size']} | {r['parameters'] / 1e6:.0f} M | {r['backend']} | refused by the preflight: "
+                f"estimated {r['estimate_bytes'] / 1e9:.1f} GB | - | - | - | - | - | - | - | - | - | - | - |"
+            )
+            continue
+        if r["rc"] != 0:  # exported and measured, but it failed (its validation: exit 1)
+            text.append(
+                f"| {r['size']} | {r['parameters'] / 1e6:.0f} M | {r['backend']} | {r['wall_s']:.0f} s, "
+                f"failed (exit {r['rc']}) | - | - | - | - | - | {_gb(r['peak_rss_mb'])} "
+                f"| {r['peak_rss_mb'] * MIB / fp32:.2f}x | - | - | - | - |"
             )
             continue
         exporter, variants = r.get("exporter_s") or 0.0, r.get("variants_s") or 0.0
@@ -246,8 +252,8 @@ def render(data: dict) -> str:
             f"| {r['size']} | {r['parameters'] / 1e6:.0f} M | {r['backend']} | {r['wall_s']:.0f} s "
             f"| {exporter:.0f} s | {own:.0f} s | {own / exporter if exporter else 0:.2f}x | {variants:.0f} s "
             f"| {versus} "
-            f"| {_gb(r['peak_rss_mb'])} | {r['peak_rss_mb'] * 1e6 / fp32:.2f}x "
-            f"| {before * 1e6 / fp32 if before else 0:.2f}x | {(r['disk_bytes'] or 0) / 1e9:.2f} GB "
+            f"| {_gb(r['peak_rss_mb'])} | {r['peak_rss_mb'] * MIB / fp32:.2f}x "
+            f"| {before * MIB / fp32 if before else 0:.2f}x | {(r['disk_bytes'] or 0) / 1e9:.2f} GB "
             + (f"| {opt['wall_s']:.0f} s | {_gb(opt['peak_rss_mb'])} |" if opt else "| - | - |")
         )
     text += [
@@ -284,7 +290,7 @@ def plot(data: dict, path: Path) -> None:
     ]
     for name, points in series.items():
         x = [p["parameters"] / 1e9 for p in points]
-        memory.plot(x, [p["peak_rss_mb"] / 1e3 for p in points], marker="o", label=name)
+        memory.plot(x, [p["peak_rss_mb"] * MIB / 1e9 for p in points], marker="o", label=name)
         wall.plot(x, [p["wall_s"] for p in points], marker="o", label=name)
     sizes = sorted({r["parameters"] for r in rows})
     memory.plot([s / 1e9 for s in sizes], [s * 4 / 1e9 for s in sizes], "k:", label="fp32 weights")

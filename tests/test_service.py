@@ -288,15 +288,16 @@ def test_hf_jobs_executor_runs_on_the_hubs_jobs_endpoints(hub, accounts, tmp_pat
 
 def test_hf_jobs_flavor_is_the_cheapest_that_fits_the_models_estimate(hub, accounts, tmp_path):
     """The CPU flavor follows the commit's size, read from its safetensors header (no weight is
-    downloaded): a 3 B-parameter bf16 checkpoint (~85 GB by the estimate) needs the flavor with the
-    most memory; a 60 B one more than any has, so the largest is taken and the record says so."""
+    downloaded): a 7 B-parameter bf16 checkpoint (its fp32 ONNX graph 28 GB, more than the 32 GB
+    flavor holds with the export's copies) needs the flavor with the most memory; a 60 B one more
+    than any has, so the largest is taken and the record says so."""
     from huggingface_hub import HfApi
 
     from hfexport.entrypoints.service.executors import sized_flavor
     from test_preflight import _header_only_checkpoint
 
     api = HfApi(endpoint=hub.url, token=accounts["alice"])
-    for billions in (3, 60):
+    for billions in (7, 60):
         repo = f"alice-svc/header-only-{billions}b"
         api.create_repo(repo)
         api.upload_folder(repo_id=repo, folder_path=_header_only_checkpoint(tmp_path / repo, billions * 10**9))

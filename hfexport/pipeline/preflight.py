@@ -1,6 +1,6 @@
 """Stage 1½ — preflight: whether this machine can export the model, decided before any download.
 
-Cost grows faster than the model: a 1 B-parameter LLM's ONNX export needs ~35 GB of memory by
+Cost grows faster than the model: a 1 B-parameter LLM's ONNX export needs ~10 GB of memory by
 today's measured cost, and on a 16 GB runner the out-of-memory killer ends it after minutes of
 download and tracing, with nothing said up front. The repo's safetensors headers (a few kB each, read by
 `HfApi.get_safetensors_metadata`; a local folder's by `safetensors.safe_open`) give the parameters
@@ -79,22 +79,22 @@ class Cost:
         return int(self.disk_per_weight_byte * weight_bytes)
 
 
-# Measured by bench/scale.py (docs/benchmarks-scale.md, one run on an idle machine): Llama-shaped
-# models of SmolLM2-135M's, SmolLM2-360M's and Llama-3.2-1B's shapes, random weights stored in
-# fp32, each backend alone with its default variants; peak RSS of the largest process (the worker;
-# its peak when validation ended, before any variant, for the export alone) and the output
-# folder's bytes. Each line rounded up so that every measured peak is under it. Peaks per fp32
-# weight byte measured: onnx 2.56x / 1.62x / 1.30x exporting and validating, 4.38x / 3.39x / 3.35x
-# with the weight-only variants (ONNX Runtime's quantizer holds the whole float graph); dynamo
-# 2.30x / 1.55x / 1.46x; executorch 6.37x / 4.44x (at 1 B the earlier cost refused it here).
-# Output: onnx's is the fp32 graph, w8 (29 %) and q4 (17 %) when both pass. A backend measured at
-# no size here takes onnx's.
+# Measured by bench/scale.py (docs/benchmarks-scale.md, one run on an idle machine, 2026-12-03):
+# Llama-shaped models of SmolLM2-135M's, SmolLM2-360M's and Llama-3.2-1B's shapes, random weights
+# stored in fp32, each backend alone with its default variants; peak RSS of the largest process
+# (the worker; its peak when validation ended, before any variant, for the export alone) and the
+# output folder's bytes. Each line rounded up so that every measured peak is under it. Peaks per
+# fp32 weight byte measured: onnx 2.60x / 1.66x / 1.35x exporting and validating, 3.27x / 2.19x /
+# 2.04x with the weight-only variants (each built and judged with what the last one freed handed
+# back: 4.38x / 3.39x / 3.35x before); dynamo 2.29x / 1.59x / 1.55x; executorch 6.78x / 4.74x, and
+# 3.53x at 1 B (where that run failed its validation after the peak). Output: onnx's is the fp32
+# graph, w8 (29 %) and q4 (17 %) when both pass. A backend measured at no size here takes onnx's.
 COSTS: dict[str, Cost] = {
     "onnx": Cost(
-        base_memory=0.8e9, memory_per_weight_byte=1.2, disk_per_weight_byte=1.3, variants_memory_per_weight_byte=2.05
+        base_memory=0.8e9, memory_per_weight_byte=1.2, disk_per_weight_byte=1.3, variants_memory_per_weight_byte=0.7
     ),
-    "dynamo": Cost(base_memory=0.6e9, memory_per_weight_byte=1.35, disk_per_weight_byte=1.05),
-    "executorch": Cost(base_memory=1.7e9, memory_per_weight_byte=3.3, disk_per_weight_byte=1.25),
+    "dynamo": Cost(base_memory=0.6e9, memory_per_weight_byte=1.45, disk_per_weight_byte=1.05),
+    "executorch": Cost(base_memory=1.7e9, memory_per_weight_byte=3.65, disk_per_weight_byte=1.25),
 }
 _FALLBACK = "onnx"
 
