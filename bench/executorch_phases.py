@@ -16,14 +16,14 @@ Probes only wrap functions (nothing is changed).
 from __future__ import annotations
 
 import argparse
-import functools
-import importlib
 import json
 import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from phases import around
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -48,22 +48,7 @@ def probe(phase: str, started: float) -> None:
 
 def probed(path: str, phase: str) -> None:
     """Probe after each call of the function or method at `path` (module.function or module.Class.method)."""
-    owner_path, _, name = path.rpartition(".")
-    try:
-        owner = importlib.import_module(owner_path)
-    except ImportError:  # a class attribute
-        module_path, _, cls = owner_path.rpartition(".")
-        owner = getattr(importlib.import_module(module_path), cls)
-    original = getattr(owner, name)
-
-    @functools.wraps(original)
-    def wrapper(*args, **kwargs):
-        started = time.perf_counter()
-        result = original(*args, **kwargs)
-        probe(phase, started)
-        return result
-
-    setattr(owner, name, wrapper)
+    around(path, lambda started: probe(phase, started))
 
 
 def main() -> None:

@@ -11,8 +11,6 @@ Timers only wrap functions (nothing is changed); the export is the one bench/bar
 
 from __future__ import annotations
 
-import functools
-import importlib
 import json
 import sys
 import time
@@ -22,28 +20,18 @@ import transformers
 from torch.export import Dim
 from transformers.exporters import AutoHfExporter, OnnxConfig
 
+from phases import around
+
 SPENT: dict[str, float] = {}
 
 
 def timed(path: str, phase: str) -> None:
     """Replace the function at `path` with one that adds its run time to SPENT[phase]."""
-    owner_path, _, name = path.rpartition(".")
-    try:
-        owner = importlib.import_module(owner_path)
-    except ImportError:  # a class attribute
-        module_path, _, cls = owner_path.rpartition(".")
-        owner = getattr(importlib.import_module(module_path), cls)
-    original = getattr(owner, name)
 
-    @functools.wraps(original)
-    def wrapper(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            SPENT[phase] = SPENT.get(phase, 0.0) + time.perf_counter() - start
+    def spent(started: float) -> None:
+        SPENT[phase] = SPENT.get(phase, 0.0) + time.perf_counter() - started
 
-    setattr(owner, name, wrapper)
+    around(path, spent)
 
 
 def main() -> int:
