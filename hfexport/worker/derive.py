@@ -209,9 +209,8 @@ class _Judge:
         import torch
         from transformers.exporters import ExportedModel
 
-        from .validate import generation_quality, greedy_loop, paired_speedup, quality_figures
-
         from .memory import return_freed
+        from .validate import generation_quality, greedy_loop, paired_speedup, quality_figures
 
         split, reference, other = self.split, self.reference, self.other
         # The recipe's float graph is freed by now, not yet handed back: the candidate and the fp32

@@ -62,7 +62,7 @@ def return_freed() -> None:
 
 def drop_checkpoint_pages(suffix: str = ".safetensors") -> int:
     """Drop the resident pages of every mapping of a `suffix` file in this process, and return the
-    freed heap to the system (`return_freed`). Returns the bytes of the mappings dropped (0 where
+    freed heap to the system (as `return_freed`). Returns the bytes of the mappings dropped (0 where
     the system has no such call: nothing happens there)."""
     gc.collect()
     libc = _libc()
@@ -78,5 +78,5 @@ def drop_checkpoint_pages(suffix: str = ".safetensors") -> int:
         start, end = (int(x, 16) for x in span.split("-"))
         if libc.madvise(start, end - start, _MADV_DONTNEED) == 0:
             dropped += end - start
-    return_freed()
+    libc.malloc_trim(0)
     return dropped

@@ -378,7 +378,8 @@ def _untie_head(proto) -> _TiedHead | None:
                 or not heads[0].name
             ):
                 continue
-            # One expression: the table read out of the graph is freed once transposed (Llama-3.2-1B's is 1 GB).
+            # The table as read from the graph is freed once transposed, the transposed copy once in the graph
+            # (Llama-3.2-1B's table is 1 GB): at most two copies of it beside the graph's own, where there were three.
             transposed = np.ascontiguousarray(numpy_helper.to_array(tables[lookup.input[0]]).T)
             weight = numpy_helper.from_array(transposed, name=f"{lookup.input[0]}_head")
             del transposed
