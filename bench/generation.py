@@ -108,7 +108,8 @@ def measure(rounds: int) -> dict:
     from hfexport.report import ExportPlan
     from hfexport.worker.llm_runner import _traced, program_run
     from hfexport.worker.splits import split_for
-    from hfexport.worker.validate import generation_quality, greedy_loop, loaders_run, paired_speedup
+    from hfexport.worker.inputs import Judged
+    from hfexport.worker.validate import Reference, generation_quality, greedy_loop, loaders_run, paired_speedup
 
     WORK.mkdir(parents=True, exist_ok=True)
     folder = trained_model()
@@ -150,11 +151,15 @@ def measure(rounds: int) -> dict:
         backend = key[0]
         return lambda: greedy_loop(splits[backend], runs[key], traced[backend], timed, model.config, 32)
 
-    rows = []
+    rows, references = [], {}
     for key, path in files.items():
         backend, kind = key
         split, fp32 = splits[backend], (backend, "fp32")
-        each = [generation_quality(model, split, runs[key], traced[backend], p, new_tokens=NEW_TOKENS) for p in prompts]
+        reference = references.setdefault(backend, Reference(model, split, traced[backend]))
+        each = [
+            generation_quality(reference, split, runs[key], traced[backend], p, Judged(p, None, NEW_TOKENS, "eager"))
+            for p in prompts
+        ]
         size = path.stat().st_size
         rows.append(
             {

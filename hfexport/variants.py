@@ -36,45 +36,39 @@ from .layouts import package_onnx, package_pte
 
 # Quality figures (worker/validate) each kind must reach against eager fp32, on inputs of another
 # shape than any trace or calibration. Overridable per kind (`--min-quality int8.cosine_mean=0.995`).
-# Embedding models are judged by cosine, heads by top-1 agreement, generation by greedy token
-# agreement with eager `generate()` and the mean |Δ log-prob| of eager's tokens (lower is better).
+# Embedding models are judged by cosine, heads by top-1 agreement, generation teacher-forced over at
+# least 200 positions of real text (`inputs.Judged`: prose, or spoken prose and its transcript): the
+# share of positions whose arg-max is eager's and the mean |Δ log-prob| of the text's tokens (lower
+# is better). Greedy agreement with eager `generate()` is reported, never a gate: on Whisper base's
+# w8 it was 0.375 with teacher-forced top-1 1.000 — one flip at a near-tie changes every later token.
+# Weight-only floors, on real weights (SmolLM2-135M, 381 prose tokens, onnx_variants.py): w8 0.984 /
+# 0.037, q4 0.995 / 0.023; the tests' 1 M-parameter trained Llama lands near them.
 DEFAULT_THRESHOLDS: dict[VariantKind, dict[str, float]] = {
     VariantKind.OPTIMIZED: {
         Figure.COSINE_MEAN: 0.9999,
         Figure.COSINE_MIN: 0.999,
         Figure.TOP1_AGREEMENT: 0.99,
-        Figure.TOKEN_AGREEMENT: 1.0,
+        Figure.FORCED_TOP1_AGREEMENT: 0.99,
         Figure.LOGPROB_DELTA_MEAN: 0.01,
     },
     VariantKind.FP16: {
         Figure.COSINE_MEAN: 0.999,
         Figure.COSINE_MIN: 0.99,
         Figure.TOP1_AGREEMENT: 0.98,
-        Figure.TOKEN_AGREEMENT: 0.95,
+        Figure.FORCED_TOP1_AGREEMENT: 0.98,
         Figure.LOGPROB_DELTA_MEAN: 0.05,
     },
     VariantKind.INT8: {
         Figure.COSINE_MEAN: 0.99,
         Figure.COSINE_MIN: 0.95,
         Figure.TOP1_AGREEMENT: 0.9,
-        Figure.TOKEN_AGREEMENT: 0.75,
+        Figure.FORCED_TOP1_AGREEMENT: 0.9,
         Figure.LOGPROB_DELTA_MEAN: 0.25,
     },
-    VariantKind.DA8W4: {Figure.TOKEN_AGREEMENT: 0.5, Figure.LOGPROB_DELTA_MEAN: 0.5},
-    # Weight-only files are judged teacher-forced: 8 bits near lossless, 4 bits what a small trained
-    # model keeps (onnx_variants.py). Their greedy floor only catches a broken cache loop (which
-    # agrees on ~0): one flip at a near-tie changes every later greedy token. The tests' recipe
-    # trained on another CPU (its kernels move the weights' last digits): w8 forced top-1 71/72,
-    # |Δ log-prob| 0.011, greedy 17/24 — one prompt's 2nd token a near-tie — where it was ≥ 18/24.
-    # On a third CPU (no AVX-512) the same recipe's q4: forced top-1 0.958, |Δ log-prob| 0.068,
-    # greedy 11/24 (q4f16 0.944, 0.072, 11/24), where CI's passed 12/24: 4 bits' greedy floor is 0.25.
-    VariantKind.W8: {Figure.FORCED_TOP1_AGREEMENT: 0.98, Figure.TOKEN_AGREEMENT: 0.5, Figure.LOGPROB_DELTA_MEAN: 0.05},
-    VariantKind.Q4: {Figure.FORCED_TOP1_AGREEMENT: 0.8, Figure.TOKEN_AGREEMENT: 0.25, Figure.LOGPROB_DELTA_MEAN: 0.3},
-    VariantKind.Q4F16: {
-        Figure.FORCED_TOP1_AGREEMENT: 0.8,
-        Figure.TOKEN_AGREEMENT: 0.25,
-        Figure.LOGPROB_DELTA_MEAN: 0.3,
-    },
+    VariantKind.DA8W4: {Figure.FORCED_TOP1_AGREEMENT: 0.7, Figure.LOGPROB_DELTA_MEAN: 0.5},
+    VariantKind.W8: {Figure.FORCED_TOP1_AGREEMENT: 0.98, Figure.LOGPROB_DELTA_MEAN: 0.05},
+    VariantKind.Q4: {Figure.FORCED_TOP1_AGREEMENT: 0.85, Figure.LOGPROB_DELTA_MEAN: 0.3},
+    VariantKind.Q4F16: {Figure.FORCED_TOP1_AGREEMENT: 0.8, Figure.LOGPROB_DELTA_MEAN: 0.3},
 }
 LOWER_IS_BETTER = frozenset({Figure.LOGPROB_DELTA_MEAN})
 
@@ -260,7 +254,7 @@ def parse_thresholds(items: list[str] | dict | None) -> dict[str, dict[str, floa
     if isinstance(items, dict):
         items = [f"{kind}.{name}={value}" for kind, figures in items.items() for name, value in figures.items()]
     overrides: dict[str, dict[str, float]] = {}
-    figures = sorted({name for thresholds in DEFAULT_THRESHOLDS.values() for name in thresholds})
+    figures = sorted(str(f) for f in Figure if f != Figure.FORCED_TOKENS)
     for item in items or []:
         key, _, value = item.partition("=")
         kind, _, name = key.strip().partition(".")

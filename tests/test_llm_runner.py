@@ -50,3 +50,43 @@ def test_the_runner_is_judged_on_prompts_of_another_length_than_its_trace():
 def test_a_tokenizer_the_runner_refuses_is_told_apart_from_a_program_it_refuses():
     assert llm_runner._refused_tokenizer(RuntimeError("Failed to load tokenizer from: /x/tokenizer.json"))
     assert not llm_runner._refused_tokenizer(RuntimeError("Required metadata method get_max_seq_len not found"))
+
+
+def test_the_runner_writes_a_tokens_bytes_and_drops_a_lone_unprintable_one():
+    import tiny_models
+
+    tokenizer = tiny_models.bytes_tokenizer()
+    ids = tokenizer("né ✓\n", add_special_tokens=False)["input_ids"]
+    assert len(ids) == len("né ✓\n".encode())  # one token a byte: "é" two, "✓" three
+    # Each piece of a split character is one byte past ASCII: the runner prints none of them.
+    assert llm_runner.token_bytes(tokenizer, ids) == b"n \n"
+    assert llm_runner.token_bytes(tokenizer, [256, *ids[:1], 257]) == b"n"  # special tokens write nothing
+    merged = tiny_models.byte_level_tokenizer()  # whole words as one token: all their bytes
+    words = merged("validated this file", add_special_tokens=False)["input_ids"]
+    assert len(words) < 19 and llm_runner.token_bytes(merged, words) == b"validated this file"
+
+
+def test_the_runner_is_judged_by_token_ids_and_passes_where_characters_are_split(tmp_path):
+    """A correct program whose greedy tokens end mid-character: the runner writes those bytes, eager's
+    decoded text U+FFFD. Judged by ids it passes; other ids than eager's still fail."""
+    import tiny_models
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = tiny_models.llama_over_bytes(tmp_path / "model")
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    n = 12
+    expected = llm_runner.runner_expectations(model, folder, n)
+    assert expected is not None
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    decoded = [tokenizer.decode(ids, skip_special_tokens=True) for ids in expected.values()]
+    assert any("\ufffd" in text for text in decoded), decoded  # the case the ids are judged for
+    llm_runner.export(model, tmp_path / llm_runner.PROGRAM, 128)  # room past the 56-byte prompt
+
+    check = llm_runner.runner_check(expected, folder, tmp_path / llm_runner.PROGRAM, n)
+    assert check.error is None and check.tokens_equal is True
+
+    first = llm_runner.PROMPTS[0]
+    other = ord("Q") if expected[first][0] != ord("Q") else ord("R")  # printable: the runner writes it
+    wrong = {**expected, first: [other, *expected[first][1:]]}
+    check = llm_runner.runner_check(wrong, folder, tmp_path / llm_runner.PROGRAM, n)
+    assert check.tokens_equal is False and "part at byte 0" in (check.error or "")

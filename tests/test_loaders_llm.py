@@ -127,7 +127,12 @@ def test_a_decoder_llms_executorch_program_writes_eager_text_in_executorchs_own_
     variant, int8 = b["variants"]
     assert int8["kind"] == "int8" and int8["status"] == "skipped" and "generation" in int8["error"], int8
     assert variant["status"] == "ok" and variant["file"] == "8da4w/model.pte", variant
-    assert set(variant["quality"]) == {"token_agreement", "forced_top1_agreement", "logprob_delta_mean"}
+    assert set(variant["quality"]) == {
+        "token_agreement",
+        "forced_top1_agreement",
+        "logprob_delta_mean",
+        "forced_tokens",
+    }
     assert variant["runtime_ops"] == ["quantized_decomposed::embedding_byte"], variant
     sizes = {f["path"]: f["size"] for f in b["files"]}
     assert set(sizes) == {"fp32/model.pte", "8da4w/model.pte", "config.json", "generation_config.json"}
@@ -170,12 +175,13 @@ def test_a_trained_llms_default_push_publishes_weight_only_files_its_loaders_run
     for kind, v in variants.items():
         assert v["status"] == "ok" and v["file"] == f"model_{kind}.onnx", v
         assert v["runtime_ops"] == ["GatherBlockQuantized", "MatMulNBits"], v  # the tied table: one lookup
-        assert {"token_agreement", "forced_top1_agreement", "logprob_delta_mean"} <= set(v["quality"])
+        assert {"token_agreement", "forced_top1_agreement", "logprob_delta_mean", "forced_tokens"} <= set(v["quality"])
     w8, q4 = variants["w8"], variants["q4"]
     assert w8["quality"]["forced_top1_agreement"] >= 0.98 and w8["quality"]["logprob_delta_mean"] <= 0.05, w8
-    # Issue 25's goals, met on this 1 M-parameter model once the exporter's per-node debug records
-    # (0.48 MB of its 4.3 MB graph) are left out of every published file: measured 29.3 % and 18.7 %.
-    assert w8["size_share"] <= 0.30 and q4["size_share"] <= 0.20, (q4, w8)
+    # Issue 39's goals (w8 <= 30 %, q4 <= 22 % of fp32): on this 1 M-parameter model w8's asymmetric blocks
+    # measured 29.9 %, q4's HQQ blocks (float zero points) 21.3 %; teacher-forced on 200 prose tokens
+    # 0.990 / 0.011 and 0.935 / 0.106.
+    assert w8["size_share"] <= 0.30 and q4["size_share"] <= 0.22, (q4, w8)
     assert q4["quality"]["forced_top1_agreement"] >= 0.85, q4
     pr = f"refs/pr/{outcome['pr_num']}"
     files = set(api.list_repo_files(repo, revision=pr))

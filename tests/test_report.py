@@ -80,7 +80,8 @@ def test_validation_names_the_first_problem():
     assert Validation(1e-3, [Check("sample", {"x": 1e-4})]).first_problem() is None
     over = Validation(1e-3, [Check("sample", {"x": 1e-4}), Check("other_shape", {"x": 0.5})])
     assert (
-        not over.passed and over.first_problem() == "validation 'other_shape': max abs diff 5.00e-01 > tolerance 0.001"
+        not over.passed
+        and over.first_problem() == "validation 'other_shape': 'x' max abs diff 5.00e-01 > tolerance 0.001"
     )
     tokens = Validation(1e-3, [Check("generation", {}, tokens_equal=False)])
     assert "generated tokens differ" in tokens.first_problem()

@@ -44,17 +44,56 @@ def test_after_release_the_prepared_results_remain_and_anything_else_is_an_error
     running a model that is gone."""
     from transformers import LlamaForCausalLM
 
+    from hfexport.worker.inputs import Judged
+
     _, split, traced, prompt = llama
     model = LlamaForCausalLM.from_pretrained(tiny_models.llama(tmp_path / "llama")).eval()
     split.prepare(model)
     other = {k: v.clone() for k, v in prompt.items()}
     reference = Reference(model, split, traced)
-    reference.prepare(prompt, other, judged_tokens=24)
+    judged = Judged(other, None, 24, "eager's continuation")
+    reference.prepare(prompt, other, judged)
     n = split.plan.validation.new_tokens
-    before = reference.loop(other, 24, force=True)
+    before = reference.forced(judged)
     reference.release()
     assert all(p.device.type == "meta" for p in model.parameters())
-    assert reference.loop(other, 24, force=True) is before
+    assert reference.forced(judged) is before
     assert reference.loop(prompt, n)[0].shape[1] == n
     with pytest.raises(RuntimeError, match="was not prepared"):
-        reference.loop(prompt, 24, force=True)
+        reference.forced(Judged(prompt, None, 24, "eager's continuation"))
+
+
+def test_the_tolerance_follows_the_logits_scale_and_still_rejects_a_wrong_program(llama, tmp_path):
+    """Logits of magnitude ~3e4 (the head scaled): a correct program — the same weights through
+    another attention kernel — is off by ~6e-3, over an absolute 1e-3 and within 1e-3 of the scale;
+    a program whose one matrix is off by 0.01 is off by ~7e2 and rejected."""
+    from transformers import LlamaForCausalLM
+
+    from hfexport.report import Validation
+    from hfexport.worker.validate import compare_generation
+
+    _, split, traced, prompt = llama
+    folder = tiny_models.llama(tmp_path / "llama")
+
+    def loaded(attention: str, wrong: float = 0.0):
+        model = LlamaForCausalLM.from_pretrained(folder, attn_implementation=attention).eval()
+        with torch.no_grad():
+            model.lm_head.weight.mul_(1e4)
+            model.model.layers[0].mlp.down_proj.weight.add_(wrong)
+        split.prepare(model)
+        return split.eager(model)
+
+    reference = Reference(LlamaForCausalLM.from_pretrained(folder).eval(), split, traced)
+    with torch.no_grad():
+        reference.model.lm_head.weight.mul_(1e4)
+    split.prepare(reference.model)
+    reference._eager = split.eager(reference.model)
+
+    def check(components):
+        return compare_generation("other_shape", reference, split, lambda c, **kw: components[c](**kw), traced, prompt)
+
+    right, wrong = check(loaded("eager")), check(loaded("eager", wrong=0.01))
+    assert right.scale["logits"] > 1e4 and 1e-3 < right.worst() < 1e-3 * right.scale["logits"]
+    assert Validation(1e-3, [right]).passed
+    assert not Validation(1e-3, [wrong]).passed and wrong.worst() > 10
+    assert "× scale" in (Validation(1e-3, [wrong]).first_problem() or "")

@@ -854,6 +854,42 @@ def byte_level_tokenizer(vocab_size: int = 256):
     )
 
 
+def bytes_tokenizer():
+    """A byte-level BPE tokenizer of the 256 bytes alone, no merges: every character past ASCII is
+    split across tokens, so a model's tokens often end mid-character (decoded to text, U+FFFD).
+    `<|endoftext|>` (256) starts and ends text, `<|pad|>` (257) pads."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    alphabet = bytes_to_unicode()
+    vocab = {alphabet[b]: b for b in range(256)} | {"<|endoftext|>": 256, "<|pad|>": 257}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<|endoftext|>", eos_token="<|endoftext|>", pad_token="<|pad|>"
+    )
+
+
+def llama_over_bytes(folder: Path) -> Path:
+    """A tiny random Llama over `bytes_tokenizer`'s ids, its head scaled so greedy tokens vary and the
+    bytes past ASCII (half its vocabulary) come often: partial UTF-8 in what it writes."""
+    import transformers
+
+    tokenizer = bytes_tokenizer()
+    ids = dict(bos_token_id=256, eos_token_id=256, pad_token_id=257)
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=len(tokenizer), **_DECODER_SIZES, **ids)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8)
+    model.generation_config = transformers.GenerationConfig(**ids)
+    _save(model, folder)
+    _save_tokenizer(tokenizer, folder)
+    return folder
+
+
 def decoder_with_byte_level_tokenizer(folder: Path, family: str) -> Path:
     """A tiny Llama, Qwen2 or GPT-2 (`family`) over a byte-level BPE tokenizer's ids, its head scaled
     so greedy tokens vary: a decoder LLM as ExecuTorch's LLM runner takes it, tokenizer and all."""

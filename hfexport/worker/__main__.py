@@ -119,6 +119,7 @@ def run(job_path: Path, preloaded: tuple[float, float]) -> int:
     job = WorkerJob.from_json((job_path / "job.json").read_text())
     backend_name = job.backend
     from ..backends import get_backend
+    from ..errors import HfExportError
     from ..proc import injected_fault
     from ..report import Status
 
@@ -143,6 +144,9 @@ def run(job_path: Path, preloaded: tuple[float, float]) -> int:
     result = BackendResult(backend_name, Status.FAILED, backend.subfolder)
     try:
         run_job(job, backend, result, stage)
+    except HfExportError as e:  # the model itself is refused: its cause and fix, no traceback
+        result.status = Status.FAILED
+        result.error = f"{e.cause} Fix: {e.fix}"
     except Exception as e:
         result.status = Status.FAILED
         result.error = f"{type(e).__name__}: {describe_error(e)}"
@@ -186,7 +190,8 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     from ..versions import runtime_versions
     from ..variants import variants_of
     from .inputs import as_dtype
-    from .derive import CALIBRATION, JUDGED_NEW_TOKENS, rebase_shares, rejudge_published, run_variants, why_skipped
+    from .derive import CALIBRATION, rebase_shares, rejudge_published, run_variants, why_skipped
+    from ..pipeline.plan import refuse_made_up_weights
     from .splits import Exporting, split_for
     from .validate import Reference, compare_generation, loaders_run
 
@@ -206,12 +211,15 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     model_class = getattr(transformers, plan.model_class, None)
     if model_class is None:  # remote code: the plan only exists if it was trusted
         model_class = getattr(transformers, plan.auto_class or "AutoModel")
-    model = model_class.from_pretrained(
+    model, loading = model_class.from_pretrained(
         model_dir,
         dtype=dtype,
         trust_remote_code=plan.trust_remote_code,
         use_safetensors=job.use_safetensors,
-    ).eval()
+        output_loading_info=True,
+    )
+    model = model.eval()
+    refuse_made_up_weights(plan, loading.get("missing_keys") or [])
     split.prepare(model)
     if backend.llm_runner is not None and split.name == Split.DECODER:
         # The runtime's own LLM runner drives the decoder: it is exported as that runner reads it.
@@ -246,7 +254,11 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
         v for v in variants_of(backend.name, plan.variants, split.generates) if not why_skipped(v, split, backend.name)
     ]
     reference = Reference(model, split, traced)
-    reference.prepare(sample, other, JUDGED_NEW_TOKENS if wanted and split.generates else None)
+    # A generation variant is judged teacher-forced on real text (`inputs.Judged`), built once here.
+    judged = split.judged(model_dir, model.config, other) if wanted and split.generates else None
+    if judged is not None:
+        judged.prompt = as_dtype(judged.prompt, dtype)
+    reference.prepare(sample, other, judged)
     if not any(v.needs_model for v in wanted):
         reference.release()
 
@@ -283,6 +295,7 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
             out_dir,
             sample,
             other,
+            judged=judged,
             calibration=calibration,
             stage=stage,
         )
@@ -313,7 +326,8 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
                         for f in published_files
                     }
                     published = loaders_run({**paths, **swapped}, reference.config)
-                    rejudge_published(variant, split, published, reference, traced, other, out_dir)
+                    assert judged is not None
+                    rejudge_published(variant, split, published, reference, traced, other, judged, out_dir)
                     del published
                     return_freed()
         rebase_shares(result.variants, out_dir)

@@ -18,16 +18,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..variants import Derived, Variant
+    from .inputs import Judged
     from .splits import Exporting, ExportSplit
     from .validate import Reference
 
 
 # Calibration and sensitivity inputs: a shape and seeds of their own, never the validation inputs'.
 CALIBRATION = Shape(batch=4, sequence=16)
-# A generation variant's teacher-forced figures are taken over this many new tokens of each
-# validation prompt (3 prompts: 72 steps, so top-1 moves in 1.4 % steps; the plan's 8 moved it in
-# 4 % steps); its greedy tokens over the plan's 8 (`validate.generation_quality`).
-JUDGED_NEW_TOKENS = 24
 
 
 def reported(figures: dict[str, float]) -> dict:
@@ -38,7 +35,14 @@ def reported(figures: dict[str, float]) -> dict:
 
 
 def rejudge_published(
-    variant: VariantResult, split: ExportSplit, run, reference: Reference, traced: dict, prompt: dict, out_dir: Path
+    variant: VariantResult,
+    split: ExportSplit,
+    run,
+    reference: Reference,
+    traced: dict,
+    prompt: dict,
+    judged: Judged,
+    out_dir: Path,
 ) -> None:
     """A generation variant judged again on its published file (renamed for the loaders): its
     figures are replaced by that file's, and a file that now misses its thresholds is removed."""
@@ -47,7 +51,7 @@ def rejudge_published(
     from .validate import generation_quality
 
     try:
-        figures = generation_quality(reference, split, run, traced, prompt, new_tokens=JUDGED_NEW_TOKENS)
+        figures = generation_quality(reference, split, run, traced, prompt, judged)
         missed = misses(figures, variant.thresholds)
     except Exception as e:
         missed = [f"{type(e).__name__}: {describe_error(e)}"]
@@ -69,6 +73,7 @@ def run_variants(
     sample: dict,
     other: dict,
     *,
+    judged: Judged | None,
     calibration: list[dict],
     stage: Callable[[str], None],
 ) -> list[VariantResult]:
@@ -89,7 +94,7 @@ def run_variants(
 
     plan, backend = split.plan, exporting.backend
     components = list(split.components)
-    judge = _Judge(split, reference, load_exported, other, backend.runner_device)
+    judge = _Judge(split, reference, load_exported, other, judged, backend.runner_device)
     base_bytes = fp32_bytes(out_dir, [])
     results = []
     shared = tempfile.TemporaryDirectory(prefix="variants-shared-")  # what several variants of this export use
@@ -200,9 +205,11 @@ class _Judge:
         reference: Reference,
         load_exported: Callable[[], Any],
         other: dict,
+        judged: Judged | None,
         device: str | None,
     ):
         self.split, self.reference, self.other, self.device = split, reference, other, device
+        self.judged = judged  # a generation variant's teacher-forced set (`inputs.Judged`)
         self.load_exported = load_exported  # the fp32 program, loaded again for each variant's timing
 
     def __call__(self, derived: Derived) -> tuple[dict[str, float], float]:
@@ -229,9 +236,8 @@ class _Judge:
             return lambda component, **kwargs: of.runners[component](**kwargs)
 
         n = split.plan.validation.new_tokens
-        figures = generation_quality(
-            reference, split, runner(candidate), traced, other, cache_dtype=dtype, new_tokens=JUDGED_NEW_TOKENS
-        )
+        assert self.judged is not None, "a generation export's variants are judged on a Judged set"
+        figures = generation_quality(reference, split, runner(candidate), traced, other, self.judged, cache_dtype=dtype)
         base = self.load_exported()
         speedup = paired_speedup(
             lambda: greedy_loop(split, runner(base), traced, other, reference.config, n),

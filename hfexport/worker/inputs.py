@@ -10,6 +10,7 @@ the validation rebuild the same tensors from the plan instead of shipping them b
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -236,8 +237,10 @@ def image_text_inputs(
 
 
 def _load_processor(model_dir: Path, auto_class: str):
-    """The repo's image processor or feature extractor, or None when it has none (or it won't load)."""
-    if not (model_dir / "preprocessor_config.json").exists():
+    """The repo's image processor or feature extractor, or None when it has none (or it won't load).
+    transformers 5 saves a processor's parts in one `processor_config.json`; earlier ones, and most
+    repos on the Hub, a `preprocessor_config.json`."""
+    if not any((model_dir / name).exists() for name in ("preprocessor_config.json", "processor_config.json")):
         return None
     import transformers
 
@@ -245,3 +248,140 @@ def _load_processor(model_dir: Path, auto_class: str):
         return getattr(transformers, auto_class).from_pretrained(model_dir)
     except Exception:
         return None
+
+
+# ── What variants are judged on: real prose, real speech ─────────────────────
+# Random tokens and noise have near-tied logits: a quantized file agrees with eager on them or not by
+# chance. A generation variant is judged teacher-forced over at least `JUDGED_TOKENS` positions of
+# real text: the Python documentation's prose, which every CPython ships (`pydoc_data.topics`), or
+# for a speech model, that prose spoken by espeak-ng (Debian's `espeak-ng`) and its transcript.
+JUDGED_TOKENS = 200
+# The passages: sorted topic names from the end (the tests' trained LM holds the corpus's last 5 %
+# out of its training, `tests/trained_lm.py`), one row each.
+_PASSAGES = (-3, -7, -11, -15)
+
+
+@dataclass
+class Judged:
+    """A generation variant's judging set: a prompt, and the continuation both eager and the variant
+    are fed (teacher forcing), `mask` 1 where a position counts. `forced` None: eager `generate()`'s
+    own continuation of `new_tokens` (a repo without a tokenizer: no real text to force)."""
+
+    prompt: dict[str, torch.Tensor]
+    forced: torch.Tensor | None
+    new_tokens: int
+    source: str  # what the continuation is: "prose", "speech", "eager's continuation"
+    mask: torch.Tensor | None = None
+
+    def rows(self) -> list[Judged]:
+        """One `Judged` per row, the prompt unpadded (what a batch-1 runtime is fed)."""
+        out = []
+        for i in range(len(next(iter(self.prompt.values())))):
+            prompt = {k: v[i : i + 1] for k, v in self.prompt.items()}
+            if "attention_mask" in prompt and "input_ids" in prompt:
+                kept = prompt["attention_mask"][0].bool()
+                prompt = {
+                    **prompt,
+                    "input_ids": prompt["input_ids"][:, kept],
+                    "attention_mask": prompt["attention_mask"][:, kept],
+                }
+            forced = None if self.forced is None else self.forced[i : i + 1]
+            mask = None if self.mask is None else self.mask[i : i + 1]
+            out.append(Judged(prompt, forced, self.new_tokens, self.source, mask))
+        return out
+
+
+def prose() -> list[str]:
+    """The judging passages, whitespace made single spaces."""
+    import pydoc_data.topics
+
+    topics = pydoc_data.topics.topics
+    names = sorted(topics)
+    return [" ".join(topics[names[i]].split()) for i in _PASSAGES]
+
+
+def judged_text(model_dir: Path, config, batch: int = 2, prompt_tokens: int = 24) -> Judged | None:
+    """Prose prompts (left-padded, of different lengths) and their own next tokens as the forced
+    continuation, `JUDGED_TOKENS` in all (fewer where the model's context is shorter); None: the
+    repo has no tokenizer that loads."""
+    tokenizer = _load_tokenizer(model_dir)
+    if tokenizer is None:
+        return None
+    context = int(getattr(config.get_text_config(), "max_position_embeddings", 0) or 4096)
+    new_tokens = min(-(-JUDGED_TOKENS // batch), context - prompt_tokens - 1)
+    if new_tokens < 8:
+        return None
+    rows, lengths = [], [prompt_tokens - 8 * (i % 2) for i in range(batch)]
+    for passage, length in zip(prose(), lengths):
+        ids = tokenizer(passage, add_special_tokens=False)["input_ids"][: length + new_tokens]
+        start = tokenizer("", add_special_tokens=True)["input_ids"]  # a BOS, where the tokenizer adds one
+        rows.append((start + ids[:length], ids[length:]))
+    width = max(len(p) for p, _ in rows)
+    pad = tokenizer.pad_token_id
+    input_ids = torch.tensor([[pad] * (width - len(p)) + p for p, _ in rows])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p, _ in rows])
+    forced = torch.tensor([f for _, f in rows])
+    return Judged({"input_ids": input_ids, "attention_mask": mask}, forced, new_tokens, "prose")
+
+
+def speech(texts: list[str], rate: int) -> list[torch.Tensor] | None:
+    """`texts` spoken by espeak-ng at `rate` Hz (resampled from its 22.05 kHz by FFT), or None
+    where espeak-ng is not installed."""
+    import shutil
+    import subprocess
+    import tempfile
+    import wave
+
+    import numpy as np
+
+    if shutil.which("espeak-ng") is None:
+        return None
+    waves = []
+    with tempfile.TemporaryDirectory() as folder:
+        for i, text in enumerate(texts):
+            path = Path(folder) / f"{i}.wav"
+            subprocess.run(["espeak-ng", "-w", str(path), text], check=True, capture_output=True, timeout=60)
+            with wave.open(str(path)) as file:
+                source = file.getframerate()
+                x = np.frombuffer(file.readframes(file.getnframes()), dtype=np.int16).astype(np.float64) / 32768
+            n = int(round(len(x) * rate / source))
+            y = np.fft.irfft(np.fft.rfft(x)[: n // 2 + 1], n) * (n / len(x))
+            waves.append(torch.from_numpy(y.astype(np.float32)))
+    return waves
+
+
+# Spoken sentences: about 40 tokens of transcript each, under Whisper's 30 s window.
+def spoken_passages(count: int) -> list[str]:
+    """`count` passages of a few sentences each, for speech."""
+    passages = []
+    for passage in prose()[:count]:
+        words = passage.split()[:45]
+        passages.append(" ".join(words).rstrip(",;:") + ".")
+    return passages
+
+
+def judged_speech(model_dir: Path, config, decoder_start: torch.Tensor, batch: int = 4) -> Judged | None:
+    """Prose spoken by espeak-ng through the repo's feature extractor, the decoder prompt
+    `decoder_start` (`[1, k]`: a start token, language, task), and the transcript's tokens as the
+    forced continuation (rows padded with end-of-text, masked out); None: no espeak-ng, no
+    feature extractor or tokenizer."""
+    extractor = _load_processor(model_dir, "AutoFeatureExtractor")
+    tokenizer = _load_tokenizer(model_dir)
+    if extractor is None or tokenizer is None:
+        return None
+    rate = getattr(extractor, "sampling_rate", 16000)
+    texts = spoken_passages(batch)
+    waves = speech(texts, rate)
+    if waves is None:
+        return None
+    features = extractor([w.numpy() for w in waves], sampling_rate=rate, return_tensors="pt")
+    key = "input_features" if "input_features" in features else "input_values"
+    transcripts = [tokenizer(" " + t, add_special_tokens=False)["input_ids"] for t in texts]
+    limit = int(getattr(config, "max_target_positions", 448)) - decoder_start.shape[1] - 1
+    transcripts = [t[:limit] for t in transcripts]
+    width = max(len(t) for t in transcripts)
+    end = config.eos_token_id if config.eos_token_id is not None else tokenizer.pad_token_id
+    forced = torch.tensor([t + [end] * (width - len(t)) for t in transcripts])
+    mask = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in transcripts])
+    prompt = {key: features[key], "decoder_input_ids": decoder_start.expand(batch, -1).clone()}
+    return Judged(prompt, forced, width, "speech", mask)

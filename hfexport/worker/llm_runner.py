@@ -13,7 +13,7 @@ constant methods — optimum-executorch's xnnpack recipe, with the pinned stack'
 
 It is judged as apps run it, on prompts of other lengths than its trace (3 tokens): a greedy loop over
 `forward` in ExecuTorch's Python runtime must give eager `generate()`'s token ids, and the runner itself,
-reading the repo's `tokenizer.json`, must write eager's text. The runner reads byte-level BPE,
+reading the repo's `tokenizer.json`, must write the bytes of eager's token ids. The runner reads byte-level BPE,
 SentencePiece and tiktoken tokenizers; one it cannot read is said in the check, not hidden.
 """
 
@@ -30,6 +30,7 @@ import torch
 from ..report import Check
 
 if TYPE_CHECKING:
+    from .inputs import Judged
     from .validate import Reference
 
 # The file the runner and optimum-executorch's `ExecuTorchModelForCausalLM` load, one per folder: the fp32
@@ -159,7 +160,11 @@ def compare(name: str, reference: Reference, path: Path, prompts: list[dict]) ->
 
     run, split = program_run(path), reference.split
     checks = [compare_generation(name, reference, split, run, _traced(split), row) for row in prompts]
-    gathered = Check(name, max_abs_diff={"logits": max(c.worst() for c in checks)})
+    gathered = Check(
+        name,
+        max_abs_diff={"logits": max(c.worst() for c in checks)},
+        scale={"logits": max(c.scale.get("logits", 1.0) for c in checks)},
+    )
     gathered.eager_tokens = [row for c in checks for row in c.eager_tokens or []]
     gathered.exported_tokens = [row for c in checks for row in c.exported_tokens or []]
     gathered.tokens_equal = all(c.tokens_equal for c in checks)
@@ -167,15 +172,21 @@ def compare(name: str, reference: Reference, path: Path, prompts: list[dict]) ->
     return gathered
 
 
-def quality(reference: Reference, path: Path, prompts: list[dict]) -> dict[str, float]:
-    """A variant's program against eager fp32 (`validate.generation_quality`), averaged over the prompts."""
-    from .derive import JUDGED_NEW_TOKENS
+def quality(reference: Reference, path: Path, prompts: list[dict], judged: list[Judged]) -> dict[str, float]:
+    """A variant's program against eager fp32 (`validate.generation_quality`), row by row (the runner's
+    batch is 1): greedy tokens on `prompts`, teacher-forced on `judged`, each figure weighted by the
+    positions it was taken over."""
+    from ..report import Figure
     from .validate import generation_quality
 
     run, split = program_run(path), reference.split
     traced = _traced(split)
-    figures = [generation_quality(reference, split, run, traced, row, new_tokens=JUDGED_NEW_TOKENS) for row in prompts]
-    return {name: sum(f[name] for f in figures) / len(figures) for name in figures[0]}
+    figures = [generation_quality(reference, split, run, traced, p, j) for p, j in zip(prompts, judged)]
+    weights = [f[Figure.FORCED_TOKENS] for f in figures]
+    out = {name: sum(f[name] * w for f, w in zip(figures, weights)) / sum(weights) for name in figures[0]}
+    out[Figure.FORCED_TOKENS] = sum(weights)
+    out[Figure.TOKEN_AGREEMENT] = sum(f[Figure.TOKEN_AGREEMENT] for f in figures) / len(figures)
+    return out
 
 
 @contextlib.contextmanager
@@ -199,8 +210,9 @@ def _captured_stdout():
             captured.append(sink.read())
 
 
-def runner_text(path: Path, tokenizer: Path, prompt: str, new_tokens: int, bos: int) -> str:
-    """What `TextLLMRunner` writes for `prompt`, greedy (temperature 0), `bos` start tokens added.
+def runner_bytes(path: Path, tokenizer: Path, prompt: str, new_tokens: int, bos: int) -> bytes:
+    """What `TextLLMRunner` writes for `prompt`, greedy (temperature 0), `bos` start tokens added: each
+    token's bytes as it decodes them, before the newline and statistics line it ends with.
 
     Raises:
         RuntimeError: the runner refuses the program or the tokenizer.
@@ -211,7 +223,51 @@ def runner_text(path: Path, tokenizer: Path, prompt: str, new_tokens: int, bos: 
     config = GenerationConfig(echo=False, max_new_tokens=new_tokens, temperature=0.0, num_bos=bos)
     with _captured_stdout() as out:
         runner.generate(prompt, config)
-    return out[0].decode("utf-8", errors="replace").split("\nPyTorchObserver", 1)[0].rstrip("\n")
+    return out[0].split(b"\nPyTorchObserver", 1)[0]
+
+
+# The runner prints each token's piece through `safe_printf` (llama2.c's, kept in ExecuTorch's LLM
+# runner): a piece of one byte that is neither printable ASCII nor whitespace is dropped. A random
+# model over a bytes-only vocabulary wrote e1 fb ":" "$" ee "2" …; the runner printed ":$2…".
+_PRINTED_SINGLE_BYTES = frozenset(range(0x20, 0x7F)) | frozenset(b"\t\n\v\f\r")
+
+
+def token_bytes(tokenizer, ids: list[int]) -> bytes:
+    """The bytes ExecuTorch's runner prints for `ids`, token by token: each token's bytes, special
+    tokens and lone unprintable bytes left out (`_PRINTED_SINGLE_BYTES`). A byte-level BPE token (GPT-2's,
+    Llama 3's) is bytes spelled in GPT-2's printable alphabet; a SentencePiece one is text with "▁" for
+    a space, or a byte `<0xNN>`. Decoding the ids to text instead writes U+FFFD for a character split
+    across tokens, where the runner writes its bytes or nothing: a correct program would read as wrong.
+    What the runner drops the ids still decide: `compare` checks the same program's ids exactly."""
+    import re
+
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    byte_of = {c: b for b, c in bytes_to_unicode().items()}
+    byte_level = _byte_level(tokenizer)
+    special = set(tokenizer.all_special_ids)
+    out = bytearray()
+    for token_id, piece in zip(ids, tokenizer.convert_ids_to_tokens(ids)):
+        if token_id in special or piece is None:
+            continue
+        if match := re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", piece):
+            written = bytes([int(match[1], 16)])
+        elif byte_level and all(c in byte_of for c in piece):
+            written = bytes(byte_of[c] for c in piece)
+        else:
+            written = piece.replace("\u2581", " ").encode()
+        if len(written) != 1 or written[0] in _PRINTED_SINGLE_BYTES:
+            out.extend(written)
+    return bytes(out)
+
+
+def _byte_level(tokenizer) -> bool:
+    """Whether the tokenizer's decoder is byte-level (its tokens spelled in GPT-2's byte alphabet)."""
+    import json
+
+    decoder = json.loads(tokenizer.backend_tokenizer.to_str()).get("decoder") or {}
+    kinds = {decoder.get("type")} | {d.get("type") for d in decoder.get("decoders", [])}
+    return "ByteLevel" in kinds
 
 
 def _start_tokens(tokenizer, prompt: str) -> int:
@@ -231,7 +287,7 @@ def runs_in_runner(model_dir: Path, path: Path, new_tokens: int) -> str | None:
         return None
     bos = _start_tokens(AutoTokenizer.from_pretrained(model_dir), PROMPTS[0])
     try:
-        runner_text(path, tokenizer_file, PROMPTS[0], new_tokens, bos)
+        runner_bytes(path, tokenizer_file, PROMPTS[0], new_tokens, bos)
     except RuntimeError as e:
         return None if _refused_tokenizer(e) else f"ExecuTorch's LLM runner cannot run it: {_without_paths(e, path)}"
     return None
@@ -248,10 +304,10 @@ def _refused_tokenizer(error: RuntimeError) -> bool:
     return "tokenizer" in str(error).lower()
 
 
-def runner_expectations(model, model_dir: Path, new_tokens: int) -> dict[str, str] | None:
-    """What eager `generate()` writes for each of `PROMPTS` (stopping at end of sequence, as the runner
-    does), decoded by the repo's tokenizer: `runner_check`'s reference, computed while the model is
-    here. None: the repo has no `tokenizer.json`, which the runner reads."""
+def runner_expectations(model, model_dir: Path, new_tokens: int) -> dict[str, list[int]] | None:
+    """The token ids eager `generate()` writes for each of `PROMPTS` (stopping at end of sequence, as
+    the runner does): `runner_check`'s reference, computed while the model is here. None: the repo
+    has no `tokenizer.json`, which the runner reads."""
     from transformers import AutoTokenizer
 
     if not (model_dir / "tokenizer.json").exists():
@@ -267,13 +323,15 @@ def runner_expectations(model, model_dir: Path, new_tokens: int) -> dict[str, st
                 max_new_tokens=new_tokens,
                 do_sample=False,
             )[0, len(ids) :].tolist()
-        expected[prompt] = tokenizer.decode(new, skip_special_tokens=True)
+        expected[prompt] = new
     return expected
 
 
-def runner_check(expected: dict[str, str] | None, model_dir: Path, path: Path, new_tokens: int) -> Check:
+def runner_check(expected: dict[str, list[int]] | None, model_dir: Path, path: Path, new_tokens: int) -> Check:
     """ExecuTorch's `TextLLMRunner` itself, reading the repo's `tokenizer.json`, against eager
-    `generate()`'s texts (`runner_expectations`) on `PROMPTS`: the same text."""
+    `generate()`'s token ids (`runner_expectations`) on `PROMPTS`: the runner prints each token's
+    bytes, so it must print exactly the bytes of eager's ids (`token_bytes`) — judged by ids, not by
+    decoded text, which differs wherever a character is split across tokens."""
     from transformers import AutoTokenizer
 
     check = Check("llm_runner")
@@ -285,7 +343,7 @@ def runner_check(expected: dict[str, str] | None, model_dir: Path, path: Path, n
     for prompt in PROMPTS:
         bos = _start_tokens(tokenizer, prompt)
         try:
-            written = runner_text(path, tokenizer_file, prompt, new_tokens, bos)
+            written = runner_bytes(path, tokenizer_file, prompt, new_tokens, bos)
         except RuntimeError as e:
             if not _refused_tokenizer(e):
                 check.error = f"ExecuTorch's LLM runner cannot run it: {_without_paths(e, path)}"
@@ -296,8 +354,14 @@ def runner_check(expected: dict[str, str] | None, model_dir: Path, path: Path, n
                 "SentencePiece and tiktoken ones): it was not run"
             )
             return check
-        if written != expected[prompt]:
-            check.error = f"the runner wrote {written!r} where eager generate() writes {expected[prompt]!r}"
+        want = token_bytes(tokenizer, expected[prompt])
+        if written != want:
+            # Where they part, as ids and escaped bytes: never the raw text, which may not be text at all.
+            at = next((i for i, (a, b) in enumerate(zip(written, want)) if a != b), min(len(written), len(want)))
+            check.error = (
+                f"the runner wrote other tokens than eager generate()'s {expected[prompt]}: their bytes part at "
+                f"byte {at} ({written[at : at + 8]!r} where eager's are {want[at : at + 8]!r})"
+            )
     check.tokens_equal = check.error is None
     return check
 
@@ -309,7 +373,6 @@ def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) ->
     import time
 
     from ..report import Layout, Status, Validation
-    from .derive import JUDGED_NEW_TOKENS
     from .validate import Reference
 
     plan = split.plan
@@ -331,10 +394,11 @@ def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) ->
     reference = Reference(model, split, _traced(split))
     wanted = _wanted(split, backend)
     n = plan.validation.new_tokens
+    judged = split.judged(model_dir, model.config, other).rows() if wanted else []
     for row in prompts:
         reference.loop(row, n)
-        if wanted:
-            reference.loop(row, max(n, JUDGED_NEW_TOKENS), force=True)
+    for each in judged:
+        reference.forced(each)
     expected = runner_expectations(model, model_dir, n)
     if not wanted:
         reference.release()
@@ -347,7 +411,7 @@ def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) ->
     result.validate_seconds = round(time.perf_counter() - started, 2)
     if plan.variants and validation.passed:
         stage("variants")
-        result.variants = _variants(split, backend, reference, model_dir, out_dir, prompts, seq_len, stage)
+        result.variants = _variants(split, backend, reference, model_dir, out_dir, prompts, judged, seq_len, stage)
     result.layout, result.max_seq_len = Layout.LLM_RUNNER, seq_len
     result.components = list(split.components)
     result.programs = {c: f"{BASE}/{PROGRAM}" for c in split.components}
@@ -377,7 +441,15 @@ def _wanted(split, backend) -> list:
 
 
 def _variants(
-    split, backend, reference: Reference, model_dir: Path, out_dir: Path, prompts: list[dict], seq_len: int, stage
+    split,
+    backend,
+    reference: Reference,
+    model_dir: Path,
+    out_dir: Path,
+    prompts: list[dict],
+    judged: list[Judged],
+    seq_len: int,
+    stage,
 ) -> list:
     """The plan's ExecuTorch variants in the runner's layout: 8da4w re-exported from the quantized
     model (`executorch_variants.quantize_8da4w`) into a folder of its own, judged by the same figures
@@ -404,7 +476,7 @@ def _variants(
         try:
             folder.mkdir()
             export(quantize_8da4w(reference.model), folder / PROGRAM, seq_len)
-            figures = quality(reference, folder / PROGRAM, prompts)
+            figures = quality(reference, folder / PROGRAM, prompts, judged)
         except Exception as e:
             traceback.print_exc()
             outcome.error = f"{type(e).__name__}: {describe_error(e)}"

@@ -283,66 +283,99 @@ def _outlier_projections(graph: Path, job: VariantJob, budget: float) -> list[st
 
 
 # ── Weight-only: ONNX Runtime's `MatMulNBits` ────────────────────────────────
-# Measured on a trained 1 M-parameter Llama (tests/trained_lm.py; 8 held-out prompts, 24 tokens
-# each, teacher-forced top-1 as eager / mean |Δ log-prob|): dynamic int8 (`int8`) 0.71 greedy
-# tokens as eager; 8-bit weights in symmetric blocks of 32: 1.000 / 0.006 (blocks of 128: 0.990 /
-# 0.005); 4-bit: 0.917 / 0.110 with everything at 4 bits, 0.932 / 0.082 with the tied embedding
-# table and head at 8 bits (HQQ's float zero points: 0.938 / 0.056, but 8 % more bytes and no
-# quantized lookup), blocks of 64: 0.901 / 0.093, of 16: 0.932 / 0.076 for 10 % more bytes.
+# Measured on SmolLM2-135M (real weights, bench/real_models.py), teacher-forced on 381 tokens of real
+# prose against the fp32 graph (top-1 as fp32 / mean |Δ log-prob|; share of fp32's bytes):
+#   8 bits, symmetric blocks of 32, accuracy level 4 (int8 compute)  0.924 / 0.088  28.2 %
+#   8 bits, symmetric blocks of 32, level 0 (float compute)           0.961 / 0.052  28.2 %
+#   8 bits, symmetric blocks of 16, level 0                           0.966 / 0.043  30.7 %
+#   8 bits, asymmetric blocks of 32, level 0                          0.984 / 0.037  28.8 %   ← w8
+#   8 bits, asymmetric blocks of 32, level 4                          0.929 / 0.085  28.8 %
+#   4 bits, symmetric (or asymmetric) RTN, blocks of 32               0.703 / 0.640  18.3 %
+#   4 bits, ORT's k-quant                                             0.709 / 0.634
+#   4 bits, HQQ (float zero points), blocks of 32, level 0            0.995 / 0.023  20.8 %   ← q4
+#   4 bits, HQQ, level 4                                              0.969 / 0.047  20.8 %
+# (embedding table and head tied, at 8 bits, in every row). A relative noise of 1e-3 on every weight
+# alone costs 0.006 |Δ log-prob|: a 135 M model is that sensitive, and int8 compute (level 4) is
+# what loses most. These weights were dequantized from llama.cpp's Q4_1 (asymmetric 4-bit blocks of
+# 32 along the input axis): HQQ's float zero points fall back onto that grid, so its 4-bit figure
+# here is an upper bound; on the trained 1 M-parameter Llama of the tests HQQ was also ahead of RTN
+# (0.938 / 0.056 against 0.932 / 0.082). Asymmetric 8 bits are ahead of symmetric ones on any
+# block whose values are not centred on zero.
 WEIGHT_ONLY_BLOCK = 32
-# `MatMulNBits`' `accuracy_level` 4: ONNX Runtime's CPU kernels then compute in int8, each block of
-# 32 activations quantized at run time (other execution providers, WebGPU's, pick their own
-# kernels). Measured on bench/generation.py's trained 5 M-parameter Llama (8 held-out prompts ×
-# 32 tokens, greedy loop at batch 1 against fp32, 2 cores): 8-bit 0.34× fp32's speed at level 0
-# (fp32 compute), 1.28× at 4, teacher-forced top-1 0.992 → 0.996, |Δ log-prob| 0.007 → 0.012;
-# 4-bit 0.97× → 1.47×, top-1 0.898 both.
-WEIGHT_ONLY_ACCURACY_LEVEL = 4
+# `MatMulNBits`' `accuracy_level` 0: ONNX Runtime's CPU kernels compute in float (level 4, int8
+# compute, ran 1.3x faster on the 5 M-parameter Llama but cost the quality above on real weights).
+WEIGHT_ONLY_ACCURACY_LEVEL = 0
+
+
+@dataclass(frozen=True)
+class WeightOnly:
+    """One weight-only recipe: the body's bits and algorithm, the embedding table's and head's bits."""
+
+    bits: int
+    # "rtn": ONNX Runtime's round-to-nearest (`DefaultWeightOnlyQuantConfig`); "hqq": its HQQ (float zero points).
+    algorithm: str = "rtn"
+    symmetric: bool = True
+    # The embedding table (and the head it is tied to, or the untied head): 8 bits, where lookups and
+    # logits are most sensitive (llama.cpp's K-quants keep them above the body's bits too).
+    table_bits: int = 8
+
+
+W8 = WeightOnly(bits=8, symmetric=False)
+Q4 = WeightOnly(bits=4, algorithm="hqq")
 
 
 def w8(job: VariantJob) -> Derived:
-    """8-bit weights in symmetric blocks of `WEIGHT_ONLY_BLOCK` (`MatMulNBits`), float activations;
-    the embedding table too, as the head's weights where the two are tied (`_weight_only`)."""
-    return _weight_only(job, job.base_dir, bits=8)
+    """8-bit weights in asymmetric blocks of `WEIGHT_ONLY_BLOCK` (`MatMulNBits`), float activations;
+    the embedding table too (`_weight_only`)."""
+    return _weight_only(job, job.base_dir, W8)
 
 
 def q4(job: VariantJob) -> Derived:
-    """4-bit weights in symmetric blocks, the tied embedding table and head at 8 bits (measured above),
-    float activations: transformers.js's `q4` (`model_q4.onnx`)."""
-    return _weight_only(job, job.base_dir, bits=4, head_bits=8)
+    """4-bit HQQ weights in blocks, the embedding table and head at 8 bits (measured above), float
+    activations: transformers.js's `q4` (`model_q4.onnx`)."""
+    return _weight_only(job, job.base_dir, Q4)
 
 
 def q4f16(job: VariantJob) -> Derived:
-    """`q4` of the exporter's float16 program: float16 activations and cache, transformers.js's
-    `q4f16` (`model_q4f16.onnx`, WebGPU's default for LLMs)."""
+    """4-bit weights of the exporter's float16 program: float16 activations and cache, transformers.js's
+    `q4f16` (`model_q4f16.onnx`, WebGPU's default for LLMs). Round-to-nearest: ORT's HQQ quantizer
+    writes float32 scales, which a float16 `MatMulNBits` does not take."""
     import dataclasses
 
-    return dataclasses.replace(_weight_only(job, _fp16_program(job), bits=4, head_bits=8), float_inputs="float16")
+    recipe = WeightOnly(bits=4)
+    return dataclasses.replace(_weight_only(job, _fp16_program(job), recipe), float_inputs="float16")
 
 
-def _weight_only(job: VariantJob, source: Path, bits: int, head_bits: int | None = None) -> Derived:
+def _weight_only(job: VariantJob, source: Path, recipe: WeightOnly) -> Derived:
     """`source`'s `<component>.onnx` with its MatMul weights quantized by ONNX Runtime's
-    `MatMulNBitsQuantizer` (`bits`; the LM head at `head_bits`). A head tied to the embedding table
-    (the exporter's graph reads the one table through a `Transpose`) is quantized once: the lookup
-    becomes a `GatherBlockQuantized` of the head's quantized blocks, so the table is stored once,
-    quantized. An untied table stays in float (ORT's quantizer takes a lookup at 4 bits only, and
-    only by raising the graph's opset to 21)."""
+    `MatMulNBitsQuantizer` as `recipe` says. The embedding table is quantized too, at
+    `recipe.table_bits`: its lookup becomes a `GatherBlockQuantized` of a head's quantized blocks —
+    the LM head's where the two are tied (the exporter's graph reads the one table through a
+    `Transpose`: stored once, quantized), else a head made for the purpose and removed once its
+    blocks are taken (ORT's quantizer takes a lookup at 4 bits only, and only at opset 21)."""
     import onnx
     import onnx_ir
-    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    from onnxruntime.quantization.matmul_nbits_quantizer import HQQWeightOnlyQuantConfig, MatMulNBitsQuantizer
 
     proto = onnx.load(str(source / f"{job.component}.onnx"))
-    tied = _untie_head(proto)
-    head_bits = head_bits or bits
-    heads = [tied.head] if tied else []
-    settings = dict(block_size=WEIGHT_ONLY_BLOCK, is_symmetric=True, accuracy_level=WEIGHT_ONLY_ACCURACY_LEVEL)
-    body = MatMulNBitsQuantizer(proto, bits=bits, nodes_to_exclude=heads, **settings)
+    table = _untie_head(proto) or _lookup_as_head(proto)
+    heads = [table.head] if table else []
+    settings = dict(block_size=WEIGHT_ONLY_BLOCK, accuracy_level=WEIGHT_ONLY_ACCURACY_LEVEL)
+    algorithm = {}
+    if recipe.algorithm == "hqq":
+        algorithm = dict(algo_config=HQQWeightOnlyQuantConfig(block_size=WEIGHT_ONLY_BLOCK, bits=recipe.bits))
+    body = MatMulNBitsQuantizer(
+        proto, bits=recipe.bits, is_symmetric=recipe.symmetric, nodes_to_exclude=heads, **settings, **algorithm
+    )
     body.process()
     proto = body.model.model
-    if tied:
-        head = MatMulNBitsQuantizer(proto, bits=head_bits, nodes_to_include=heads, **settings)
+    if table:
+        head = MatMulNBitsQuantizer(
+            proto, bits=recipe.table_bits, is_symmetric=True, nodes_to_include=heads, **settings
+        )
         head.process()
         proto = head.model.model
-        _share_head_with_lookup(proto, tied, head_bits)
+        _share_head_with_lookup(proto, table, recipe.table_bits)
     return _loadable(onnx_ir.from_proto(proto), source, job)
 
 
@@ -351,6 +384,8 @@ class _TiedHead:
     lookup: str  # the Gather node reading the embedding table
     head: str  # the MatMul node of the LM head, now reading `table`'s transpose as an initializer
     table: str  # the embedding table's initializer
+    # The head was made for the table alone (an untied table): removed once its blocks are taken.
+    made: bool = False
 
 
 def _untie_head(proto) -> _TiedHead | None:
@@ -388,6 +423,28 @@ def _untie_head(proto) -> _TiedHead | None:
             graph.node.remove(transpose)
             return _TiedHead(lookup.name, heads[0].name, lookup.input[0])
     return None
+
+
+def _lookup_as_head(proto) -> _TiedHead | None:
+    """An untied embedding table (a Gather of `input_ids` from a 2-D float initializer) given a head
+    of its own, in place — a MatMul of its transpose that nothing feeds or reads — so the quantizer
+    quantizes its blocks as it does a tied head's; None: the graph looks up no table."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = proto.graph
+    tables = {i.name: i for i in graph.initializer if len(i.dims) == 2 and i.data_type == TensorProto.FLOAT}
+    lookups = [n for n in graph.node if n.op_type == "Gather" and n.input[0] in tables and n.input[1] == "input_ids"]
+    if len(lookups) != 1:
+        return None
+    lookup = lookups[0]
+    transposed = np.ascontiguousarray(numpy_helper.to_array(tables[lookup.input[0]]).T)
+    weight = numpy_helper.from_array(transposed, name=f"{lookup.input[0]}_blocks")
+    del transposed
+    graph.initializer.append(weight)
+    name = "hfexport_table_blocks"
+    graph.node.append(helper.make_node("MatMul", [f"{name}_input", weight.name], [f"{name}_output"], name=name))
+    return _TiedHead(lookup.name, name, lookup.input[0], made=True)
 
 
 def _share_head_with_lookup(proto, tied: _TiedHead, bits: int) -> None:
@@ -432,3 +489,5 @@ def _share_head_with_lookup(proto, tied: _TiedHead, bits: int) -> None:
     for offset, node in enumerate(nodes):
         graph.node.insert(at + offset, node)
     graph.initializer.remove(next(i for i in graph.initializer if i.name == tied.table))
+    if tied.made:  # its blocks are the lookup's now; the head itself computes nothing
+        graph.node.remove(head)

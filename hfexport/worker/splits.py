@@ -30,7 +30,15 @@ import torch
 
 from ..layouts import LoadersNames
 from ..report import Check, ExportPlan, Layout, Shape, Split
-from .inputs import build_inputs, decoder_prompt, generation_config_of
+from .inputs import (
+    JUDGED_TOKENS,
+    Judged,
+    build_inputs,
+    decoder_prompt,
+    generation_config_of,
+    judged_speech,
+    judged_text,
+)
 
 if TYPE_CHECKING:
     from .validate import Reference
@@ -150,6 +158,21 @@ class ExportSplit:
         """The inputs of one shape: the model's forward's, or its `generate()`'s."""
         return build_inputs(model_dir, config, self.plan, shape, seed, left=self.pads_left())
 
+    def judged(self, model_dir: Path, config, other: dict) -> Judged:
+        """What a generation variant is judged on, teacher-forced (`validate.generation_quality`): here
+        `other` and eager `generate()`'s own continuation, `JUDGED_TOKENS` in all; a split whose model
+        reads text or speech forces real text instead (`Decoder`, `EncoderDecoder`)."""
+        batch = len(next(iter(other.values())))
+        text = config.get_text_config()
+        context = int(getattr(text, "max_position_embeddings", 0) or getattr(config, "max_target_positions", 0) or 4096)
+        used = (
+            other["input_ids"].shape[1]
+            if "input_ids" in other
+            else other.get("decoder_input_ids", torch.ones(1, 4)).shape[1]
+        )
+        new_tokens = max(self.plan.validation.new_tokens, min(-(-JUDGED_TOKENS // batch), context - used - 1))
+        return Judged(other, None, new_tokens, "eager's continuation")
+
     # ── export ──
 
     def export(self, x: Exporting, model, sample: dict):
@@ -248,6 +271,10 @@ class Decoder(ExportSplit):
         """The captured decode step's inputs as the program takes them."""
         return inputs
 
+    def judged(self, model_dir: Path, config, other: dict) -> Judged:
+        """Real prose and its own next tokens, where the repo's tokenizer loads (`inputs.judged_text`)."""
+        return judged_text(model_dir, config) or super().judged(model_dir, config, other)
+
     def tokens(self, call: Call, ids: torch.Tensor, prompt: dict | None = None, config=None) -> dict:
         """What the decoder takes for these tokens."""
         return {"input_ids": ids}
@@ -310,6 +337,10 @@ class ImageTextDecoder(Decoder):
     def eager(self, model) -> dict[str, Callable]:
         return {"vision_encoder": ImageFeatures(model), "embed_tokens": TokenEmbeddings(model), "decode": model}
 
+    def judged(self, model_dir: Path, config, other: dict) -> Judged:
+        # A prompt holds images: eager's own continuation of the validation's image-text prompts.
+        return ExportSplit.judged(self, model_dir, config, other)
+
     def tokens(self, call: Call, ids: torch.Tensor, prompt: dict | None = None, config=None) -> dict:
         # Their embeddings, with each of the prompt's images, one `vision_encoder` call each, in its
         # placeholder tokens' places (the merge `decompose_multimodal` leaves to the caller).
@@ -346,6 +377,16 @@ class EncoderDecoder(ExportSplit):
         inputs = super().inputs(model_dir, config, shape, seed)
         inputs["decoder_input_ids"] = decoder_prompt(config, shape, seed, generation_config_of(Path(model_dir)))
         return inputs
+
+    def judged(self, model_dir: Path, config, other: dict) -> Judged:
+        """A speech model: prose spoken by espeak-ng and its transcript (`inputs.judged_speech`), with
+        the validation's decoder prompt (start, language, task); else eager's own continuation."""
+        if self.plan.modality == "audio":
+            start = other["decoder_input_ids"][:1]
+            spoken = judged_speech(model_dir, config, start)
+            if spoken is not None:
+                return spoken
+        return super().judged(model_dir, config, other)
 
     def export(self, x: Exporting, model, sample: dict):
         from transformers.exporters import ExportedModel

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from ..report import Check, Figure
+from .inputs import Judged
 
 Run = Callable[..., Any]  # run(component_name, **kwargs) -> model output
 
@@ -46,6 +47,15 @@ def max_abs_diffs(reference: Any, candidate: Any) -> dict[str, float]:
     return diffs
 
 
+def scales(reference: Any) -> dict[str, float]:
+    """Each float output's largest |value| (`Check.scale`: what its tolerance is relative to)."""
+    return {
+        name: float(t.detach().float().abs().nan_to_num(0, 0, 0).max()) if t.numel() else 0.0
+        for name, t in _named_tensors(reference).items()
+        if t.is_floating_point()
+    }
+
+
 def _named_tensors(output: Any) -> dict[str, torch.Tensor]:
     if isinstance(output, torch.Tensor):
         return {"output": output}
@@ -67,6 +77,7 @@ def compare_forward(name: str, eager: Reference, exported: Callable, inputs: dic
             check.error = f"{type(e).__name__}: {_first_line(e)}"
             return check
     check.max_abs_diff = max_abs_diffs(reference, candidate)
+    check.scale = scales(reference)
     return check
 
 
@@ -119,33 +130,52 @@ class Reference:
         """`eager_generate` of `prompt`: its new tokens and generate()'s logits processors."""
         return self._once(("generate", new_tokens), prompt, lambda: eager_generate(self.model, prompt, new_tokens))
 
-    def loop(self, prompt: dict, new_tokens: int, force: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """The greedy loop on the eager components, with generate()'s processors; `force`: fed
-        generate()'s own tokens (teacher forcing) rather than its arg-max."""
+    def loop(self, prompt: dict, new_tokens: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The greedy loop on the eager components, with generate()'s processors."""
         tokens, processors = self.generate(prompt, new_tokens)
-
-        def run(component: str, **kwargs):
-            return self._eager[component](**kwargs)
 
         def compute():
             with torch.inference_mode():
                 return greedy_loop(
                     self.split,
-                    run,
+                    self._run,
                     self.traced,
                     prompt,
                     self.config,
                     new_tokens,
                     processors,
-                    force=tokens if force else None,
                     cache_dtype=self.dtype,
                 )
 
-        return self._once(("loop", new_tokens, force), prompt, compute)
+        return self._once(("loop", new_tokens), prompt, compute)
 
-    def prepare(self, sample: dict, other: dict, judged_tokens: int | None) -> None:
+    def forced(self, judged: Judged) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The continuation `judged` forces (eager `generate()`'s own where it names none), and the eager
+        components' raw logits at each of its steps, fed it (teacher forcing)."""
+
+        def compute():
+            tokens = judged.forced if judged.forced is not None else self.generate(judged.prompt, judged.new_tokens)[0]
+            with torch.inference_mode():
+                _, logits = greedy_loop(
+                    self.split,
+                    self._run,
+                    self.traced,
+                    judged.prompt,
+                    self.config,
+                    judged.new_tokens,
+                    force=tokens,
+                    cache_dtype=self.dtype,
+                )
+            return tokens, logits
+
+        return self._once(("forced", judged.new_tokens), judged.prompt, compute)
+
+    def _run(self, component: str, **kwargs):
+        return self._eager[component](**kwargs)
+
+    def prepare(self, sample: dict, other: dict, judged: Judged | None) -> None:
         """Compute every result the checks ask for: the validation's on `sample` and `other`, and
-        (`judged_tokens`: variants will be judged) the variants' forced run on `other`."""
+        (`judged`: variants will be judged) the variants' teacher-forced run and greedy tokens."""
         if not self.split.generates:
             self.forward(sample)
             self.forward(other)
@@ -153,8 +183,8 @@ class Reference:
         n = self.split.plan.validation.new_tokens
         for prompt in (sample, other):
             self.loop(prompt, n)
-        if judged_tokens is not None:
-            self.loop(other, max(n, judged_tokens), force=True)
+        if judged is not None:
+            self.forced(judged)
 
     def release(self) -> None:
         """Drop the eager model's weights (it stays a module on the meta device): from here on only
@@ -336,6 +366,7 @@ def compare_generation(
     check.max_abs_diff = {
         "logits": max(max_abs_diffs(a, b)["output"] for a, b in zip(eager_logits, logits)) if logits else 0.0
     }
+    check.scale = {"logits": max((scales(a)["output"] for a in eager_logits), default=0.0)}
     return check
 
 
@@ -383,38 +414,39 @@ def generation_quality(
     run: Run,
     traced: dict[str, set[str]],
     prompt: dict,
+    judged: Judged,
     cache_dtype: torch.dtype = torch.float32,
-    new_tokens: int | None = None,
 ) -> dict[str, float]:
-    """A generation variant against eager fp32: `token_agreement`, the share of the plan's
-    validation new tokens (8) its greedy loop picks as eager `generate()` does, position by position
-    — one early miss changes every later token, so this figure is taken over those few steps only —;
-    and with both fed eager's continuation for `new_tokens` steps (default: the same 8),
-    `forced_top1_agreement`, the share of steps whose arg-max is eager's, and `logprob_delta_mean`,
-    the mean |Δ log-prob| of eager's tokens. `cache_dtype`: the variant's (float16 for a float16
-    program)."""
+    """A generation variant against eager fp32, teacher-forced: both fed `judged`'s continuation
+    (real prose, or speech's transcript: `inputs.Judged`), `forced_top1_agreement` is the share of
+    its positions whose arg-max is eager's and `logprob_delta_mean` the mean |Δ log-prob| of the
+    continuation's tokens, over `forced_tokens` positions. These gate. `token_agreement`, the share
+    of the plan's validation new tokens (8) its greedy loop on `prompt` picks as eager `generate()`
+    does, is reported, not gating: one flip at a near-tie changes every later greedy token.
+    `cache_dtype`: the variant's (float16 for a float16 program)."""
     config, greedy = reference.config, split.plan.validation.new_tokens
-    n = max(greedy, new_tokens or greedy)
-    # EOS is held back in generate(), so its first `greedy` tokens of `n` are those it picks for `greedy`.
     expected, processors = reference.generate(prompt, greedy)
-    forced, _ = reference.generate(prompt, n)
-    _, eager_logits = reference.loop(prompt, n, force=True)
+    forced, eager_logits = reference.forced(judged)
     with torch.inference_mode():
         tokens, _ = greedy_loop(split, run, traced, prompt, config, greedy, processors, cache_dtype=cache_dtype)
         _, logits = greedy_loop(
-            split, run, traced, prompt, config, n, processors, force=forced, cache_dtype=cache_dtype
+            split, run, traced, judged.prompt, config, judged.new_tokens, force=forced, cache_dtype=cache_dtype
         )
-    deltas, same = [], []
+    mask = judged.mask if judged.mask is not None else torch.ones_like(forced)
+    deltas, same, counted = [], [], []
     for step, (a, b) in enumerate(zip(eager_logits, logits)):
         picked = forced[:, step : step + 1]
-        want = torch.log_softmax(a.float(), -1).gather(-1, picked)
-        got = torch.log_softmax(b.float(), -1).gather(-1, picked)
+        want = torch.log_softmax(a.float(), -1).gather(-1, picked)[:, 0]
+        got = torch.log_softmax(b.float(), -1).gather(-1, picked)[:, 0]
         deltas.append((want - got).abs())
         same.append(a.float().argmax(-1) == b.float().argmax(-1))
+        counted.append(mask[:, step].bool())
+    kept = torch.stack(counted, 1)
     return {
         Figure.TOKEN_AGREEMENT: float((tokens == expected).float().mean()),
-        Figure.FORCED_TOP1_AGREEMENT: float(torch.cat(same).float().mean()),
-        Figure.LOGPROB_DELTA_MEAN: float(torch.cat(deltas).mean()),
+        Figure.FORCED_TOP1_AGREEMENT: float(torch.stack(same, 1)[kept].float().mean()),
+        Figure.LOGPROB_DELTA_MEAN: float(torch.stack(deltas, 1)[kept].mean()),
+        Figure.FORCED_TOKENS: float(kept.sum()),
     }
 
 
