@@ -311,3 +311,23 @@ def test_doctor_reports_versions_and_backends():
     assert packages["executorch"]["tested"] == {"ExecutorchExporter": "1.4.1"}
     assert info["backends"]["dynamo"]["available"] is True
     assert info["backends"]["executorch-cuda"]["available"] is info["cuda"]
+
+
+def test_a_head_whose_weights_the_checkpoint_lacks_is_refused_and_a_sentence_transformer_is_an_embedder(tmp_path):
+    """config.json names `BertForMaskedLM` over weights of the bare encoder, as sentence-transformers
+    repos on the Hub do: the head would be random. Without `modules.json` the export is refused,
+    naming the weights and the task that fits; with it, the repo is exported as the embedder it is."""
+    folder = tiny_models.bert(tmp_path / "st")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["BertForMaskedLM"]}))
+
+    refused = hfexport.export(str(folder), tmp_path / "refused", backends="dynamo")
+    (backend,) = refused.backends
+    assert not refused.ok and backend.status == "failed"
+    assert "holds no weights" in backend.error and "cls.predictions" in backend.error, backend.error
+    assert "--task feature-extraction" in backend.error and not backend.files
+
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    report = hfexport.export(str(folder), tmp_path / "embedder", backends="dynamo")
+    assert report.ok and report.plan.task == "feature-extraction", report.backends[0].error

@@ -76,6 +76,10 @@ def make_plan(
 
     auto_class = None  # for a model whose classes live in its repo: the Auto class that loads it
     auto_map = getattr(config, "auto_map", None) or {}
+    if task == "auto" and _is_sentence_transformer(model_dir):
+        # Its `modules.json` says it is an embedder, whatever head config.json names: such repos often
+        # name `*ForMaskedLM` over weights of the bare encoder (the head would be made up).
+        task = "feature-extraction"
     if task == "auto":
         if architectures and hasattr(transformers, architectures[0]):
             model_class = getattr(transformers, architectures[0])
@@ -333,6 +337,36 @@ def _task_of(model_class, auto_class: str | None) -> Task:
             f"{name}'s head ({spec.name}, {spec.auto_class}) is not exported by hfexport yet: {spec.refused}.", fix
         )
     return spec
+
+
+def _is_sentence_transformer(model_dir: Path) -> bool:
+    """Whether the repo is a sentence-transformers embedder: a `modules.json` whose first module is
+    the transformer itself (`sentence_transformers.models.Transformer`)."""
+    try:
+        modules = json.loads((Path(model_dir) / "modules.json").read_text())
+        return bool(modules) and str(modules[0].get("type", "")).endswith("models.Transformer")
+    except (OSError, ValueError, AttributeError, IndexError, KeyError):
+        return False
+
+
+def refuse_made_up_weights(plan: ExportPlan, missing: list[str]) -> None:
+    """Refuse a model that loaded with weights the checkpoint lacks (`missing`: transformers'
+    `missing_keys`, which it initializes at random): a head with made-up weights validates against
+    itself and means nothing.
+
+    Raises:
+        ConfigError: naming the weights, and a task whose weights the checkpoint holds.
+    """
+    if not missing:
+        return
+    shown = ", ".join(sorted(missing)[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+    raise ConfigError(
+        f"The checkpoint holds no weights for {len(missing)} parameter(s) of {plan.model_class} ({shown}): "
+        "transformers would initialize them at random, and an export of made-up weights is no export of "
+        "this model.",
+        "Export a task whose weights the checkpoint holds (--task feature-extraction for the bare model), "
+        "or fix config.json's architectures to the class the weights were saved from.",
+    )
 
 
 def _has_processor(model_dir: Path) -> bool:
