@@ -46,11 +46,22 @@ def test_section_replaced_not_duplicated_and_owner_text_kept():
     meta = yaml.safe_load(second.split("---\n")[1])
     # transformers.js loads the ONNX folder (a text model with a pipeline for its task): its tag too.
     assert meta == {"license": "mit", "tags": ["mine", "onnx", "transformers.js", "hfexport"]}
-    assert (
-        "| executorch | - | `executorch/xnnpack/` | - | - | - | - | - | failed: validation 'other_shape': boom / x |"
-        in second
-    )
-    assert "| onnx | `bbbbbbbbbbbb` | `onnx/` | model.onnx | 10 B | - | 1.00e-06 | 0.001 | ok |" in second
+    assert "| onnx | `bbbbbbbbbbbb` | `onnx/` | model.onnx | 10 B | - | 1.00e-06 | 0.001 |" in second
+
+
+def test_a_failed_backend_or_variant_is_no_row_of_the_card():
+    """The card is what merging makes the repo's: only what was published. The failed ExecuTorch
+    export and the rejected q4 file are in the report (and the PR's description), not on the card."""
+    from hfexport.report import VariantResult
+
+    report = _report()
+    report.backends[0].variants = [
+        VariantResult("int8", "ok", file="model_quantized.onnx", size=4, quality={"cosine_mean": 0.995}),
+        VariantResult("q4", "failed", error="below its quality thresholds: boom"),
+    ]
+    section = render_card("", "o/m", report).text
+    assert "executorch" not in section.lower() and "boom" not in section and "failed" not in section
+    assert "model_quantized.onnx" in section and "| q4 |" not in section
 
 
 def test_readme_is_created_when_missing_and_bad_yaml_is_left_alone():

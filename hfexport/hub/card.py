@@ -14,6 +14,8 @@ the owner's YAML stays as written.
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 from dataclasses import dataclass
 
@@ -112,10 +114,19 @@ def precision_notes(report: Report) -> list[str]:
     return notes
 
 
+def published_only(report: Report) -> Report:
+    """The report as the card shows it: the exports that succeeded, each with the variants it
+    publishes. A failed or skipped backend or variant is said in the PR's description and the report
+    (where a maintainer reviews it), never as a row of the card that merging makes the repo's."""
+    backends = [dataclasses.replace(b, variants=b.published_variants) for b in report.succeeded]
+    return dataclasses.replace(report, backends=backends)
+
+
 def render_section(
     repo_id: str, report: Report, notes: list[str] | tuple[str, ...] = (), repo_files: set[str] | None = None
 ) -> str:
     sha = report.source.sha
+    report = published_only(report)
     lines = [
         START,
         "## Exports",
@@ -126,15 +137,13 @@ def render_section(
         "",
         *markdown_table(
             report,
-            ["backend", "source", "folder", "files", "size", "precision", "max_abs_diff", "tolerance", "outcome"],
+            ["backend", "source", "folder", "files", "size", "precision", "max_abs_diff", "tolerance"],
         ),
     ]
     notes = [*notes, *precision_notes(report)]
     if notes:
         lines += ["", *(f"- {note}" for note in notes)]
-    variants = markdown_variant_table(
-        report, ["backend", "variant", "file", "size", "share", "quality", "speed", "outcome"]
-    )
+    variants = markdown_variant_table(report, ["backend", "variant", "file", "size", "share", "quality", "speed"])
     if variants:
         lines += [
             "",
@@ -142,7 +151,7 @@ def render_section(
             "",
             "Smaller or faster files beside an export, derived from it and compared with the original model in "
             "float32 on inputs of another shape than any trace or calibration; speed is against the float32 file "
-            "on the same runtime. A variant below its quality thresholds is listed but not published.",
+            "on the same runtime. Each met its quality thresholds; one that did not is not published.",
             "",
             *variants,
         ]
