@@ -164,8 +164,12 @@ def vision_inputs(
     size = getattr(vision, "image_size", 224)
     height, width = shape.image or ((size, size) if isinstance(size, int) else tuple(size)[:2])
     if processor is not None:
-        # Random images through the repo's own processor: its resize, crop and normalisation.
-        images = torch.randint(0, 256, (shape.batch, height, width, 3), generator=generator, dtype=torch.uint8).numpy()
+        # Photographs (random images where none are installed) through the repo's own processor: its
+        # resize, crop and normalisation.
+        images = photographs(shape.batch, height, width, seed)
+        if images is None:
+            images = torch.randint(0, 256, (shape.batch, height, width, 3), generator=generator, dtype=torch.uint8)
+            images = images.numpy()
         try:
             return {"pixel_values": processor(images=list(images), return_tensors="pt")["pixel_values"]}
         except Exception:
@@ -173,6 +177,38 @@ def vision_inputs(
     channels = getattr(vision, "num_channels", 3)
     # Values in the normalised range an image processor produces.
     return {"pixel_values": torch.randn(shape.batch, channels, height, width, generator=generator)}
+
+
+# Photographs scikit-image ships in its package (`skimage/data`, BSD-licensed, read as files: the
+# package is installed `--no-deps` and never imported). Noise images have no objects, edges or
+# colour statistics: a quantized vision file is judged on what it will be shown.
+PHOTOGRAPHS = ("chelsea.png", "coffee.png", "astronaut.png", "rocket.jpg", "motorcycle_left.png")
+
+
+def photographs(count: int, height: int, width: int, seed: int = 0):
+    """`count` photographs as `[count, height, width, 3]` uint8 (centre-cropped to the aspect ratio,
+    resized), from the `seed`-th on; None where scikit-image is not installed."""
+    import importlib.util
+
+    import numpy as np
+    from PIL import Image
+
+    spec = importlib.util.find_spec("skimage")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "data"
+    out = []
+    for i in range(count):
+        path = folder / PHOTOGRAPHS[(seed + i) % len(PHOTOGRAPHS)]
+        if not path.exists():
+            return None
+        image = Image.open(path).convert("RGB")
+        scale = min(image.width / width, image.height / height)
+        w, h = int(width * scale), int(height * scale)
+        left, top = (image.width - w) // 2, (image.height - h) // 2
+        image = image.crop((left, top, left + w, top + h)).resize((width, height), Image.Resampling.BICUBIC)
+        out.append(np.asarray(image, dtype=np.uint8))
+    return np.stack(out)
 
 
 @register_inputs("audio")
@@ -230,7 +266,10 @@ def image_text_inputs(
         processor.tokenizer.pad_token = processor.tokenizer.eos_token
     size = getattr(config.vision_config, "image_size", 224)
     height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
-    images = torch.randint(0, 256, (shape.batch, height, width, 3), generator=generator, dtype=torch.uint8).numpy()
+    images = photographs(shape.batch, height, width, seed)
+    if images is None:
+        images = torch.randint(0, 256, (shape.batch, height, width, 3), generator=generator, dtype=torch.uint8)
+        images = images.numpy()
     texts = [f"{processor.image_token} {_SENTENCES[(seed + i) % len(_SENTENCES)]}" for i in range(shape.batch)]
     encoded = processor(images=list(images), text=texts, padding=True, return_tensors="pt")
     return {k: encoded[k] for k in ("input_ids", "attention_mask", "pixel_values")}
