@@ -405,6 +405,9 @@ class VariantResult:
     # loads in ONNX Runtime, not in other ONNX runtimes), ExecuTorch's quantized kernels (registered
     # by importing them). `Backend.runtime_ops_note` says what each means to a user.
     runtime_ops: list[str] = field(default_factory=list)
+    # The recipe's settings that made the file, where it has several (fastest first, the next tried
+    # only when one misses the floors): `8-bit, int8 compute`, `4-bit HQQ, float compute`.
+    settings: str | None = None
     error: str | None = None
 
     def __post_init__(self) -> None:
@@ -852,7 +855,7 @@ def variant_rows(report: Report) -> list[VariantRow]:
             file=f"`{b.subfolder}/{v.published}`" if v.published else "-",
             size=format_size(v.size),
             share=f"{v.size_share:.0%}" if v.size_share is not None else "-",
-            quality=format_quality(v.quality),
+            quality=(f"{v.settings}: " if v.settings else "") + format_quality(v.quality),
             speed=f"{v.speedup:.2f}×" if v.speedup is not None else "-",
             error=one_line(v.error) if v.error else "",
         )

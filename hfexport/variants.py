@@ -119,6 +119,9 @@ class VariantJob:
     # A folder kept while all the variants of this export are built: what one builds that another
     # also needs (the fused graph of `optimized` and `int8`) is built once, there. None: `work_dir`.
     shared_dir: Path | None = None
+    # Which of the recipe's settings to make, fastest first: where one misses the variant's floors
+    # and its `Derived.more_accurate` says a slower, more accurate one exists, that one is made next.
+    attempt: int = 0
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,10 @@ class Derived:
     float_inputs: str | None = None
     # Operators beyond the runtime's defaults: ONNX Runtime's com.microsoft ones, ExecuTorch's quantized kernels.
     runtime_ops: list[str] = field(default_factory=list)
+    # The settings it was made with, where the recipe has several (`VariantJob.attempt`): said in the report.
+    settings: str | None = None
+    # A slower, more accurate setting exists: judged next should this one miss the floors.
+    more_accurate: bool = False
 
 
 @dataclass(frozen=True)

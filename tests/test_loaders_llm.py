@@ -176,11 +176,12 @@ def test_a_trained_llms_default_push_publishes_weight_only_files_its_loaders_run
         assert v["status"] == "ok" and v["file"] == f"model_{kind}.onnx", v
         assert v["runtime_ops"] == ["GatherBlockQuantized", "MatMulNBits"], v  # the tied table: one lookup
         assert {"token_agreement", "forced_top1_agreement", "logprob_delta_mean", "forced_tokens"} <= set(v["quality"])
+        assert v["settings"] and v["settings"].startswith("8-bit" if kind == "w8" else "4-bit"), v
     w8, q4 = variants["w8"], variants["q4"]
     assert w8["quality"]["forced_top1_agreement"] >= 0.98 and w8["quality"]["logprob_delta_mean"] <= 0.05, w8
     # Issue 39's goals (w8 <= 30 %, q4 <= 22 % of fp32): on this 1 M-parameter model w8's asymmetric blocks
-    # measured 29.9 %, q4's HQQ blocks (float zero points) 21.3 %; teacher-forced on 200 prose tokens
-    # 0.990 / 0.011 and 0.935 / 0.106.
+    # measured 29.9 %, q4's 4-bit blocks ~21 %; teacher-forced on 200 prose tokens w8 0.990 / 0.011, q4
+    # 0.93 / 0.1 (whichever settings held: `settings` in the report).
     assert w8["size_share"] <= 0.30 and q4["size_share"] <= 0.22, (q4, w8)
     assert q4["quality"]["forced_top1_agreement"] >= 0.85, q4
     pr = f"refs/pr/{outcome['pr_num']}"

@@ -8,6 +8,7 @@ again on its file as the loaders run it.
 from __future__ import annotations
 
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 from typing import TYPE_CHECKING, Any
@@ -85,19 +86,18 @@ def run_variants(
     model's vision encoder, token embeddings and decoder) gets the variants that transform each
     saved program (`Variant.per_component`), gathered in a folder of their own (`onnx/quantized/`)
     that `ExportedModel` loads as it loads the fp32 one."""
-    import shutil
     import tempfile
 
     from ..report import Status
-    from ..variants import VariantJob, misses, thresholds_for, variants_of
+    from ..variants import thresholds_for, variants_of
     from .memory import return_freed
 
     plan, backend = split.plan, exporting.backend
-    components = list(split.components)
     judge = _Judge(split, reference, load_exported, other, judged, backend.runner_device)
     base_bytes = fp32_bytes(out_dir, [])
     results = []
     shared = tempfile.TemporaryDirectory(prefix="variants-shared-")  # what several variants of this export use
+    context = _Attempts(split, exporting, reference, out_dir, sample, calibration, judge, base_bytes, Path(shared.name))
     for variant in variants_of(backend.name, plan.variants, split.generates):
         return_freed()  # what validation or the last variant freed: each variant starts near the floor
         stage(f"variant {variant.kind}")
@@ -108,57 +108,96 @@ def run_variants(
             results.append(outcome)
             continue
         with tempfile.TemporaryDirectory(prefix=f"variant-{variant.kind}-") as work_name:
-            work = Path(work_name)
-
-            def job_for(component: str) -> VariantJob:
-                (work / component).mkdir()
-                return VariantJob(
-                    reference.model,  # on the meta device unless a variant needs it (`Variant.needs_model`)
-                    dict(sample),
-                    calibration,
-                    out_dir,
-                    work / component,
-                    lambda: split.program_config(exporting, sample),
-                    lambda of_model, inputs, config: split.export_program(exporting, of_model, inputs, config),
-                    component,
-                    shared_dir=Path(shared.name),
-                )
-
-            try:
-                if len(components) == 1:
-                    derived = variant.make(job_for(components[0]))
-                else:
-                    derived = _derive_per_component(variant, job_for, components, out_dir, work)
-                outcome.kept_in_float, outcome.runtime_ops = list(derived.kept_in_float), list(derived.runtime_ops)
-                figures, speedup = judge(derived)
-                outcome.quality, outcome.speedup = reported(figures), round(speedup, 3)
-                if len(components) == 1 or split.loaders:
-                    # Each program a file beside the fp32 ones (`decode_quantized.onnx`), which the
-                    # loaders' layout then names as theirs (`decoder_model_merged_quantized.onnx`).
-                    files = [variant.file_for(c) for c in components]
-                    packed = [p for c, f in zip(components, files) for p in variant.package(derived.folder, work, c, f)]
-                    file, outcome.files = files[0], files if len(files) > 1 else []
-                    outcome.size = sum(p.stat().st_size for p in packed)
-                else:  # the folder as a whole, its programs laid out as the fp32 ones are
-                    if backend.layout is not None:
-                        backend.layout(derived.folder, components, None)
-                    file = f"{variant.folder}/{components[0]}{exporting.exporter.program_suffix}"
-                    packed = [derived.folder.rename(work / variant.folder)]
-                    outcome.size = sum(p.stat().st_size for p in packed[0].iterdir() if p.suffix != ".json")
-                outcome.size_share = round(outcome.size / base_bytes, 4) if base_bytes else None
-                missed = misses(figures, outcome.thresholds)
-                if missed:
-                    outcome.error = "below its quality thresholds: " + ", ".join(missed) + " (not published)"
-                else:
-                    for path in packed:
-                        shutil.move(path, out_dir / path.name)
-                    outcome.file, outcome.status = file, Status.OK
-            except Exception as e:  # a variant's failure is its own: the fp32 export stands
-                outcome.error = f"{type(e).__name__}: {describe_error(e)}"
-                traceback.print_exc()
+            attempt = 0
+            while _attempt(variant, attempt, Path(work_name), outcome, context):
+                attempt += 1  # the recipe's next, slower and more accurate settings
         results.append(outcome)
     shared.cleanup()
     return results
+
+
+@dataclass
+class _Attempts:
+    """What every attempt at a variant shares: the export it derives from and the judge."""
+
+    split: ExportSplit
+    exporting: Exporting
+    reference: Reference
+    out_dir: Path
+    sample: dict
+    calibration: list[dict]
+    judge: _Judge
+    base_bytes: int
+    shared_dir: Path
+
+
+def _attempt(variant: Variant, attempt: int, work_dir: Path, outcome: VariantResult, context: _Attempts) -> bool:
+    """Make `variant` with its recipe's `attempt`-th settings, judge it, and publish it if it meets
+    its floors (into `outcome`). True: it missed them and slower, more accurate settings exist (try
+    those next); False: done, published or not."""
+    import shutil
+
+    from ..report import Status
+    from ..variants import VariantJob, misses
+
+    split, exporting, reference, sample = context.split, context.exporting, context.reference, context.sample
+    components, backend = list(split.components), exporting.backend
+    work = work_dir / f"attempt-{attempt}"
+    work.mkdir()
+
+    def job_for(component: str) -> VariantJob:
+        (work / component).mkdir()
+        return VariantJob(
+            reference.model,  # on the meta device unless a variant needs it (`Variant.needs_model`)
+            dict(sample),
+            context.calibration,
+            context.out_dir,
+            work / component,
+            lambda: split.program_config(exporting, sample),
+            lambda of_model, inputs, config: split.export_program(exporting, of_model, inputs, config),
+            component,
+            shared_dir=context.shared_dir,
+            attempt=attempt,
+        )
+
+    try:
+        if len(components) == 1:
+            derived = variant.make(job_for(components[0]))
+        else:
+            derived = _derive_per_component(variant, job_for, components, context.out_dir, work)
+        outcome.kept_in_float, outcome.runtime_ops = list(derived.kept_in_float), list(derived.runtime_ops)
+        outcome.settings = derived.settings
+        figures, speedup = context.judge(derived)
+        outcome.quality, outcome.speedup = reported(figures), round(speedup, 3)
+        missed = misses(figures, outcome.thresholds)
+        if missed and derived.more_accurate:
+            print(f"{variant.kind} ({derived.settings}) missed {', '.join(missed)}: trying more accurate settings")
+            shutil.rmtree(work)
+            return True
+        if len(components) == 1 or split.loaders:
+            # Each program a file beside the fp32 ones (`decode_quantized.onnx`), which the
+            # loaders' layout then names as theirs (`decoder_model_merged_quantized.onnx`).
+            files = [variant.file_for(c) for c in components]
+            packed = [p for c, f in zip(components, files) for p in variant.package(derived.folder, work, c, f)]
+            file, outcome.files = files[0], files if len(files) > 1 else []
+            outcome.size = sum(p.stat().st_size for p in packed)
+        else:  # the folder as a whole, its programs laid out as the fp32 ones are
+            if backend.layout is not None:
+                backend.layout(derived.folder, components, None)
+            file = f"{variant.folder}/{components[0]}{exporting.exporter.program_suffix}"
+            packed = [derived.folder.rename(work / variant.folder)]
+            outcome.size = sum(p.stat().st_size for p in packed[0].iterdir() if p.suffix != ".json")
+        outcome.size_share = round(outcome.size / context.base_bytes, 4) if context.base_bytes else None
+        if missed:
+            outcome.error = "below its quality thresholds: " + ", ".join(missed) + " (not published)"
+        else:
+            for path in packed:
+                shutil.move(path, context.out_dir / path.name)
+            outcome.file, outcome.status = file, Status.OK
+    except Exception as e:  # a variant's failure is its own: the fp32 export stands
+        outcome.error = f"{type(e).__name__}: {describe_error(e)}"
+        traceback.print_exc()
+    return False
 
 
 def fp32_bytes(out_dir: Path, variants: list[VariantResult]) -> int:

@@ -288,11 +288,11 @@ def _outlier_projections(graph: Path, job: VariantJob, budget: float) -> list[st
 #   8 bits, symmetric blocks of 32, accuracy level 4 (int8 compute)  0.924 / 0.088  28.2 %
 #   8 bits, symmetric blocks of 32, level 0 (float compute)           0.961 / 0.052  28.2 %
 #   8 bits, symmetric blocks of 16, level 0                           0.966 / 0.043  30.7 %
-#   8 bits, asymmetric blocks of 32, level 0                          0.984 / 0.037  28.8 %   ← w8
-#   8 bits, asymmetric blocks of 32, level 4                          0.929 / 0.085  28.8 %
-#   4 bits, symmetric (or asymmetric) RTN, blocks of 32               0.703 / 0.640  18.3 %
+#   8 bits, asymmetric blocks of 32, level 0                          0.984 / 0.037  28.8 %   ← w8's fallback
+#   8 bits, asymmetric blocks of 32, level 4                          0.929 / 0.085  28.8 %   ← w8 first
+#   4 bits, symmetric (or asymmetric) RTN, blocks of 32               0.703 / 0.640  18.3 %   ← q4 first
 #   4 bits, ORT's k-quant                                             0.709 / 0.634
-#   4 bits, HQQ (float zero points), blocks of 32, level 0            0.995 / 0.023  20.8 %   ← q4
+#   4 bits, HQQ (float zero points), blocks of 32, level 0            0.995 / 0.023  20.8 %   ← q4's fallback
 #   4 bits, HQQ, level 4                                              0.969 / 0.047  20.8 %
 # (embedding table and head tied, at 8 bits, in every row). A relative noise of 1e-3 on every weight
 # alone costs 0.006 |Δ log-prob|: a 135 M model is that sensitive, and int8 compute (level 4) is
@@ -302,51 +302,62 @@ def _outlier_projections(graph: Path, job: VariantJob, budget: float) -> list[st
 # (0.938 / 0.056 against 0.932 / 0.082). Asymmetric 8 bits are ahead of symmetric ones on any
 # block whose values are not centred on zero.
 WEIGHT_ONLY_BLOCK = 32
-# `MatMulNBits`' `accuracy_level` 0: ONNX Runtime's CPU kernels compute in float (level 4, int8
-# compute, ran 1.3x faster on the 5 M-parameter Llama but cost the quality above on real weights).
-WEIGHT_ONLY_ACCURACY_LEVEL = 0
 
 
 @dataclass(frozen=True)
 class WeightOnly:
-    """One weight-only recipe: the body's bits and algorithm, the embedding table's and head's bits."""
+    """One weight-only setting: the body's bits and algorithm, the embedding table's and head's bits,
+    and the `MatMulNBits` accuracy level ONNX Runtime's CPU kernels compute at."""
 
     bits: int
     # "rtn": ONNX Runtime's round-to-nearest (`DefaultWeightOnlyQuantConfig`); "hqq": its HQQ (float zero points).
     algorithm: str = "rtn"
-    symmetric: bool = True
+    symmetric: bool = False
     # The embedding table (and the head it is tied to, or the untied head): 8 bits, where lookups and
     # logits are most sensitive (llama.cpp's K-quants keep them above the body's bits too).
     table_bits: int = 8
+    # 4: int8 compute (each block of 32 activations quantized at run time), 0: float compute.
+    accuracy_level: int = 4
+
+    def describe(self) -> str:
+        how = "HQQ" if self.algorithm == "hqq" else ("symmetric" if self.symmetric else "asymmetric")
+        return f"{self.bits}-bit {how}, {'int8' if self.accuracy_level == 4 else 'float'} compute"
 
 
-W8 = WeightOnly(bits=8, symmetric=False)
-Q4 = WeightOnly(bits=4, algorithm="hqq")
+# Each weight-only kind's settings, fastest first; the next is made only where one misses the
+# kind's floors on the model at hand (`VariantJob.attempt`). One decode step of SmolLM2-135M on 2
+# x86 cores (AVX-512 VNNI), ONNX Runtime 1.32: fp32 26.8 ms; one 576x1536 MatMulNBits at batch 1:
+# fp32 MatMul 31 us; 8-bit int8 compute 17 us, float compute 583 us (no float kernel for 8 bits);
+# 4-bit with integer zero points 17 us (int8 compute), 40 us (float); HQQ's float zero points
+# 720 us at either level (no fast kernel takes them). HQQ is the fallback for weights on a coarse
+# grid (SmolLM2's, from Q4_1); on float-trained weights RTN and HQQ were within a point (above).
+W8 = (WeightOnly(bits=8), WeightOnly(bits=8, accuracy_level=0))
+Q4 = (WeightOnly(bits=4), WeightOnly(bits=4, algorithm="hqq", accuracy_level=0))
 
 
 def w8(job: VariantJob) -> Derived:
-    """8-bit weights in asymmetric blocks of `WEIGHT_ONLY_BLOCK` (`MatMulNBits`), float activations;
-    the embedding table too (`_weight_only`)."""
+    """8-bit weights in asymmetric blocks of `WEIGHT_ONLY_BLOCK` (`MatMulNBits`); the embedding
+    table too (`_weight_only`). int8 compute, else float compute where that misses the floors."""
     return _weight_only(job, job.base_dir, W8)
 
 
 def q4(job: VariantJob) -> Derived:
-    """4-bit HQQ weights in blocks, the embedding table and head at 8 bits (measured above), float
-    activations: transformers.js's `q4` (`model_q4.onnx`)."""
+    """4-bit weights in blocks, the embedding table and head at 8 bits (measured above): round-to-
+    nearest with int8 compute, else HQQ with float compute; transformers.js's `q4` (`model_q4.onnx`)."""
     return _weight_only(job, job.base_dir, Q4)
 
 
 def q4f16(job: VariantJob) -> Derived:
-    """4-bit weights of the exporter's float16 program: float16 activations and cache, transformers.js's
-    `q4f16` (`model_q4f16.onnx`, WebGPU's default for LLMs). Round-to-nearest: ORT's HQQ quantizer
-    writes float32 scales, which a float16 `MatMulNBits` does not take."""
+    """`q4`'s settings on the exporter's float16 program: float16 activations and cache, transformers.js's
+    `q4f16` (`model_q4f16.onnx`, WebGPU's default for LLMs). ORT's HQQ quantizer writes float32
+    scales and zero points, which a float16 `MatMulNBits` does not take: they are stored in float16
+    (round-to-nearest alone kept 73.5 % teacher-forced top-1 on SmolLM2-135M)."""
     import dataclasses
 
-    recipe = WeightOnly(bits=4)
-    return dataclasses.replace(_weight_only(job, _fp16_program(job), recipe), float_inputs="float16")
+    return dataclasses.replace(_weight_only(job, _fp16_program(job), Q4, half=True), float_inputs="float16")
 
 
-def _weight_only(job: VariantJob, source: Path, recipe: WeightOnly) -> Derived:
+def _weight_only(job: VariantJob, source: Path, settings: tuple[WeightOnly, ...], half: bool = False) -> Derived:
     """`source`'s `<component>.onnx` with its MatMul weights quantized by ONNX Runtime's
     `MatMulNBitsQuantizer` as `recipe` says. The embedding table is quantized too, at
     `recipe.table_bits`: its lookup becomes a `GatherBlockQuantized` of a head's quantized blocks —
@@ -357,26 +368,46 @@ def _weight_only(job: VariantJob, source: Path, recipe: WeightOnly) -> Derived:
     import onnx_ir
     from onnxruntime.quantization.matmul_nbits_quantizer import HQQWeightOnlyQuantConfig, MatMulNBitsQuantizer
 
+    import dataclasses
+
+    recipe = settings[job.attempt]
     proto = onnx.load(str(source / f"{job.component}.onnx"))
     table = _untie_head(proto) or _lookup_as_head(proto)
     heads = [table.head] if table else []
-    settings = dict(block_size=WEIGHT_ONLY_BLOCK, accuracy_level=WEIGHT_ONLY_ACCURACY_LEVEL)
+    blocks = dict(block_size=WEIGHT_ONLY_BLOCK, accuracy_level=recipe.accuracy_level)
     algorithm = {}
     if recipe.algorithm == "hqq":
         algorithm = dict(algo_config=HQQWeightOnlyQuantConfig(block_size=WEIGHT_ONLY_BLOCK, bits=recipe.bits))
     body = MatMulNBitsQuantizer(
-        proto, bits=recipe.bits, is_symmetric=recipe.symmetric, nodes_to_exclude=heads, **settings, **algorithm
+        proto, bits=recipe.bits, is_symmetric=recipe.symmetric, nodes_to_exclude=heads, **blocks, **algorithm
     )
     body.process()
     proto = body.model.model
     if table:
-        head = MatMulNBitsQuantizer(
-            proto, bits=recipe.table_bits, is_symmetric=True, nodes_to_include=heads, **settings
-        )
+        head = MatMulNBitsQuantizer(proto, bits=recipe.table_bits, is_symmetric=True, nodes_to_include=heads, **blocks)
         head.process()
         proto = head.model.model
         _share_head_with_lookup(proto, table, recipe.table_bits)
-    return _loadable(onnx_ir.from_proto(proto), source, job)
+    if half:
+        _half_scales(proto)
+    derived = _loadable(onnx_ir.from_proto(proto), source, job)
+    return dataclasses.replace(derived, settings=recipe.describe(), more_accurate=job.attempt + 1 < len(settings))
+
+
+def _half_scales(proto) -> None:
+    """Each `MatMulNBits`' float32 scales and (HQQ's float) zero points as float16, in place: a float16
+    graph's `MatMulNBits` takes them in its activations' type."""
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+
+    initializers = {i.name: i for i in proto.graph.initializer}
+    for node in proto.graph.node:
+        if node.op_type != "MatMulNBits":
+            continue
+        for name in node.input[2:4]:
+            tensor = initializers.get(name)
+            if tensor is not None and tensor.data_type == TensorProto.FLOAT:
+                tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float16), name))
 
 
 @dataclass(frozen=True)
