@@ -17,6 +17,11 @@ ENV PIP_NO_CACHE_DIR=1 \
 # code (its remote code, its pickles) switch to hfexport-worker, which owns nothing: it reads the
 # model from HF_HOME (outside root's private home, hence the folders here) and writes only the
 # folder each worker is lent.
+# espeak-ng speaks the prose a speech model's variants are judged on (hfexport/worker/inputs.py).
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends espeak-ng \
+    && rm -rf /var/lib/apt/lists/*
 RUN useradd --system --no-create-home --shell /usr/sbin/nologin hfexport-worker \
     && install -d -m 0755 /var/cache/hfexport /var/cache/hfexport/hf /var/cache/hfexport/exports
 WORKDIR /opt/hfexport

