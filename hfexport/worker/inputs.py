@@ -389,14 +389,19 @@ def speech(texts: list[str], rate: int) -> list[torch.Tensor] | None:
     return waves
 
 
-# Spoken sentences: about 40 tokens of transcript each, under Whisper's 30 s window.
+def spoken(passage: str, words: int) -> str:
+    """The first `words` plain words of `passage` (letters, an apostrophe or hyphen, trailing
+    punctuation), as a sentence: the documentation's markup (`**`, `::=`, code) is no speech."""
+    import re
+
+    kept = [w for w in passage.split() if re.fullmatch(r"[A-Za-z][A-Za-z'-]*[.,;:]?", w)][:words]
+    return " ".join(kept).rstrip(",;:.") + "."
+
+
+# Spoken sentences: about 50 tokens of transcript each, under Whisper's 30 s window.
 def spoken_passages(count: int) -> list[str]:
-    """`count` passages of a few sentences each, for speech."""
-    passages = []
-    for passage in prose()[:count]:
-        words = passage.split()[:45]
-        passages.append(" ".join(words).rstrip(",;:") + ".")
-    return passages
+    """`count` passages of 45 plain words each, for speech."""
+    return [spoken(passage, 45) for passage in prose()[:count]]
 
 
 def judged_speech(model_dir: Path, config, decoder_start: torch.Tensor, batch: int = 4) -> Judged | None:
