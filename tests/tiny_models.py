@@ -881,6 +881,13 @@ def llama_over_bytes(folder: Path) -> Path:
     ids = dict(bos_token_id=256, eos_token_id=256, pad_token_id=257)
     torch.manual_seed(0)
     config = transformers.LlamaConfig(vocab_size=len(tokenizer), **_DECODER_SIZES, **ids)
+    return _scaled_decoder(folder, config, tokenizer, ids)
+
+
+def _scaled_decoder(folder: Path, config, tokenizer, ids: dict) -> Path:
+    """A random decoder LLM of `config`, its head scaled (x8) so greedy tokens vary, saved with `tokenizer`."""
+    import transformers
+
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     with torch.no_grad():
         model.lm_head.weight.mul_(8)
@@ -905,10 +912,4 @@ def decoder_with_byte_level_tokenizer(folder: Path, family: str) -> Path:
     else:
         config_class = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}[family]
         config = config_class(vocab_size=len(tokenizer), **_DECODER_SIZES, **ids)
-    model = transformers.AutoModelForCausalLM.from_config(config).eval()
-    with torch.no_grad():
-        model.lm_head.weight.mul_(8)
-    model.generation_config = transformers.GenerationConfig(**ids)
-    _save(model, folder)
-    _save_tokenizer(tokenizer, folder)
-    return folder
+    return _scaled_decoder(folder, config, tokenizer, ids)
