@@ -50,7 +50,7 @@ $(CHROMIUM):
 	  || (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends chromium-headless-shell >/dev/null)
 
 # espeak-ng from Debian's packages (~10 MB): a speech model's variants are judged on prose it speaks
-# (hfexport/worker/inputs.py). Without it they fall back to eager's own continuation, and say so.
+# (hfexport/worker/inputs.py). Without it they are judged on eager's own continuation.
 ESPEAK := /usr/bin/espeak-ng
 $(ESPEAK):
 	-apt-get install -y -q --no-install-recommends espeak-ng >/dev/null \

@@ -353,6 +353,8 @@ def judged_text(model_dir: Path, config, batch: int = 2, prompt_tokens: int = 24
     rows, lengths = [], [prompt_tokens - 8 * (i % 2) for i in range(batch)]
     for passage, length in zip(prose(), lengths):
         ids = tokenizer(passage, add_special_tokens=False)["input_ids"][: length + new_tokens]
+        if len(ids) < length + new_tokens:  # a tokenizer that drops what it does not know: no prose to force
+            return None
         start = tokenizer("", add_special_tokens=True)["input_ids"]  # a BOS, where the tokenizer adds one
         rows.append((start + ids[:length], ids[length:]))
     width = max(len(p) for p, _ in rows)
@@ -424,6 +426,8 @@ def judged_speech(model_dir: Path, config, decoder_start: torch.Tensor, batch: i
     limit = int(getattr(config, "max_target_positions", 448)) - decoder_start.shape[1] - 1
     transcripts = [t[:limit] for t in transcripts]
     width = max(len(t) for t in transcripts)
+    if min(len(t) for t in transcripts) < 8:  # a tokenizer that drops what it does not know: no transcript
+        return None
     end = config.eos_token_id if config.eos_token_id is not None else tokenizer.pad_token_id
     forced = torch.tensor([t + [end] * (width - len(t)) for t in transcripts])
     mask = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in transcripts])
