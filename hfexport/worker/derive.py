@@ -309,4 +309,11 @@ def _derive_per_component(variant: Variant, job_for, components: list[str], out_
                 shutil.copy(path, gathered / path.name)
         kept += derived.kept_in_float
         ops |= set(derived.runtime_ops)
-    return Derived(gathered, kept_in_float=kept, runtime_ops=sorted(ops))
+    # Every component is made with the same attempt's settings: the last one's say them all.
+    return Derived(
+        gathered,
+        kept_in_float=kept,
+        runtime_ops=sorted(ops),
+        settings=derived.settings,
+        more_accurate=derived.more_accurate,
+    )
