@@ -39,6 +39,8 @@ DOCS = ROOT / "docs"
 PY = sys.executable
 sys.path.insert(0, str(BENCH))
 
+from variants import program_bytes, session  # noqa: E402  (bench/variants.py: a graph's bytes, a CPU session)
+
 # Variant floors lifted: every file is kept and measured (the verdict is recomputed on defaults).
 _LIFTED = ("forced_top1_agreement=0", "logprob_delta_mean=1e9", "cosine_mean=0", "cosine_min=-1", "top1_agreement=0")
 # Other passages than the judge's (`inputs._PASSAGES` counts from the end of the sorted topics).
@@ -89,17 +91,6 @@ def passages(count: int = 4) -> list[str]:
     topics = pydoc_data.topics.topics
     names = sorted(topics)
     return [" ".join(topics[names[i]].split()) for i in _PASSAGES[:count]]
-
-
-def onnx_bytes(path: Path) -> int:
-    """A graph and its external data."""
-    return sum(p.stat().st_size for p in path.parent.iterdir() if p.name in (path.name, path.name + ".data"))
-
-
-def session(path: Path):
-    import onnxruntime as ort
-
-    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
 # ── SmolLM2-135M ─────────────────────────────────────────────────────────────
@@ -164,7 +155,7 @@ def _llm_row(kind: str, path: Path | None, rows_ids: list, eager: list) -> dict:
     return {
         "file": path.name,
         "kind": kind,
-        "bytes": onnx_bytes(path),
+        "bytes": program_bytes(path),
         "top1": float(torch.cat(same).float().mean()),
         "dlogp": float(torch.cat(deltas).mean()),
         "positions": int(sum(len(x) for x in same)),
@@ -250,7 +241,7 @@ def asr(folder: Path) -> dict:
             }
             if not all(p.exists() for p in paths.values()):
                 continue
-            sizes[kind] = sum(onnx_bytes(p) for p in paths.values())
+            sizes[kind] = sum(program_bytes(p) for p in paths.values())
             traced = {c: _takes(p) for c, p in paths.items()}
             with torch.inference_mode():
                 got, _ = greedy_loop(
@@ -308,7 +299,7 @@ def encoder() -> dict:
         rows.append(
             {
                 "file": label,
-                "bytes": sum(p.stat().st_size for p in path.parent.iterdir() if p.name.startswith(path.name)),
+                "bytes": program_bytes(path),
                 "sentence_cosine_mean": float(sentence.mean()),
                 "sentence_cosine_min": float(sentence.min()),
                 "token_cosine_mean": float(token.mean()),

@@ -314,20 +314,29 @@ class Judged:
 
     def rows(self) -> list[Judged]:
         """One `Judged` per row, the prompt unpadded (what a batch-1 runtime is fed)."""
-        out = []
-        for i in range(len(next(iter(self.prompt.values())))):
-            prompt = {k: v[i : i + 1] for k, v in self.prompt.items()}
-            if "attention_mask" in prompt and "input_ids" in prompt:
-                kept = prompt["attention_mask"][0].bool()
-                prompt = {
-                    **prompt,
-                    "input_ids": prompt["input_ids"][:, kept],
-                    "attention_mask": prompt["attention_mask"][:, kept],
-                }
-            forced = None if self.forced is None else self.forced[i : i + 1]
-            mask = None if self.mask is None else self.mask[i : i + 1]
-            out.append(Judged(prompt, forced, self.new_tokens, self.source, mask))
-        return out
+        return [
+            Judged(
+                prompt,
+                None if self.forced is None else self.forced[i : i + 1],
+                self.new_tokens,
+                self.source,
+                None if self.mask is None else self.mask[i : i + 1],
+            )
+            for i, prompt in enumerate(unpadded_rows(self.prompt))
+        ]
+
+
+def unpadded_rows(prompt: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    """A batch as its rows one by one, each row's padding left out of its `input_ids` and
+    `attention_mask` where it has both: what a batch-1 runtime is fed."""
+    out = []
+    for i in range(len(next(iter(prompt.values())))):
+        row = {k: v[i : i + 1] for k, v in prompt.items()}
+        if "attention_mask" in row and "input_ids" in row:
+            kept = row["attention_mask"][0].bool()
+            row = {**row, "input_ids": row["input_ids"][:, kept], "attention_mask": row["attention_mask"][:, kept]}
+        out.append(row)
+    return out
 
 
 def prose() -> list[str]:

@@ -134,11 +134,9 @@ def program_run(path: Path):
 
 def rows(prompt: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
     """A left-padded batch as its prompts one by one, unpadded: what the runner is fed."""
-    out = []
-    for ids, mask in zip(prompt["input_ids"], prompt["attention_mask"]):
-        kept = ids[mask.bool()][None]
-        out.append({"input_ids": kept, "attention_mask": torch.ones_like(kept)})
-    return out
+    from .inputs import unpadded_rows
+
+    return [{"input_ids": r["input_ids"], "attention_mask": r["attention_mask"]} for r in unpadded_rows(prompt)]
 
 
 # What the split's greedy loop builds for a decode step (the eager model takes them all; the program's
