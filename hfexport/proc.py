@@ -171,6 +171,18 @@ def check_model_readable(model_dir: Path, user: WorkerUser | None) -> None:
     )
 
 
+def readable_by(path: Path, user: WorkerUser) -> bool:
+    """Whether `user` (not root) could read `path` — and, for a folder, list it — by its mode bits
+    and those of the folders above it."""
+    path = Path(path).resolve()
+    try:
+        reachable = all(_granted(folder, user, stat.S_IXOTH) for folder in path.parents)
+        bits = stat.S_IROTH | (stat.S_IXOTH if path.is_dir() else 0)
+        return reachable and _granted(path, user, bits)
+    except OSError:
+        return False
+
+
 def _granted(path: Path, user: WorkerUser, bits: int) -> bool:
     info = path.stat()
     if info.st_uid == user.uid:

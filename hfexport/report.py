@@ -476,19 +476,24 @@ class ExportRequest:
 
 @dataclass(frozen=True)
 class JobPlan:
-    """What the webhook service exports of every repo it watches: the backends and the task. A
-    queued job keeps it as the text `"onnx,dynamo|auto"` (`str`, `parse`), part of its dedup key."""
+    """What the webhook service exports of every repo it watches: the backends, the task and
+    whether a repo's own code may run (in the sandbox, `hfexport/sandbox.py`). A queued job keeps
+    it as the text `"onnx,dynamo|auto"` (`"…|auto|trust-remote-code"`; `str`, `parse`), part of
+    its dedup key."""
 
     backends: tuple[str, ...]
     task: str = "auto"
+    trust_remote_code: bool = False
 
     def __str__(self) -> str:
-        return f"{','.join(self.backends)}|{self.task}"
+        return f"{','.join(self.backends)}|{self.task}" + ("|trust-remote-code" if self.trust_remote_code else "")
 
     @classmethod
     def parse(cls, text: str) -> JobPlan:
-        backends, _, task = text.partition("|")
-        return cls(tuple(name for name in backends.split(",") if name), task or "auto")
+        backends, _, rest = text.partition("|")
+        task, _, trust = rest.partition("|")
+        names = tuple(name for name in backends.split(",") if name)
+        return cls(names, task or "auto", trust == "trust-remote-code")
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,20 @@ class DevHub:
     def add_user(self, name: str, token: str | None = None) -> str:
         return self.store.add_user(name, token)
 
+    def force_push(self, repo_id: str, commit_id: str, branch: str = "main", repo_type: str = "model") -> None:
+        """Move `branch` to `commit_id`, an older commit of the repo, as `git push --force` does on
+        the Hub (the client has no call for it): the commits after it leave the branch, and the
+        webhooks hear the ref update."""
+        ref = f"refs/heads/{branch}"
+        with self.store.transaction():
+            data = self.store.load(repo_type, repo_id)
+            if data is None or commit_id not in data["commits"]:
+                raise ValueError(f"{repo_id} has no commit {commit_id}")
+            old, data["refs"][ref] = data["refs"].get(ref), commit_id
+            self.store.save(data)
+        for hook in self.settings.on_commit:
+            hook(data, ref, old, commit_id)
+
     def add_webhook(self, url: str, secret: str):
         """Send repo and discussion events to `url` with `X-Webhook-Secret: secret`."""
         return self.webhooks.add(url, secret)

@@ -28,19 +28,25 @@ SECRETS = {
 
 
 def test_trusted_remote_code_runs_only_in_processes_that_hold_no_secret(hub, workspace):
-    """A model whose classes live in its repo (auto_map) and whose modules record their process's
-    environment on import: pushed with --trust-remote-code, it plans (task from the mapped class),
-    exports and validates — and no process that ran its code held a token or the webhook secret."""
+    """A model whose classes live in its repo (auto_map) and whose modules, on import, hunt for a
+    credential every way a same-user process could: each process's /proc/PID/environ (push's holds
+    HF_TOKEN), the saved logins under HF_HOME, the same after unmounting /proc, and the Hub over the
+    network. Pushed with --trust-remote-code, it plans (task from the mapped class), exports and
+    validates — and none of that code found a token or a secret (`assert_no_credential_reached`)."""
     from huggingface_hub import HfApi
 
     owner, bot = hub.add_user("rc-owner"), hub.add_user("rc-bot")
+    home = workspace / "rc-hf-home"  # a saved login (`hf auth login`), of another account than HF_TOKEN's
+    home.mkdir()
+    (home / "token").write_text(owner)
+    (home / "stored_tokens").write_text(f"[owner]\nhf_token = {owner}\n")
     records = workspace / "remote-code-records"
-    folder = tiny_models.remote_code_bert(workspace / "remote-code-bert", records)
+    folder = tiny_models.remote_code_bert(workspace / "remote-code-bert", records, **hunting(home, hub))
     api = HfApi(endpoint=hub.url, token=owner)
     api.create_repo("rc-owner/dumpbert")
     api.upload_folder(repo_id="rc-owner/dumpbert", folder_path=folder)
 
-    secrets = {**SECRETS, "HF_TOKEN": bot}
+    secrets = {**SECRETS, "HF_TOKEN": bot, "SAVED_LOGIN": owner}
     push = subprocess.Popen(
         [
             sys.executable,
@@ -56,7 +62,7 @@ def test_trusted_remote_code_runs_only_in_processes_that_hold_no_secret(hub, wor
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, **secrets},
+        env={**os.environ, **SECRETS, "HF_TOKEN": bot, "HF_HOME": str(home)},
     )
     stdout, stderr = push.communicate(timeout=900)
     assert push.returncode == 0, stderr[-3000:]
@@ -64,18 +70,40 @@ def test_trusted_remote_code_runs_only_in_processes_that_hold_no_secret(hub, wor
     assert result["action"] == "opened" and result["report"]["ok"] is True
     assert result["report"]["plan"]["task"] == "text-classification"
     assert result["report"]["plan"]["auto_class"] == "AutoModelForSequenceClassification"
-
-    recorded = {path.name: json.loads(path.read_text()) for path in records.glob("*.json")}
-    pids = {name.split("-", 1)[0] for name in recorded}
     # The planning process and each backend's worker imported the code; the publishing parent never did.
-    assert len(pids) >= 3 and str(push.pid) not in pids, sorted(recorded)
-    for name, env in recorded.items():
-        for variable, value in secrets.items():
-            assert value not in json.dumps(env), (name, variable)
-        assert env.get("HF_HUB_OFFLINE") == "1", name
+    assert_no_credential_reached(records, secrets, processes=3)
     # The card tells users the files need trust too.
     card = api.hf_hub_download("rc-owner/dumpbert", "README.md", revision=f"refs/pr/{result['pr_num']}")
     assert 'subfolder="onnx", revision=revision, trust_remote_code=True' in open(card).read()
+
+
+def hunting(home: Path, hub) -> dict:
+    """What `tiny_models.remote_code_bert`'s code hunts: the Hub client's saved logins in `home`
+    (HF_HOME) and in the default place, and the local Hub's port. The model's own config.json is
+    hunted too, as a control: readable, it proves the hunt ran."""
+    host, port = hub.url.split("//")[1].split(":")
+    paths = (home / "token", home / "stored_tokens", Path.home() / ".cache/huggingface/token")
+    return {"hunt": (*map(str, paths), CONTROL), "knock": (host, int(port))}
+
+
+CONTROL = "/etc/hostname"  # any file every user may read: the hunt must reach it
+
+
+def assert_no_credential_reached(records: Path, secrets: dict[str, str], processes: int) -> None:
+    """Every process that imported the repo's code (at least `processes`: the planner and each
+    backend's worker) recorded its hunt, and none of them reached a secret's value, unmounted
+    anything or reached the network."""
+    recorded = {path.name: json.loads(path.read_text()) for path in records.glob("*.json")}
+    assert len({name.split("-", 1)[0] for name in recorded}) >= processes, sorted(recorded)
+    for name, record in recorded.items():
+        reached = record.pop("__reached__")
+        assert CONTROL in reached, (name, sorted(reached))  # the hunt ran, and could read a file
+        for variable, value in secrets.items():
+            assert value not in json.dumps(record), (name, "its environment", variable)
+            found = [where for where, text in reached.items() if value in text]
+            assert not found, (name, variable, found)
+        assert not [where for where in reached if where.startswith(("umount", "network"))], (name, sorted(reached))
+        assert record.get("HF_HUB_OFFLINE") == "1", name
 
 
 def _has_user(name: str) -> bool:
@@ -134,7 +162,8 @@ def test_as_root_the_repos_code_runs_as_the_worker_user_and_its_files_come_back(
         result = export(folder, open_dir / "out")
         assert result.returncode == 0, result.stderr[-3000:]
         assert json.loads(result.stdout)["ok"] is True
-        uids = {path.name: json.loads(path.read_text())["__uid__"] for path in records.glob("*.json")}
+        # Who wrote each record, as the machine sees it (inside its sandbox, the code sees uid 0).
+        uids = {path.name: path.stat().st_uid for path in records.glob("*.json")}
         assert len({name.split("-", 1)[0] for name in uids}) >= 2, sorted(uids)  # the planner and the worker
         assert set(uids.values()) == {pwd.getpwnam("nobody").pw_uid}, uids
         owners = {path.stat().st_uid for path in (open_dir / "out").rglob("*")}
@@ -192,6 +221,25 @@ def test_a_worker_user_that_cannot_be_switched_to_is_a_clear_error(tmp_path, tin
     assert result.returncode == 2, result.stderr[-2000:]
     assert "HFEXPORT_WORKER_USER='no-such-user-hfexport' names no user" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_repos_code_is_refused_where_the_machine_gives_no_sandbox(workspace, tmp_path):
+    """A container whose seccomp profile refuses new namespaces (Docker's default), as an `unshare`
+    that fails the way it does there: --trust-remote-code is bad input (exit 2) that names why and
+    the fix — and none of the repo's code ran."""
+    records = tmp_path / "records"
+    folder = tiny_models.remote_code_bert(tmp_path / "model", records)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "unshare").write_text("#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n")
+    (tools / "unshare").chmod(0o755)
+    path = f"{tools}:{os.environ['PATH']}"
+    result = run_cli("export", str(folder), "--trust-remote-code", "--out", str(tmp_path / "out"), env={"PATH": path})
+    assert result.returncode == 2, result.stderr[-2000:]
+    said = " ".join(result.stderr.split())
+    assert "needs a sandbox, and this machine gives none: `unshare` was refused (unshare: unshare failed" in said
+    assert "HFEXPORT_WORKER_USER" in said and "Traceback" not in said
+    assert not records.exists() and not (tmp_path / "out").exists()
 
 
 def test_a_planning_error_in_the_isolated_process_keeps_its_type_and_fix(workspace, tmp_path):

@@ -312,6 +312,85 @@ def test_a_push_of_an_older_commit_never_moves_the_pr_back(hub, accounts, tiny_b
     assert push(repo, backends="dynamo", token=accounts["bot"]).action == "unchanged"
 
 
+def _new_weights(owner, repo: str, folder: Path) -> str:
+    """The owner commits other weights (a retrained model); the new head."""
+    owner.upload_file(path_or_fileobj=str(folder / "model.safetensors"), path_in_repo="model.safetensors", repo_id=repo)
+    return owner.model_info(repo).sha
+
+
+def _published_sha(owner, repo: str, num: int) -> str:
+    """The commit whose exports our PR holds, by the report published on it."""
+    path = owner.hf_hub_download(repo, "hfexport-report.json", revision=f"refs/pr/{num}")
+    return json.loads(Path(path).read_text())["source"]["sha"]
+
+
+def test_a_force_push_back_to_an_older_commit_takes_the_pr_back_with_it(hub, accounts, tiny_bert_folder, workspace):
+    """The owner pushed new weights (B), our PR followed, then they withdrew them: main is
+    force-pushed back to A. B is no longer on the branch, so it is not "newer": the PR follows main
+    back to A's exports."""
+    repo, owner = "alice/rolled-back", _api(hub, accounts["alice"])
+    a = seed(hub, accounts["alice"], repo, tiny_bert_folder)
+    opened = push(repo, backends="dynamo", token=accounts["bot"])
+    b = _new_weights(owner, repo, tiny_models.bert(workspace / "rolled-back-b", seed=41))
+    moved = push(repo, backends="dynamo", token=accounts["bot"])
+    assert moved.action == "updated" and _published_sha(owner, repo, opened.pr_num) == b
+    hub.force_push(repo, a)
+    back = push(repo, backends="dynamo", token=accounts["bot"])
+    assert back.action == "updated" and back.pr_num == opened.pr_num, back
+    assert _published_sha(owner, repo, opened.pr_num) == a
+    assert push(repo, backends="dynamo", token=accounts["bot"]).action == "unchanged"
+
+
+def test_a_pr_merged_while_the_next_commit_exports_gets_a_new_pr(hub, accounts, tiny_bert_folder, workspace):
+    """A maintainer merges our PR (A's exports) while B's are being made: B's files never land on
+    the merged PR's ref; they go to a new PR, and main keeps what was merged."""
+    repo, owner = "alice/merged-meanwhile", _api(hub, accounts["alice"])
+    seed(hub, accounts["alice"], repo, tiny_bert_folder)
+    first = push(repo, backends="dynamo", token=accounts["bot"])
+    merged_head = owner.model_info(repo, revision=f"refs/pr/{first.pr_num}").sha
+    b = _new_weights(owner, repo, tiny_models.bert(workspace / "merged-meanwhile-b", seed=43))
+    merged: list[str] = []
+
+    def maintainer_merges(backend: str, message: str) -> None:
+        if not merged:
+            merged.append(owner.merge_pull_request(repo, first.pr_num) or "merged")
+
+    second = push(repo, backends="dynamo", token=accounts["bot"], progress=maintainer_merges)
+    assert merged and second.action == "opened" and second.pr_num != first.pr_num, second
+    assert owner.get_discussion_details(repo, first.pr_num).status == "merged"
+    assert owner.model_info(repo, revision=f"refs/pr/{first.pr_num}").sha == merged_head  # nothing of B's there
+    # The new PR holds exports of main now: B's weights, with A's exports merged in beside them.
+    assert _published_sha(owner, repo, second.pr_num) == owner.model_info(repo).sha != b
+    ours, merged_in = (
+        owner.get_paths_info(repo, ["dynamo/model.pt2"], revision=r)[0].blob_id
+        for r in (f"refs/pr/{second.pr_num}", "main")
+    )
+    assert ours != merged_in
+
+
+def test_a_pr_closed_while_the_next_commit_exports_is_left_alone(hub, accounts, tiny_bert_folder, workspace):
+    """A maintainer closes our PR while the next commit exports: no commit, no comment lands on it."""
+    repo, owner = "alice/closed-meanwhile", _api(hub, accounts["alice"])
+    seed(hub, accounts["alice"], repo, tiny_bert_folder)
+    first = push(repo, backends="dynamo", token=accounts["bot"])
+    before = owner.get_discussion_details(repo, first.pr_num)
+    head = owner.model_info(repo, revision=f"refs/pr/{first.pr_num}").sha
+    _new_weights(owner, repo, tiny_models.bert(workspace / "closed-meanwhile-b", seed=47))
+    closed: list[bool] = []
+
+    def maintainer_closes(backend: str, message: str) -> None:
+        if not closed:
+            closed.append(True)
+            owner.change_discussion_status(repo, first.pr_num, "closed", comment="not this one")
+
+    second = push(repo, backends="dynamo", token=accounts["bot"], progress=maintainer_closes)
+    assert closed and second.action == "closed-respected", second
+    after = owner.get_discussion_details(repo, first.pr_num)
+    assert after.status == "closed" and owner.model_info(repo, revision=f"refs/pr/{first.pr_num}").sha == head
+    ours = [e for e in after.events if e.type == "comment" and e.author == "hfexport-bot"]
+    assert len(ours) == len([e for e in before.events if e.type == "comment" and e.author == "hfexport-bot"])
+
+
 def test_merged_pr_does_not_start_a_loop(hub, accounts, tiny_bert_folder):
     """Merging our PR moves main; the next push finds main already holding the exports and opens nothing."""
     repo = "alice/merged"

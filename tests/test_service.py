@@ -43,8 +43,10 @@ class Service:
         backends: str = "dynamo",
         extra: tuple[str, ...] = (),
         max_fds: int | None = None,
+        env: dict[str, str] | None = None,
     ):
         self.db, self.watch, self.token, self.backends, self.extra = db, watch, token, backends, extra
+        self.env = env or {}
         self.max_fds = max_fds  # the process's descriptor limit (RLIMIT_NOFILE), as a server's default
         self.port = _free_port()
         self.process: subprocess.Popen | None = None
@@ -70,7 +72,7 @@ class Service:
             args += ["--watch", repo]
         # The reconcile pass queues watched heads on start: tests of the webhook path turn it off.
         args += list(self.extra) if "--reconcile-every" in self.extra else [*self.extra, "--reconcile-every", "0"]
-        env = {**os.environ, "HF_TOKEN": self.token, "HFEXPORT_WEBHOOK_SECRET": SECRET}
+        env = {**os.environ, "HF_TOKEN": self.token, "HFEXPORT_WEBHOOK_SECRET": SECRET, **self.env}
         self.log = open(self.db.with_suffix(".log"), "ab")
 
         def limit() -> None:
@@ -205,6 +207,32 @@ def test_commit_fires_webhook_then_service_opens_pr(hub, accounts, tmp_path, wor
     finally:
         hub.webhooks.hooks.clear()
         service.stop()
+
+
+def test_a_repos_code_run_by_the_service_reaches_no_credential(hub, accounts, tmp_path, workspace):
+    """`serve --trust-remote-code`: the repo's code runs in the sandbox of each job's push, and its
+    hunt (/proc of every process — the service holds the webhook secret and the token —, saved
+    logins, the network) reaches none of them."""
+    from test_hardening import SECRETS, assert_no_credential_reached, hunting
+
+    repo, home, records = "alice-svc/remote-code", tmp_path / "hf-home", tmp_path / "records"
+    home.mkdir()
+    (home / "token").write_text(accounts["alice"])  # the operator's own saved login
+    folder = tiny_models.remote_code_bert(workspace / "svc-remote-code", records, **hunting(home, hub))
+    sha = _seed(hub, accounts["alice"], repo, folder)
+    extra = {name: value for name, value in SECRETS.items() if name not in ("HF_TOKEN", "HFEXPORT_WEBHOOK_SECRET")}
+    env = {**extra, "HF_HOME": str(home)}
+    service = Service(tmp_path / "q.sqlite", [repo], accounts["bot"], "onnx", ("--trust-remote-code",), env=env)
+    service.start()
+    try:
+        status, body = service.post(_payload(repo, sha))
+        assert status == 202, body
+        job = service.wait_done(body["job"])
+        assert job["status"] == "done" and job["result"]["action"] == "opened", job
+    finally:
+        service.stop()
+    secrets = {**extra, "HF_TOKEN": accounts["bot"], "SAVED_LOGIN": accounts["alice"], "WEBHOOK": SECRET}
+    assert_no_credential_reached(records, secrets, processes=2)
 
 
 def test_fifty_concurrent_identical_events_make_one_job_and_one_pr(hub, accounts, tmp_path, workspace):
@@ -570,6 +598,50 @@ def test_an_older_commits_job_never_runs_once_the_branch_moved_on(hub, accounts,
         ), job
         assert newest.status == "done"
         assert queue.enqueue(repo, sha, plan) == (job.id, False)  # a re-sent webhook: nothing new
+
+
+def test_a_commit_the_branch_is_force_pushed_back_to_runs_again(hub, accounts, tmp_path):
+    """main goes A → B → (force-push) A: A's job ran before B's, and its webhook now is no
+    duplicate: it runs again (and push takes the PR back to A). Another replay of it is one."""
+    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig, branch_head
+    from hfexport.entrypoints.service.queue import JobQueue
+
+    ran: list[str] = []
+
+    class RecordingExecutor:
+        def run(self, job):
+            ran.append(job.head_sha)
+            return {"action": "updated"}
+
+    repo, owner, plan = "alice-svc/rolled-back", _api(hub, accounts["alice"]), JobPlan(("dynamo",))
+    owner.create_repo(repo)
+    owner.upload_file(path_or_fileobj=b"one", path_in_repo="a.txt", repo_id=repo)
+    a = owner.model_info(repo).sha
+    owner.upload_file(path_or_fileobj=b"two", path_in_repo="a.txt", repo_id=repo)
+    b = owner.model_info(repo).sha
+    queue = JobQueue(tmp_path / "q.sqlite", max_attempts=4)
+    config = ServiceConfig(secret=SECRET, watch={"*"}, plan=plan, workers=1)
+    workers = QueueWorkers(config, queue, RecordingExecutor(), idle_s=0.05, head=branch_head(None, "main")).start()
+
+    def settle() -> None:
+        deadline = time.monotonic() + 30
+        while (queue.counts().get("queued") or queue.counts().get("running")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    try:
+        hub.force_push(repo, a)
+        assert queue.enqueue(repo, a, plan)[1]
+        settle()
+        hub.force_push(repo, b)
+        assert queue.enqueue(repo, b, plan)[1]
+        settle()
+        hub.force_push(repo, a)  # the owner withdraws B
+        assert queue.enqueue(repo, a, plan)[1], "the webhook of the commit main came back to was dropped"
+        settle()
+        assert not queue.enqueue(repo, a, plan)[1]  # a replay of it, once it ran again
+    finally:
+        workers.stop()
+    assert ran == [a, b, a], ran
 
 
 def test_a_worker_outlives_a_locked_queue_and_healthz_says_what_is_wrong(tmp_path):

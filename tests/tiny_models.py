@@ -255,17 +255,66 @@ def minilm_folder() -> Path:
 
 
 _RECORDER = """
-import json as _json, os as _os
+import ctypes as _ctypes, json as _json, os as _os, socket as _socket
+
+
+def _hunt(paths, knock):
+    # What a hostile repo's code tries: every process's environment (its ancestors hold the token
+    # and the webhook secret), the saved logins, the network; then again after unmounting /proc.
+    reached = {{}}
+
+    def scan(tag):
+        for pid in _os.listdir("/proc"):
+            if pid.isdigit() and int(pid) != _os.getpid():
+                try:
+                    text = open(f"/proc/{{pid}}/environ", "rb").read().decode(errors="replace")
+                    reached[f"{{tag}}/proc/{{pid}}/environ"] = text
+                except OSError:
+                    pass
+
+    scan("")
+    for path in paths:
+        try:
+            reached[path] = open(path, errors="replace").read()
+        except OSError:
+            pass
+    libc = _ctypes.CDLL(None, use_errno=True)
+    # Not where it would unmount the test machine's own /proc: a root outside any user namespace.
+    host_root = _os.geteuid() == 0 and open("/proc/self/uid_map").read().split() == ["0", "0", "4294967295"]
+    for target in [] if host_root else [b"/proc", *[p.encode() for p in paths]]:
+        if libc.umount2(target, 2) == 0:
+            reached[f"umount {{target.decode()}}"] = "done"
+    scan("after umount")
+    for path in paths:
+        try:
+            reached[f"after umount {{path}}"] = open(path, errors="replace").read()
+        except OSError:
+            pass
+    if knock:
+        try:
+            _socket.create_connection(tuple(knock), timeout=2).close()
+            reached[f"network {{knock}}"] = "connected"
+        except OSError:
+            pass
+    return reached
+
+
+_stat = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+_me = f"{{_os.getpid()}}.{{_stat[19]}}"  # pid and start time: pids repeat across PID namespaces
 _os.makedirs({record_dir!r}, exist_ok=True)
-with open(_os.path.join({record_dir!r}, f"{{_os.getpid()}}-{{__name__.rsplit('.', 1)[-1]}}.json"), "w") as _f:
-    _json.dump({{**_os.environ, "__uid__": _os.getuid()}}, _f)
+with open(_os.path.join({record_dir!r}, f"{{_me}}-{{__name__.rsplit('.', 1)[-1]}}.json"), "w") as _f:
+    _json.dump({{**_os.environ, "__uid__": _os.getuid(), "__reached__": _hunt({hunt!r}, {knock!r})}}, _f)
 """
 
 
-def remote_code_bert(folder: Path, record_dir: Path) -> Path:
+def remote_code_bert(
+    folder: Path, record_dir: Path, hunt: tuple[str, ...] = (), knock: tuple[str, int] | None = None
+) -> Path:
     """A tiny BERT whose classes live in the repo (`auto_map`), as trusted remote code does; its
     modules record their process's environment (and uid, as `__uid__`) in `record_dir` when they
-    are imported."""
+    are imported — and, as `__reached__`, every credential they could read hunting for one: each
+    process's `/proc/PID/environ`, the files in `hunt`, both again after trying to unmount `/proc`
+    and them, and whether `knock` (host, port) answered."""
     from transformers import BertConfig, BertForSequenceClassification
 
     torch.manual_seed(5)
@@ -279,7 +328,7 @@ def remote_code_bert(folder: Path, record_dir: Path) -> Path:
         num_labels=3,
     )
     BertForSequenceClassification(config).eval().save_pretrained(folder)
-    recorder = _RECORDER.format(record_dir=str(record_dir))
+    recorder = _RECORDER.format(record_dir=str(record_dir), hunt=tuple(hunt), knock=knock)
     (folder / "configuration_dumpbert.py").write_text(
         recorder
         + "\nfrom transformers import BertConfig\n\n\nclass DumpBertConfig(BertConfig):\n    model_type = 'dumpbert'\n"

@@ -23,7 +23,8 @@ from ..pipeline.package import package, staging_folder
 from ..pipeline.plan import check_request, plan_isolated
 from ..pipeline.preflight import Machine, check, check_or_raise, weights_of
 from ..pipeline.resolve import resolve
-from ..proc import FAULT_ENV, injected_fault
+from ..proc import FAULT_ENV, injected_fault, worker_user
+from ..sandbox import require
 from ..report import ExportPlan, ExportRequest, PublishResult, Report, Source
 from ..settings import cache_dir
 from ..settings import variants as default_variants
@@ -125,6 +126,11 @@ def _planned(fetched: FetchedModel, names: list[str], task: str, trust_remote_co
         HfExportError subclasses: a task or model that cannot be planned, before any worker starts.
     """
     checked = check_request(fetched.model_dir, task, trust_remote_code)
+    # No repo code runs unprotected: where this machine gives no sandbox, refuse it here (exit 2).
+    if trust_remote_code:
+        require("a repo's own code (--trust-remote-code)", worker_user())
+    if not fetched.use_safetensors:
+        require("a repo's pickled weights (--allow-pickle: unpickling runs code)", worker_user())
     with BackendWorkers(names, jobs) as workers:
         plan = plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked)
         yield dataclasses.replace(plan, **wanted), workers

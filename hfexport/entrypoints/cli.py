@@ -374,6 +374,13 @@ def serve(
     ] = "ghcr.io/hfexport/hfexport:0.1.0",
     backends: Annotated[str, typer.Option(help="Backends each job exports.")] = _DEFAULT_BACKENDS,
     task: Annotated[str, typer.Option(help="Task, as for export.")] = "auto",
+    trust_remote_code: Annotated[
+        bool,
+        typer.Option(
+            help="Export repos whose model code lives in the repo (auto_map); it runs in a sandbox that reaches "
+            "no token or secret, and is refused where this machine gives none."
+        ),
+    ] = False,
     max_attempts: Annotated[
         int, typer.Option(min=1, help="Attempts per job (restarts included) before it is marked failed.")
     ] = 10,
@@ -466,7 +473,7 @@ def serve(
         config = ServiceConfig(
             secret=secret,
             watch=watched,
-            plan=JobPlan(tuple(names.split(",")), task),
+            plan=JobPlan(tuple(names.split(",")), task, trust_remote_code),
             workers=workers,
             max_attempts=max_attempts,
             backoff_s=backoff,
@@ -481,6 +488,14 @@ def serve(
                 "Set HFEXPORT_WEBHOOK_SECRET (or --secret) to a long random value, the same as the Hub webhook's.",
             )
         )
+    if trust_remote_code:  # refused now, not in every job: this machine gives no sandbox
+        from ..proc import worker_user
+        from ..sandbox import require
+
+        try:
+            require("a repo's own code (--trust-remote-code)", worker_user())
+        except HfExportError as e:
+            fail(e)
     queue = JobQueue(
         db,
         lease_s=lease,

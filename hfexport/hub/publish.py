@@ -287,14 +287,25 @@ def read_state(api, repo_id: str, sha: str, log: Log = lambda message: None, *, 
 
 
 def _newer_than(api, repo_id: str, sha: str, held: set[str]) -> str | None:
-    """The commit among `held` (what our PR's exports were built from) that has `sha` in its
-    history, or None: then our PR holds a newer commit than `sha`. Only Hub commits compare (a
-    local folder's digest has no history); a commit the Hub no longer has is passed over."""
+    """The commit among `held` (what our PR's exports were built from) that is on the branch now
+    and has `sha` in its history, or None: then our PR holds a newer commit than `sha`. A commit
+    the branch no longer holds (the owner force-pushed it away, withdrawing its weights) is never
+    newer: the PR follows the branch back. Only Hub commits compare (a local folder's digest has no
+    history); a commit the Hub no longer has is passed over."""
     from huggingface_hub.errors import RevisionNotFoundError
 
-    for candidate in sorted(h for h in held if h != sha and _SHA.fullmatch(h)):
-        if not _SHA.fullmatch(sha):
-            return None
+    candidates = sorted(h for h in held if h != sha and _SHA.fullmatch(h))
+    if not candidates or not _SHA.fullmatch(sha):
+        return None
+    branch = set(
+        retry(
+            f"read the history of {BASE_BRANCH}",
+            lambda: [commit.commit_id for commit in api.list_repo_commits(repo_id, revision=BASE_BRANCH)],
+        )
+    )
+    for candidate in candidates:
+        if candidate not in branch:
+            continue
         try:
             history = retry(
                 f"read the history of {candidate[:12]}",
@@ -557,6 +568,7 @@ def apply(
         return adds + [CommitOperationDelete(p) for p in decision.deletes]
 
     if decision.action == PublishAction.UPDATED:
+        _check_unchanged(api, repo_id, decision.thread)
         if decision.thread.status == ThreadStatus.CLOSED:
             retry("reopen the pull request", lambda: api.change_discussion_status(repo_id, num, ThreadStatus.OPEN))
 
@@ -637,6 +649,19 @@ def apply(
     return PublishResult(
         PublishAction.OPENED, repo_id, num, state.url(num), commit_oid, files, description, card, report
     )
+
+
+def _check_unchanged(api, repo_id: str, thread: OurThread) -> None:
+    """Read our PR's status again right before committing to it: a maintainer may have merged or
+    closed it while we exported. Then this run's decision is stale.
+
+    Raises:
+        PublishConflict: its status changed (decide again: a merged PR gets a new one, a closed
+            PR is left alone).
+    """
+    now = retry(f"read the status of PR #{thread.num}", lambda: api.get_discussion_details(repo_id, thread.num)).status
+    if now != thread.status:
+        raise PublishConflict(f"PR #{thread.num} was {now} while this run exported")
 
 
 def _explain(decision: Decision, state: HubState) -> str:

@@ -37,6 +37,7 @@ from ..proc import (
     worker_user,
 )
 from ..report import BackendResult, ExportPlan, Status, WorkerJob
+from ..sandbox import wrap
 from .fetch import FetchedModel
 
 DEFAULT_TIMEOUT_S = 1800
@@ -225,7 +226,7 @@ class _Forks:
         own = {"HOME": home.name, "HF_MODULES_CACHE": str(Path(home.name) / "modules")} if user else {}
         # A session of its own: ending it leaves no process behind (its children die with it).
         process = subprocess.Popen(
-            [sys.executable, "-m", "hfexport.worker", ",".join(backends)],
+            wrap([sys.executable, "-m", "hfexport.worker", ",".join(backends)], user),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,
@@ -250,11 +251,20 @@ class _Forks:
                 self._end_unforked(child, self._gone)
                 return
             self._by_dir[str(job_dir)] = child
-            try:
-                self.process.stdin.write(f"fork {job_dir}\n".encode())
-                self.process.stdin.flush()
-            except (BrokenPipeError, ValueError):  # it died importing: `_read` ends `child` with its code
-                pass
+            self._say(f"fork {job_dir}")
+
+    def kill_child(self, pid: int) -> None:
+        """Ask for the session of its child `pid` to be killed: the pid is the worker's own (in its
+        sandbox's PID namespace), not one this process could signal."""
+        with self._lock:
+            self._say(f"kill {pid}")
+
+    def _say(self, line: str) -> None:
+        try:
+            self.process.stdin.write(f"{line}\n".encode())
+            self.process.stdin.flush()
+        except (BrokenPipeError, ValueError):  # it died (importing, say): `_read` ends its children
+            pass
 
     def kill(self) -> None:
         _kill_group(self.process)
@@ -331,11 +341,8 @@ class _Forked:
         job was never forked (still importing)."""
         if self.pid is None:
             self.forks.kill()
-            return
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        else:
+            self.forks.kill_child(self.pid)
 
 
 class _Worker:

@@ -168,6 +168,7 @@ def plan_isolated(
 
     from ..errors import error_class
     from ..proc import check_model_readable, child_env, lend, sandboxed, worker_user
+    from ..sandbox import wrap
 
     user = worker_user()
     check_model_readable(model_dir, user)
@@ -175,7 +176,7 @@ def plan_isolated(
     with tempfile.TemporaryDirectory(prefix="hfexport-plan-") as home:
         lend(Path(home), user)  # the repo's code is copied and imported from here (HF_MODULES_CACHE)
         process = subprocess.run(
-            [sys.executable, "-m", "hfexport.worker.plan"],
+            wrap([sys.executable, "-m", "hfexport.worker.plan"], user),
             input=request.to_json(),
             capture_output=True,
             text=True,

@@ -8,7 +8,8 @@ exists, holding no secret (and, under HFEXPORT_WORKER_USER, as that user). Once 
 `JOB_DIR/job.json` (plan, model folder, backend, output folder), logs to `JOB_DIR/worker.log`,
 writes its current stage to `stage` (the parent shows it as progress) and its outcome, a
 `BackendResult`, to `result.json`, then exits. This process answers `pid PID JOB_DIR` for each fork
-and `exit PID CODE` as each child ends (CODE as `subprocess` gives it: -N for signal N); it ends
+and `exit PID CODE` as each child ends (CODE as `subprocess` gives it: -N for signal N), and kills a
+child's session on `kill PID` (its pids are its sandbox's, `hfexport/sandbox.py`); it ends
 when its stdin closes, and its children with it. A crash, an OOM kill or a hang therefore costs
 one backend alone: the parent sees a missing result or a timeout.
 
@@ -69,6 +70,11 @@ def main(backends: list[str]) -> int:
                     pid = _fork(Path(job_dir), preloaded)
                     children.add(pid)
                     _say(f"pid {pid} {job_dir}")
+                elif command == "kill" and job_dir.isdigit() and int(job_dir) in children:
+                    try:  # its session: the job's own children too
+                        os.killpg(int(job_dir), signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
         while children:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:

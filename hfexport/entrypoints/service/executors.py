@@ -17,6 +17,7 @@ from ...backends import get_backend
 from ...errors import ExitCode, retryable_exit
 from ...proc import die_with_parent
 from ...report import PublishResult
+from ...settings import READ_TOKEN, WEBHOOK_SECRET
 from .queue import Job
 from .warm import WarmPushes
 
@@ -40,6 +41,7 @@ def push_arguments(job: Job, backends: str | None = None) -> list[str]:
         "--task",
         job.plan.task,
         "--json",
+        *(["--trust-remote-code"] if job.plan.trust_remote_code else []),
         "--",
         job.repo_id,
     ]
@@ -78,7 +80,8 @@ class LocalExecutor:
             stderr=subprocess.PIPE,
             text=True,
             preexec_fn=die_with_parent,
-            env={**os.environ, **self.env},
+            # Not the service's own secrets: a push needs the Hub token, never the webhook's.
+            env={k: v for k, v in {**os.environ, **self.env}.items() if k not in (WEBHOOK_SECRET, READ_TOKEN)},
         )
 
     def _start_warm(self) -> subprocess.Popen:

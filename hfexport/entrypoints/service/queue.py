@@ -200,7 +200,9 @@ class JobQueue:
         """Add a job unless one with the same (repo, sha, plan) exists, and supersede the repo's
         jobs of that plan still waiting (the newest commit wins). One that failed for good of a
         transient cause (the Hub down through every attempt) is queued again, with its attempts
-        anew: a re-sent webhook is how such a commit gets its export.
+        anew: a re-sent webhook is how such a commit gets its export. So is one done before a later
+        commit's job: the branch was force-pushed back to it (a late replay of its webhook runs, finds
+        the later commit on the branch, and writes nothing).
 
         Args:
             is_head: the Hub said `head_sha` is the branch's head (a worker's check, not a webhook):
@@ -221,7 +223,14 @@ class JobQueue:
             )
             created = cursor.rowcount == 1
             if not created:
-                revived = "(status='failed' AND transient=1)" + (" OR status='superseded'" if is_head else "")
+                # Done, but a later commit's job came after it: the branch came back to this commit
+                # (a force-push withdrawing the later one), and the PR must follow it back.
+                returned = (
+                    "status='done' AND EXISTS (SELECT 1 FROM jobs AS later WHERE later.repo_id=jobs.repo_id "
+                    "AND later.plan_key=jobs.plan_key AND later.id>jobs.id AND later.updated_at>jobs.updated_at)"
+                )
+                revived = f"(status='failed' AND transient=1) OR ({returned})"
+                revived += " OR status='superseded'" if is_head else ""
                 cursor = db.execute(
                     "UPDATE jobs SET status='queued', attempts=0, next_run_at=0, transient=0, result=NULL, "
                     f"updated_at=? WHERE dedup_key=? AND ({revived})",
