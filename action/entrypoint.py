@@ -23,7 +23,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -149,7 +148,13 @@ def main() -> int:
     command += ["--", repo_id]  # the end of options: a repo id is never read as a flag
     env = {**os.environ, "HF_TOKEN": token} if token else dict(os.environ)
     print(f"::group::hfexport push {_escape(repo_id)}", flush=True)
+    # No line hfexport prints is a workflow command: its messages quote the inputs, and a message
+    # wrapped at the log's 80 columns can start a line with `::warning::` from an input. GitHub's
+    # own switch for logging text it must not read: stop-commands, resumed by a token none can guess.
+    resume = secrets.token_hex(16)
+    print(f"::stop-commands::{resume}", flush=True)
     process = subprocess.run(command, stdout=subprocess.PIPE, stderr=None, text=True, env=env)
+    print(f"::{resume}::", flush=True)
     print("::endgroup::", flush=True)
 
     try:
@@ -168,10 +173,11 @@ def main() -> int:
 
     report = result.report
     report_path = ""
-    if report is not None and report.out_dir:
-        workspace = Path(os.environ.get("GITHUB_WORKSPACE") or ".")
-        report_path = str(workspace / REPORT_FILE)
-        shutil.copyfile(Path(report.out_dir) / REPORT_FILE, report_path)
+    if report is not None:
+        # This run's report (this repo, this commit), not the file in the export cache: that one
+        # names whichever repo with the same weights filled the cache.
+        report_path = str(Path(os.environ.get("GITHUB_WORKSPACE") or ".") / REPORT_FILE)
+        Path(report_path).write_text(report.to_json(), encoding="utf-8")
     failed = [b for b in (report.backends if report else []) if b.status not in (Status.OK, Status.SKIPPED)]
     for b in failed:
         message = _escape(f"{b.status}: {b.error or ''}")

@@ -153,6 +153,71 @@ def test_an_input_that_would_inject_a_workflow_command_is_refused_before_anythin
     assert outputs == {"status": "error"}
 
 
+def test_the_report_path_holds_the_report_of_the_repo_and_commit_published(hub, tmp_path, action_repo):
+    """Two repos with the same weights: the second run's exports come from the cache the first
+    filled, and its `report-path` names the second repo and its commit, not the first."""
+    from huggingface_hub import HfApi
+
+    import tiny_models
+
+    _, token = action_repo
+    owner = HfApi(endpoint=hub.url, token=hub.add_user("alice-twins"))
+    folder = tiny_models.bert(tmp_path / "twin", seed=61)
+    shas = {}
+    for repo in ("alice-twins/first", "alice-twins/second"):
+        owner.create_repo(repo)
+        owner.upload_folder(repo_id=repo, folder_path=folder)
+        shas[repo] = owner.model_info(repo).sha
+        (tmp_path / repo).mkdir(parents=True)
+        process, outputs, _ = _run_action(tmp_path / repo, {"repo-id": repo, "hf-token": token, "backends": "dynamo"})
+        assert process.returncode == 0 and outputs["status"] == "opened", process.stderr[-2000:]
+        report = json.loads(Path(outputs["report-path"]).read_text())
+        assert (report["source"]["ref"], report["source"]["sha"]) == (repo, shas[repo]), report["source"]
+    assert "reusing the cached exports" in process.stderr  # the second came from the first's cache
+
+
+def _processed_commands(log: str) -> list[str]:
+    """The workflow commands GitHub's runner would act on in `log` (stdout and stderr as one
+    stream): lines starting with `::`, except between `::stop-commands::TOKEN` and `::TOKEN::`."""
+    commands, resume = [], None
+    for line in log.splitlines():
+        if resume is not None:
+            if line == f"::{resume}::":
+                resume = None
+            continue
+        if line.startswith("::stop-commands::"):
+            resume = line.removeprefix("::stop-commands::")
+        elif line.startswith("::"):
+            commands.append(line)
+    return commands
+
+
+@pytest.mark.parametrize("name", ["backends", "variants"])
+def test_no_input_text_starts_a_workflow_command_line_however_messages_wrap(tmp_path, name):
+    """An input whose text, quoted in an error wrapped at the log's 80 columns, would start a line
+    with `::warning::`: no command the runner acts on holds it."""
+    process = subprocess.run(
+        [sys.executable, "-m", "hfexport", "github-action"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "GITHUB_ACTIONS": "true",
+            "COLUMNS": "80",
+            "HF_ENDPOINT": "http://127.0.0.1:9",
+            "INPUT_REPO-ID": "alice/model",
+            "INPUT_HF-TOKEN": "hf_x",
+            f"INPUT_{name.upper()}": "a" * 50 + " ::warning::injected",
+        },
+    )
+    assert process.returncode == 2, process.stdout[-2000:]
+    assert re.search(r"^::warning::injected", process.stdout, re.M)  # the wrap does happen
+    commands = _processed_commands(process.stdout)
+    assert commands and not [c for c in commands if "injected" in c], commands
+
+
 def test_action_inputs_are_all_used():
     action = yaml.safe_load((ROOT / "action.yml").read_text())
     source = (ROOT / "action" / "entrypoint.py").read_text()

@@ -90,6 +90,16 @@ def _header_only_checkpoint(folder: Path, parameters: int) -> Path:
     return folder
 
 
+def seed_header_only(hub, api, repo: str, folder: Path, parameters: int) -> None:
+    """Create `repo` holding a `parameters`-weight bf16 checkpoint as the Hub lists it — its files at
+    their full size — of which the local Hub keeps only the header (`DevHub.put_large_file`)."""
+    folder = _header_only_checkpoint(folder, parameters)
+    api.create_repo(repo)
+    api.upload_file(path_or_fileobj=folder / "config.json", path_in_repo="config.json", repo_id=repo)
+    head = (folder / "model.safetensors").read_bytes()
+    hub.put_large_file(repo, "model.safetensors", head, len(head) + parameters * 2, api.whoami()["name"])
+
+
 def test_a_model_that_cannot_fit_is_refused_before_any_download_with_the_estimate_and_the_fix(hub, tmp_path):
     """A 60 B-parameter bf16 checkpoint (its header alone is on the Hub): `export` and `push` read
     its size from the header, exit 2 naming the estimate and the fix, and download no weight; with
@@ -100,12 +110,9 @@ def test_a_model_that_cannot_fit_is_refused_before_any_download_with_the_estimat
     token = hub.add_user("preflight-owner")
     api = HfApi(endpoint=hub.url, token=token)
     huge, tiny = "preflight-owner/huge", "preflight-owner/tiny"
-    for repo, folder in (
-        (huge, _header_only_checkpoint(tmp_path / "huge", 60 * 10**9)),
-        (tiny, tiny_models.bert(tmp_path / "tiny")),
-    ):
-        api.create_repo(repo)
-        api.upload_folder(repo_id=repo, folder_path=folder)
+    seed_header_only(hub, api, huge, tmp_path / "huge", 60 * 10**9)
+    api.create_repo(tiny)
+    api.upload_folder(repo_id=tiny, folder_path=tiny_models.bert(tmp_path / "tiny"))
     home = tmp_path / "hf-home"
     env = {"HF_HOME": str(home), "HF_TOKEN": token}
 

@@ -391,6 +391,83 @@ def test_a_pr_closed_while_the_next_commit_exports_is_left_alone(hub, accounts, 
     assert len(ours) == len([e for e in before.events if e.type == "comment" and e.author == "hfexport-bot"])
 
 
+def test_a_backend_skipped_for_memory_is_exported_by_the_next_run_that_fits(hub, accounts, workspace, monkeypatch):
+    """The preflight skips ExecuTorch (the machine's limit is under its estimate); the PR opens with
+    dynamo. A skip is no export: the rerun with --force-memory exports ExecuTorch into the same PR,
+    and a repo with the same weights is not handed the skip from the export cache either."""
+    from hfexport.pipeline.preflight import estimate, weights_of
+    from hfexport.report import Source
+
+    folder = tiny_models.bert(workspace / "skipped-for-memory", seed=53)
+    weights = weights_of(Source(kind="local", ref=str(folder), sha="0" * 40))
+    dynamo, executorch = estimate(weights, ["dynamo", "executorch"])
+    monkeypatch.setenv("HFEXPORT_MEMORY_LIMIT_MB", str((dynamo.memory_bytes + executorch.memory_bytes) // 2_000_000))
+    repo, twin, owner = "alice/skipped-for-memory", "alice/skipped-for-memory-twin", _api(hub, accounts["alice"])
+    seed(hub, accounts["alice"], repo, folder)
+    seed(hub, accounts["alice"], twin, folder)
+    first = push(repo, backends="dynamo,executorch", token=accounts["bot"])
+    statuses = {b.backend: b.status for b in first.report.backends}
+    assert first.action == "opened" and statuses == {"dynamo": "ok", "executorch": "skipped"}, statuses
+    again = push(repo, backends="dynamo,executorch", token=accounts["bot"], force_memory=True)
+    assert again.action == "updated" and again.pr_num == first.pr_num, again
+    files = owner.list_repo_files(repo, revision=f"refs/pr/{first.pr_num}")
+    assert any(f.startswith("executorch/") and f.endswith(".pte") for f in files), files
+    monkeypatch.setenv("HFEXPORT_MEMORY_LIMIT_MB", "1000000")
+    other = push(twin, backends="dynamo,executorch", token=accounts["bot"])
+    assert {b.backend: b.status for b in other.report.backends} == {"dynamo": "ok", "executorch": "ok"}
+
+
+def test_a_crashed_backend_is_retried_by_the_next_run_and_force_always_exports(hub, accounts, workspace, monkeypatch):
+    """ONNX's process is SIGKILLed (as the OOM killer does) on the first run: the PR opens with
+    dynamo and says onnx crashed. The rerun of the same commit retries onnx (not `unchanged`), and
+    --force exports again instead of reusing the cache."""
+    folder = tiny_models.bert(workspace / "crashed-once", seed=59)
+    repo, owner = "alice/crashed-once", _api(hub, accounts["alice"])
+    seed(hub, accounts["alice"], repo, folder)
+    monkeypatch.setenv("HFEXPORT_TESTING", "1")
+    monkeypatch.setenv("HFEXPORT_FAULT", "onnx:crash")
+    first = push(repo, backends="dynamo,onnx", token=accounts["bot"])
+    assert {b.backend: b.status for b in first.report.backends} == {"dynamo": "ok", "onnx": "crashed"}
+    monkeypatch.delenv("HFEXPORT_FAULT")
+    again = push(repo, backends="dynamo,onnx", token=accounts["bot"])
+    assert again.action == "updated" and again.report is not None, again
+    assert "onnx/model.onnx" in owner.list_repo_files(repo, revision=f"refs/pr/{first.pr_num}")
+    said: list[str] = []
+    forced = push(repo, backends="dynamo,onnx", token=accounts["bot"], force=True, log=said.append)
+    assert forced.report is not None and not any("reusing the cached exports" in line for line in said), said
+
+
+def test_the_owners_crlf_card_keeps_every_byte_outside_our_section(hub, accounts, tiny_bert_folder):
+    """A card written on Windows (CRLF line ends): every byte the owner wrote comes back as it was;
+    our section and the tags are the only change."""
+    readme = b"---\r\nlicense: mit\r\n---\r\n# Caf\xc3\xa9\r\n\r\nThe owner's card, written on Windows.\r\n"
+    repo, owner = "alice/card-crlf", _api(hub, accounts["alice"])
+    seed(hub, accounts["alice"], repo, tiny_bert_folder, readme=None)
+    owner.upload_file(path_or_fileobj=readme, path_in_repo="README.md", repo_id=repo)
+    opened = push(repo, backends="dynamo", token=accounts["bot"])
+    card = Path(owner.hf_hub_download(repo, "README.md", revision=f"refs/pr/{opened.pr_num}")).read_bytes()
+    assert card.startswith(b"---\r\nlicense: mit\r\n") and b"hfexport" in card.split(b"---")[1], card[:200]
+    assert b"---\r\n# Caf\xc3\xa9\r\n\r\nThe owner's card, written on Windows.\r\n" in card, card
+    start, end = card.index(START.encode()), card.index(END.encode()) + len(END)
+    owners = card[:start] + card[end:]
+    assert b"\n" not in owners.replace(b"\r\n", b""), owners  # no line of theirs lost its CR
+
+
+def test_a_card_that_is_not_utf8_is_left_as_it_is_with_a_note(hub, accounts, tiny_bert_folder):
+    """A Latin-1 card (pushed with git: the client refuses one): the Hub takes UTF-8 cards only, so
+    the PR leaves it byte for byte and says why in its description; the exports are published."""
+    readme = b"---\nlicense: mit\n---\n# Caf\xe9 cr\xe8me\n\nA card saved as Latin-1.\n"
+    repo, owner = "alice/card-latin-1", _api(hub, accounts["alice"])
+    seed(hub, accounts["alice"], repo, tiny_bert_folder, readme=None)
+    hub.git_push(repo, {"README.md": readme}, "alice")
+    opened = push(repo, backends="dynamo", token=accounts["bot"])
+    assert opened.action == "opened", opened
+    revision = f"refs/pr/{opened.pr_num}"
+    assert Path(owner.hf_hub_download(repo, "README.md", revision=revision)).read_bytes() == readme
+    assert "dynamo/model.pt2" in owner.list_repo_files(repo, revision=revision)
+    assert "is not UTF-8 text" in owner.get_discussion_details(repo, opened.pr_num).events[0].content
+
+
 def test_merged_pr_does_not_start_a_loop(hub, accounts, tiny_bert_folder):
     """Merging our PR moves main; the next push finds main already holding the exports and opens nothing."""
     repo = "alice/merged"

@@ -322,17 +322,26 @@ def test_hf_jobs_flavor_is_the_cheapest_that_fits_the_models_estimate(hub, accou
     from huggingface_hub import HfApi
 
     from hfexport.entrypoints.service.executors import sized_flavor
-    from test_preflight import _header_only_checkpoint
+    from test_preflight import _header_only_checkpoint, seed_header_only
 
     api = HfApi(endpoint=hub.url, token=accounts["alice"])
     for billions in (7, 60):
         repo = f"alice-svc/header-only-{billions}b"
-        api.create_repo(repo)
-        api.upload_folder(repo_id=repo, folder_path=_header_only_checkpoint(tmp_path / repo, billions * 10**9))
+        seed_header_only(hub, api, repo, tmp_path / repo, billions * 10**9)
         job = Job(3, repo, api.model_info(repo).sha, JobPlan(("onnx",)), JobStatus.RUNNING, 1, None, None, 0, 0)
         flavor, why = sized_flavor(api, job, ["onnx"], accounts["alice"])
         assert flavor == "cpu-xl" and f"{billions}.00 B parameters (bf16)" in why, (flavor, why)
         assert ("more than any CPU flavor has" in why) == (billions == 60), why
+
+    # The same 50 B-parameter header in a file of its own size (86 bytes): counted as what the
+    # file can hold, not what its header claims — the cheapest flavor.
+    repo = "alice-svc/header-claims-50b"
+    api.create_repo(repo)
+    api.upload_folder(repo_id=repo, folder_path=_header_only_checkpoint(tmp_path / repo, 50 * 10**9))
+    job = Job(4, repo, api.model_info(repo).sha, JobPlan(("onnx",)), JobStatus.RUNNING, 1, None, None, 0, 0)
+    flavor, why = sized_flavor(api, job, ["onnx"], accounts["alice"])
+    cheapest = min((h for h in api.list_jobs_hardware() if h.accelerator is None), key=lambda h: h.unit_cost_micro_usd)
+    assert flavor == cheapest.name and why.startswith("0.0 M parameters"), (flavor, why)
 
 
 def _children(pid: int) -> list[int]:

@@ -212,16 +212,17 @@ def push(
         too_large, jobs = _preflight(resolved, names, None, token, force_memory, cache_dir(), bool(wanted["variants"]))
         fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
         key = cache.request_key(fetched, names, request, trust_remote_code)
-        kept = cache.by_request(key, resolved)  # asked and exported before: no plan needed
+        # Asked and exported before: no plan needed. `force` exports again whatever is kept.
+        kept = None if force else cache.by_request(key, resolved)
         if kept is None:
             with _planned(fetched, names, task, trust_remote_code, wanted, jobs) as (plan, workers):
                 out_dir = cache.export_dir(fetched, plan)
-                kept = cache.cached(out_dir, resolved)
+                kept = None if force else cache.cached(out_dir, resolved)
                 if kept is None:
                     report = _export_into(
                         out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress, too_large=too_large
                     )
-                    if report.ok:
+                    if cache.complete(report):
                         cache.remember(key, out_dir)
                     return report
                 cache.remember(key, out_dir)

@@ -238,7 +238,13 @@ def push(
     dry_run: Annotated[
         bool, typer.Option(help="Show the files, PR text and card that would be committed; write nothing.")
     ] = False,
-    force: Annotated[bool, typer.Option(help="Reopen and update a PR of ours that a maintainer closed.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            help="Export again (no cached export) and update our PR whatever it holds, reopening one a maintainer "
+            "closed."
+        ),
+    ] = False,
     allow_pickle: Annotated[bool, typer.Option(help="Accept pickled weights.")] = False,
     trust_remote_code: Annotated[bool, typer.Option(help="Run model code from the repo.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per backend.")] = DEFAULT_TIMEOUT_S,

@@ -79,7 +79,7 @@ from ..report import (
     markdown_variant_table,
 )
 from ..versions import installed
-from .card import START, opted_out, render_card
+from .card import START, RenderedCard, opted_out, render_card
 from .retry import retry
 
 PR_TITLE = "Add verified exports (hfexport)"
@@ -342,6 +342,9 @@ def request_key(backend: str, request: ExportRequest) -> str:
 
 # ── The rules ────────────────────────────────────────────────────────────────
 
+# The outcomes that are a backend's answer for a commit; skipped, crashed and timeout are not.
+DONE = (Status.OK, Status.FAILED)
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -384,7 +387,8 @@ def decide(
         return Decision(PublishAction.NEWER_HELD, pr.thread)
     if report is None:
         if (
-            pr is not None
+            not force
+            and pr is not None
             and pr.thread.is_open
             and all(pr.thread.backends.get(b) == BackendMark(state.sha, request_key(b, request)) for b in backends)
         ):
@@ -398,10 +402,13 @@ def decide(
 
     previous = pr.report if pr is not None else state.base_report
     published, uploads, notes, changed = _merge(state, report, previous)
+    # A backend counts as done for this commit once it exported (or failed validating, as a rerun
+    # would): one skipped, crashed or stopped carries no mark, so the next run tries it again.
     markers = {
         b.backend: (pr.thread.backends.get(b.backend) if pr and b.backend not in report.plan.backends else None)
         or BackendMark(b.source_sha or state.sha, request_key(b.backend, request))
         for b in published.backends
+        if b.status in DONE
     }
     kept = _manifest(published)
     # Our old files go, except in a folder where someone replaced one of them: theirs may need the rest.
@@ -549,11 +556,20 @@ def apply(
         return _report_failure(api, state, decision, report, nonce, dry_run, log)
 
     published = decision.published
-    files = [path for _, path in decision.uploads] + [REPORT_FILE, "README.md"]
     # The card we replace: the PR head's when we update our PR (a maintainer's edits there stay).
     current = state.pr.readme if decision.action == PublishAction.UPDATED and state.pr is not None else state.readme
     rendered = render_card(current, repo_id, published, decision.notes, set(state.tree))
+    if current is not None and not _is_utf8(current):
+        # The Hub takes only UTF-8 cards (its client refuses others): a Latin-1 one stays as it is.
+        rendered = RenderedCard(
+            current,
+            (
+                "The card (README.md) is not UTF-8 text, so this PR leaves it as it is: saved as UTF-8, "
+                "the next run adds the hfexport section and tags",
+            ),
+        )
     card = rendered.text
+    files = [path for _, path in decision.uploads] + [REPORT_FILE] + (["README.md"] if card != current else [])
     for warning in rendered.warnings:
         log(f"warning: {warning}")
     description = _description(published, decision.notes + rendered.warnings, Marker(nonce, decision.markers).render())
@@ -564,7 +580,8 @@ def apply(
         # Fresh objects each attempt: the client marks an operation as used once committed.
         adds = [CommitOperationAdd(path, str(local)) for local, path in decision.uploads]
         adds.append(CommitOperationAdd(REPORT_FILE, published.to_json().encode()))
-        adds.append(CommitOperationAdd("README.md", card.encode()))
+        if "README.md" in files:
+            adds.append(CommitOperationAdd("README.md", encode_text(card)))
         return adds + [CommitOperationDelete(p) for p in decision.deletes]
 
     if decision.action == PublishAction.UPDATED:
@@ -823,9 +840,25 @@ def _read_file(api, repo_id: str, path: str, revision: str) -> str | None:
             local = api.hf_hub_download(repo_id, path, revision=revision)
         except EntryNotFoundError:
             return None
-        return Path(local).read_text(encoding="utf-8", errors="replace")
+        # The owner's bytes as they are: CRLF line ends stay (no newline translation), and bytes
+        # that are not UTF-8 (a Latin-1 card) come back unchanged through `encode_text`.
+        return Path(local).read_bytes().decode("utf-8", "surrogateescape")
 
     return retry(f"read {path}", download)
+
+
+def _is_utf8(text: str) -> bool:
+    """Whether `text`, read by `_read_file`, was UTF-8 (no byte came back as a surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def encode_text(text: str) -> bytes:
+    """A file's text read by `_read_file` as bytes again: the bytes that were not UTF-8, unchanged."""
+    return text.encode("utf-8", "surrogateescape")
 
 
 def _whoami(api) -> str:

@@ -1,7 +1,7 @@
 """The export cache: `push` keeps each export under a key of what decides it — the model's content,
 the plan and the runtimes' versions — so a README-only commit, a rerun after a failed upload or a
-second runner on the same weights reuses the files instead of exporting again. Failures are never
-cached (a rerun retries them).
+second runner on the same weights reuses the files instead of exporting again. Only exports whose
+every backend succeeded are kept: a failure, a skip, a crash or a timeout is retried by a rerun.
 
 The plan takes importing torch and the model's classes to make (~5 s of a 7.4 s push that found
 its export cached, measured on a tiny BERT). It is itself decided by the model's content and what
@@ -65,11 +65,17 @@ def remember(key: str, out_dir: Path) -> None:
     partial.replace(folder / key)
 
 
+def complete(report: Report) -> bool:
+    """Whether `report` may be kept: every backend exported. A skip (the memory preflight, no GPU),
+    a crash or a timeout is an outcome of that run on that machine, not an export to hand on."""
+    return bool(report.backends) and all(b.ok for b in report.backends)
+
+
 def cached(out_dir: Path, source: Source) -> Report | None:
     """The export kept in `out_dir` as built from `source` (the same files: `source` holds the same
     content), or None when there is none or it failed."""
     report = Report.load(out_dir) if (out_dir / REPORT_FILE).exists() else None
-    if report is None or not report.ok:
+    if report is None or not complete(report):
         return None
     backends = [dataclasses.replace(b, source_sha=source.sha) for b in report.backends]
     return dataclasses.replace(report, source=source, backends=backends, out_dir=str(out_dir))
