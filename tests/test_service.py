@@ -280,6 +280,32 @@ def test_kill9_mid_job_then_restart_completes_with_one_pr(hub, accounts, tmp_pat
         restarted.stop()
 
 
+def test_a_second_service_on_the_same_queue_leaves_a_live_lease_alone(hub, accounts, tmp_path, workspace):
+    """A rolling restart: a second `serve` starts on the --db while the first still runs a job (its
+    export hangs) and renews its lease. The second does not run it: one attempt, the first's lease."""
+    repo = "alice-svc/rolling"
+    sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-rolling", seed=13))
+    db, hang = tmp_path / "q.sqlite", {"HFEXPORT_TESTING": "1", "HFEXPORT_FAULT": "dynamo:hang"}
+    first = Service(db, [repo], accounts["bot"], extra=("--warm", "0"), env=hang).start()
+    second = None
+    try:
+        status, body = first.post(_payload(repo, sha))
+        assert status == 202
+        deadline = time.monotonic() + 60
+        while first.get(f"/jobs/{body['job']}")["status"] != "running" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        second = Service(db, [repo], accounts["bot"], extra=("--warm", "0"), env=hang).start()
+        time.sleep(3)  # its workers have claimed what they could
+        job = second.get(f"/jobs/{body['job']}")
+        assert job["status"] == "running" and job["attempts"] == 1, job
+        log = db.with_suffix(".log").read_text()
+        assert '"msg": "recovered"' not in log and log.count('"msg": "running"') == 1, log[-2000:]
+    finally:
+        for service in (first, second):
+            if service is not None:
+                service.stop()
+
+
 def test_hf_jobs_executor_runs_on_the_hubs_jobs_endpoints(hub, accounts, tmp_path, workspace):
     repo = "alice-svc/jobs"
     sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-jobs"))

@@ -9,8 +9,8 @@ thousand repos cannot fill the queue for everyone else) and in all.
 
 QueueWorkers claim a row by moving it to `running` inside a write transaction, so two workers
 never take the same job, and get a lease token: only the holder can renew the lease (a heartbeat
-while the job runs), finish or fail the job. Rows left `running` by a
-process that died are handed out again when their lease expires (and at once on start-up, see
+while the job runs), finish or fail the job. Rows left `running` by a process that died are handed
+out again when their lease expires (at once on start-up when that process was of this machine, see
 `recover`). Every claim counts an attempt; a job that has used `max_attempts` is failed instead of
 claimed again, however its runs ended (a `kill -9` loop included).
 """
@@ -18,7 +18,9 @@ claimed again, however its runs ended (a `kill -9` loop included).
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import socket
 import sqlite3
 import threading
 import time
@@ -251,13 +253,25 @@ class JobQueue:
         return job_id, created
 
     def recover(self) -> int:
-        """On start-up: jobs a dead process left `running` go back to the queue."""
+        """On start-up: jobs a dead process left `running` go back to the queue at once — those
+        whose lease ran out, or was taken by a process of this machine that is gone (a `kill -9`).
+        A lease another live service holds (a rolling restart on the same `--db`) is left to it."""
         now = self.clock()
-        cursor = self._connect().execute(
-            "UPDATE jobs SET status='queued', lease_until=NULL, lease_owner=NULL, updated_at=? WHERE status='running'",
-            (now,),
-        )
-        return cursor.rowcount
+        db = self._connect()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            rows = db.execute("SELECT id, lease_until, lease_owner FROM jobs WHERE status='running'").fetchall()
+            gone = [r["id"] for r in rows if (r["lease_until"] or 0) < now or _holder_gone(r["lease_owner"])]
+            for job_id in gone:
+                db.execute(
+                    "UPDATE jobs SET status='queued', lease_until=NULL, lease_owner=NULL, updated_at=? WHERE id=?",
+                    (now, job_id),
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return len(gone)
 
     def claim(self) -> tuple[Job, str] | None:
         """Take a ready job (or one whose lease ran out) of the repo claimed longest ago, its oldest;
@@ -286,7 +300,7 @@ class JobQueue:
                     )
                     db.execute("COMMIT")
                     continue
-                token = secrets.token_hex(8)
+                token = _lease_token()
                 db.execute(
                     "UPDATE jobs SET status='running', attempts=attempts+1, lease_until=?, lease_owner=?, updated_at=? "
                     "WHERE id=?",
@@ -445,6 +459,29 @@ class JobQueue:
     def counts(self) -> dict[str, int]:
         rows = self._connect().execute("SELECT status, COUNT(*) AS n FROM jobs GROUP BY status").fetchall()
         return {r["status"]: r["n"] for r in rows}
+
+
+def _lease_token() -> str:
+    """A lease's token: its holder (machine and process), and a secret part only it knows."""
+    return f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(8)}"
+
+
+def _holder_gone(token: str | None) -> bool:
+    """Whether the process that holds a lease (`_lease_token`) is known to be gone: one of this
+    machine that no longer runs. Of another machine, or an older token, nothing is known."""
+    host, _, rest = (token or "").partition("/")
+    pid = rest.partition("/")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return True  # this process's leases from before it started: only a recycled pid does that
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, under another user
+        return False
+    return False
 
 
 def _job(row: sqlite3.Row) -> Job:
