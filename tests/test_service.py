@@ -1080,6 +1080,70 @@ def test_pr_writes_are_paced_for_the_fleet_and_a_429_pauses_every_worker(tmp_pat
     assert {j.status for j in queue.list()} == {"done"}
 
 
+def test_a_clock_stepping_back_an_hour_never_makes_a_pr_write_wait_an_hour(tmp_path):
+    """The machine's clock steps back 1 h (NTP, a restored VM) after the bucket emptied, and after a
+    429's pause: the next write waits its token's minute and the pause's 30 s, not an hour more."""
+    from hfexport.entrypoints.service.queue import JobQueue
+
+    now = [5_000_000.0]
+    queue = JobQueue(tmp_path / "q.sqlite", clock=lambda: now[0])
+    assert queue.take_write(60, 2) == 0 and queue.take_write(60, 2) == 0  # the burst, spent
+    now[0] -= 3600
+    assert 0 < queue.take_write(60, 2) <= 60
+    now[0] += 60
+    assert queue.take_write(60, 2) == 0  # a minute later by the new clock: its token is there
+    queue.pause_writes(30)
+    now[0] -= 3600
+    assert 0 < queue.take_write(60, 2) <= 30
+    now[0] += 60
+    assert queue.take_write(60, 2) == 0
+
+
+def test_finished_jobs_are_pruned_after_the_retention_and_healthz_reads_only_the_waiting_ones(tmp_path, accounts):
+    """A queue holding 100,000 jobs finished a year ago and 10 finished today: `serve --keep-days 30`
+    deletes the old ones and keeps today's; `/healthz` (unauthenticated) counts only the jobs
+    waiting, through the status index — its cost follows the queue, not the history."""
+    import sqlite3
+
+    from hfexport.entrypoints.service.queue import JobQueue
+
+    db = tmp_path / "q.sqlite"
+    queue, year_ago = JobQueue(db), time.time() - 365 * 86400
+    with sqlite3.connect(db) as connection:
+        connection.executemany(
+            "INSERT INTO jobs (dedup_key, repo_id, head_sha, plan_key, status, created_at, updated_at) "
+            "VALUES (?, ?, ?, 'dynamo|auto', ?, ?, ?)",
+            [
+                (
+                    f"old/{i}",
+                    f"old/r{i % 100}",
+                    f"{i:040x}",
+                    ("done", "failed", "superseded")[i % 3],
+                    year_ago,
+                    year_ago,
+                )
+                for i in range(100_000)
+            ]
+            + [(f"new/{i}", "new/r", f"{i:040x}", "done", time.time(), time.time()) for i in range(10)],
+        )
+    plan = " ".join(
+        row[-1]
+        for row in queue._connect().execute(
+            "EXPLAIN QUERY PLAN SELECT status, COUNT(*) FROM jobs WHERE status IN ('queued', 'running') GROUP BY status"
+        )
+    )
+    assert plan.startswith("SEARCH jobs USING COVERING INDEX") and "SCAN" not in plan, plan
+    service = Service(db, ["new/r"], accounts["bot"], extra=("--keep-days", "30", "--warm", "0")).start()
+    try:
+        deadline = time.monotonic() + 60
+        while queue.counts().get("done", 0) + queue.counts().get("failed", 0) > 10 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert queue.counts() == {"done": 10}, queue.counts()
+        assert service.get("/healthz", secret=None) == {"ok": True, "jobs": {}}
+    finally:
+        service.stop()
+
+
 def _states_queue(path: Path) -> dict[str, str]:
     """A queue holding repos in four states (one a failure whose error carries markup); returns
     each repo's expected state."""

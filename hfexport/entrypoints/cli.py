@@ -429,6 +429,10 @@ def serve(
             "when the job does.",
         ),
     ] = 1,
+    keep_days: Annotated[
+        float,
+        typer.Option(min=0.01, help="Days a finished job is kept (for /jobs and deduplication) before it is deleted."),
+    ] = 30,
     job_timeout: Annotated[
         float,
         typer.Option(
@@ -486,6 +490,7 @@ def serve(
             max_backoff_s=max_backoff,
             writes_per_hour=prs_per_hour,
             read_token=read_token,
+            keep_s=keep_days * 86400,
         )
     except ValueError as e:
         fail(

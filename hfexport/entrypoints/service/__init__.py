@@ -70,6 +70,8 @@ class ServiceConfig:
     # Who may read /jobs and / besides the webhook's sender: `Authorization: Bearer <read_token>`,
     # or the read token as a Basic-auth password (a browser).
     read_token: str | None = None
+    # Finished jobs (done, failed, superseded) are deleted this long after they ended.
+    keep_s: float = 30 * 86400
 
     def retry_delay(self, attempts: int) -> float:
         """Seconds before a job that failed transiently on its `attempts`-th attempt runs again."""
@@ -215,7 +217,7 @@ def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | N
         problems = health_problems()
         if problems:
             return JSONResponse({"ok": False, "problems": problems}, status_code=503)
-        return JSONResponse({"ok": True, "jobs": queue.counts()})
+        return JSONResponse({"ok": True, "jobs": queue.active()})
 
     def status_page(request: Request) -> Response:
         """The operator's page (`status_page.py`). A browser asks for the read token (or the
@@ -270,6 +272,9 @@ def branch_head(token: str | None, branch: str) -> Callable[[str], str | None]:
     return head
 
 
+PRUNE_EVERY_S = 3600.0
+
+
 class QueueWorkers:
     """`config.workers` threads that claim jobs from the queue and run them on the executor, each
     renewing its job's lease while the executor runs (so a long export is never claimed twice).
@@ -290,6 +295,7 @@ class QueueWorkers:
         self.config, self.queue, self.executor, self.idle_s = config, queue, executor, idle_s
         self.head = head or (lambda repo_id: None)
         self._stop = threading.Event()
+        self._prune_lock, self._next_prune = threading.Lock(), 0.0
         self._threads = [
             threading.Thread(target=self._loop, name=f"worker-{i}", daemon=True) for i in range(config.workers)
         ]
@@ -317,10 +323,22 @@ class QueueWorkers:
             return []
         return [t.name for t in self._threads if t.ident is not None and not t.is_alive()]
 
+    def _prune(self) -> None:
+        """Delete the finished jobs past `config.keep_s`, once an hour (by this process's monotonic clock)."""
+        now = time.monotonic()
+        with self._prune_lock:
+            if now < self._next_prune:
+                return
+            self._next_prune = now + PRUNE_EVERY_S
+        pruned = self.queue.prune(self.config.keep_s)
+        if pruned:
+            log.info(json.dumps({"msg": "pruned", "jobs": pruned}))
+
     def _loop(self) -> None:
         errors = 0
         while not self._stop.is_set():
             try:
+                self._prune()
                 self._once()
                 errors = 0
             except Exception:  # a database error (locked past its timeout, full disk): wait, then go on

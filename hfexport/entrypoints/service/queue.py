@@ -64,6 +64,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (status, next_run_at);
 CREATE INDEX IF NOT EXISTS jobs_repo ON jobs (repo_id, status);
+CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (status, updated_at);
 -- A token bucket the whole fleet's PR writes draw from (every service on this queue), and a pause
 -- the Hub's 429 sets.
 CREATE TABLE IF NOT EXISTS pacing (
@@ -371,7 +372,13 @@ class JobQueue:
             row = db.execute("SELECT * FROM pacing WHERE name='pr-writes'").fetchone()
             tokens, paused = (float(burst), 0.0) if row is None else (row["tokens"], row["paused_until"])
             if row is not None:
-                tokens = min(float(burst), tokens + (now - row["updated_at"]) * rate)
+                # Elapsed time is never negative: where the clock stepped back (NTP, a VM restored),
+                # the bucket gains nothing and a pause moves back with the clock, rather than every
+                # write waiting for the clock to catch up (an hour, for an hour's step).
+                elapsed = now - row["updated_at"]
+                if elapsed < 0:
+                    paused, elapsed = (paused + elapsed if paused > 0 else paused), 0.0
+                tokens = min(float(burst), tokens + elapsed * rate)
             # A token due "now" counts as there (float sums fall short of 1 by a few ulps), and a wait is
             # never shorter than a millisecond: a simulated or coarse clock must move past it.
             wait = paused - now if paused > now else (0.0 if tokens >= 1 - 1e-9 else max(1e-3, (1 - tokens) / rate))
@@ -379,7 +386,8 @@ class JobQueue:
                 tokens -= 1
             db.execute(
                 "INSERT INTO pacing (name, tokens, updated_at, paused_until) VALUES ('pr-writes', ?, ?, ?) "
-                "ON CONFLICT (name) DO UPDATE SET tokens=excluded.tokens, updated_at=excluded.updated_at",
+                "ON CONFLICT (name) DO UPDATE SET tokens=excluded.tokens, updated_at=excluded.updated_at, "
+                "paused_until=excluded.paused_until",
                 (tokens, now, paused),
             )
             db.execute("COMMIT")
@@ -455,6 +463,25 @@ class JobQueue:
     def list(self, limit: int = 100) -> list[Job]:
         rows = self._connect().execute("SELECT * FROM jobs ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
         return [_job(r) for r in rows]
+
+    def active(self) -> dict[str, int]:
+        """The jobs queued and running (what `/healthz` shows): read from the status index, so its
+        cost follows the waiting jobs (capped by --max-queued), not the rows kept."""
+        rows = (
+            self._connect()
+            .execute("SELECT status, COUNT(*) AS n FROM jobs WHERE status IN ('queued', 'running') GROUP BY status")
+            .fetchall()
+        )
+        return {r["status"]: r["n"] for r in rows}
+
+    def prune(self, keep_s: float) -> int:
+        """Delete the jobs finished (done, failed, superseded) more than `keep_s` ago; how many.
+        A replayed webhook of such a commit queues it again (its push then finds the PR unchanged)."""
+        cursor = self._connect().execute(
+            "DELETE FROM jobs WHERE status IN ('done', 'failed', 'superseded') AND updated_at < ?",
+            (self.clock() - keep_s,),
+        )
+        return cursor.rowcount
 
     def counts(self) -> dict[str, int]:
         rows = self._connect().execute("SELECT status, COUNT(*) AS n FROM jobs GROUP BY status").fetchall()
