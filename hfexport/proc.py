@@ -193,19 +193,20 @@ def _granted(path: Path, user: WorkerUser, bits: int) -> bool:
 
 
 # Test hook (docs/design.md, Isolation): HFEXPORT_FAULT="onnx:crash,dynamo:hang" makes that
-# backend's worker die by SIGKILL (as the OOM killer does) or hang, to prove isolation;
+# backend's worker die by SIGKILL (as the OOM killer does) or hang, to prove isolation ("fail":
+# raise, as an exporter that cannot handle the model does);
 # "run:raise" makes the run itself raise an unexpected exception (the internal-error path). It
 # works only under the explicit switch HFEXPORT_TESTING=1, and the report records it when it fired.
 FAULT_ENV = FAULT
 
 
 def injected_fault(backend: str) -> str | None:
-    """The fault the test hook injects into `backend`'s worker (`crash`, `hang`), or into the
+    """The fault the test hook injects into `backend`'s worker (`crash`, `hang`, `fail`), or into the
     run (`injected_fault("run") == "raise"`), or None."""
     if not testing():
         return None
     for item in faults().split(","):
         name, _, fault = item.partition(":")
-        if name.strip() == backend and fault.strip() in ("crash", "hang", "raise"):
+        if name.strip() == backend and fault.strip() in ("crash", "hang", "fail", "raise"):
             return fault.strip()
     return None

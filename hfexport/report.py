@@ -119,7 +119,7 @@ class PublishAction(StrEnum):
     CLOSED_RESPECTED = "closed-respected"  # a maintainer closed our PR; not reopened without force
     NEWER_HELD = "newer-held"  # our open PR holds exports of a newer commit of the branch: never moved back
     UP_TO_DATE = "up-to-date"  # the base already holds these exact exports (our PR was merged)
-    NOTHING_RAN = "nothing-ran"  # every backend was skipped here (e.g. no GPU): nothing to publish
+    NOTHING_RAN = "nothing-ran"  # every backend was skipped, killed or stopped here (e.g. no GPU): nothing to publish
     OPENED = "opened"
     UPDATED = "updated"
     DISCUSSION = "discussion"  # every backend failed: reported in one discussion instead of a PR

@@ -306,6 +306,63 @@ def test_a_second_service_on_the_same_queue_leaves_a_live_lease_alone(hub, accou
                 service.stop()
 
 
+def test_two_workers_share_the_machines_memory_and_never_run_two_jobs_that_fit_only_alone(
+    hub, accounts, tmp_path, workspace
+):
+    """`serve --workers 2` on a machine (HFEXPORT_MEMORY_LIMIT_MB) where each of two repos' exports
+    fits alone but not both: the second waits for the first's memory (its attempt not counted),
+    then runs; both PRs open with every backend exported, none skipped."""
+    from hfexport.pipeline.preflight import needs, weights_of
+    from hfexport.report import Source
+
+    repos = [f"alice-svc/budget-{i}" for i in range(2)]
+    shas = [
+        _seed(hub, accounts["alice"], r, tiny_models.bert(workspace / f"svc-{r[-8:]}", seed=70 + i))
+        for i, r in enumerate(repos)
+    ]
+    weights = weights_of(Source(kind="hub", ref=repos[0], sha=shas[0]), accounts["alice"])
+    alone = needs(weights, ["dynamo"])[0]
+    env = {"HFEXPORT_MEMORY_LIMIT_MB": str(alone * 3 // 2 // 1_000_000)}
+    service = Service(tmp_path / "q.sqlite", repos, accounts["bot"], extra=("--workers", "2", "--warm", "0"), env=env)
+    service.start()
+    try:
+        ids = [service.post(_payload(repo, sha))[1]["job"] for repo, sha in zip(repos, shas)]
+        jobs = [service.wait_done(job_id) for job_id in ids]
+    finally:
+        service.stop()
+    assert all(j["status"] == "done" and j["result"]["action"] == "opened" and j["attempts"] == 1 for j in jobs), jobs
+    events = [json.loads(line) for line in tmp_path.joinpath("q.log").read_text().splitlines() if line.startswith("{")]
+    order = [(e["msg"], e["job"]) for e in events if e.get("msg") in ("running", "done", "waiting for memory")]
+    first_done = next(i for i, (msg, _) in enumerate(order) if msg == "done")
+    other = next(job for job in ids if job != order[first_done][1])
+    last_start = max(i for i, event in enumerate(order) if event == ("running", other))
+    assert ("waiting for memory", other) in order and last_start > first_done, order  # never side by side
+    for repo in repos:
+        report = _api(hub, accounts["alice"]).hf_hub_download(repo, "hfexport-report.json", revision="refs/pr/1")
+        assert {b["status"] for b in json.loads(Path(report).read_text())["backends"]} == {"ok"}
+
+
+def test_a_backend_killed_under_the_service_is_retried_and_never_posted(hub, accounts, tmp_path, workspace):
+    """ONNX's process is SIGKILLed every time (as the OOM killer does): dynamo's PR opens without a
+    word of the kill, the job is retried (not `done`), and after its attempts it fails naming it —
+    on the service, not on the owner's repo."""
+    repo = "alice-svc/killed"
+    sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-killed", seed=77))
+    env = {"HFEXPORT_TESTING": "1", "HFEXPORT_FAULT": "onnx:crash"}
+    extra = ("--max-attempts", "2", "--backoff", "0", "--warm", "0")
+    service = Service(tmp_path / "q.sqlite", [repo], accounts["bot"], "dynamo,onnx", extra, env=env).start()
+    try:
+        job = service.wait_done(service.post(_payload(repo, sha))[1]["job"])
+    finally:
+        service.stop()
+    assert job["status"] == "failed" and job["attempts"] == 2 and "onnx crashed" in job["error"], job
+    api = _api(hub, accounts["alice"])
+    (pr,) = _prs(hub, accounts["alice"], repo)
+    said = " ".join(e.content for e in api.get_discussion_details(repo, pr.num).events if e.type == "comment")
+    assert "SIGKILL" not in said and "crashed" not in said, said
+    assert "onnx" not in api.list_repo_files(repo, revision=f"refs/pr/{pr.num}")
+
+
 def test_hf_jobs_executor_runs_on_the_hubs_jobs_endpoints(hub, accounts, tmp_path, workspace):
     repo = "alice-svc/jobs"
     sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-jobs"))

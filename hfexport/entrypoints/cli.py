@@ -461,6 +461,8 @@ def serve(
     from ..backends import parse_backends
     from ..report import JobPlan
     from .service import QueueWorkers, ServiceConfig, branch_head, create_app
+    from ..pipeline.preflight import Machine
+    from .service.budget import MemoryBudget
     from .service.executors import HfJobsExecutor, LocalExecutor
     from .service.limits import guarded_http
     from .service.watch import Reconciler, Watch
@@ -515,7 +517,12 @@ def serve(
         max_queued_per_namespace=max_queued_per_namespace,
     )
     runner = (
-        LocalExecutor(timeout_s=job_timeout, warm=warm, backends=tuple(config.plan.backends))
+        LocalExecutor(
+            timeout_s=job_timeout,
+            warm=warm,
+            backends=tuple(config.plan.backends),
+            budget=MemoryBudget(Machine.here().memory_bytes),
+        )
         if executor == "local"
         else HfJobsExecutor(image=image, token=os.environ.get("HF_TOKEN"), timeout_s=job_timeout)
     )

@@ -3,7 +3,8 @@ job exists (kept ready by the service's `WarmPushes`, `service/warm.py`).
 
 This process imports what `push` imports, starts the worker process its export will take
 (`pipeline.export.prestart`: it holds no secret and forks a fresh process per backend), then
-blocks on one line of stdin — the job's `push` arguments as JSON — and runs it exactly as
+blocks on one line of stdin — the job as JSON: `{"arguments": [push arguments], "env": {...}}`,
+the env holding at most the memory the service reserved for it — and runs it exactly as
 `hfexport push ARGS` runs. An empty line or a closed stdin ends it without running anything.
 
 `python -m hfexport.entrypoints.warm_push BACKENDS`: BACKENDS (comma-separated names, may be
@@ -13,7 +14,10 @@ empty) are the backends whose exporters the worker process imports ahead.
 from __future__ import annotations
 
 import json
+import os
 import sys
+
+from ..settings import MEMORY_LIMIT_MB
 
 
 def main(backends: list[str]) -> None:
@@ -28,9 +32,13 @@ def main(backends: list[str]) -> None:
     line = sys.stdin.readline()
     if not line.strip():  # the service stopped, or no job came: nothing to do
         return
-    arguments = json.loads(line)
+    job = json.loads(line)
+    arguments, env = (job.get("arguments"), job.get("env") or {}) if isinstance(job, dict) else (None, {})
     if not (isinstance(arguments, list) and arguments[:1] == ["push"] and all(isinstance(a, str) for a in arguments)):
-        sys.exit(f"a warm push takes `push` arguments as a JSON list of strings, not {line[:80]!r}")
+        sys.exit(f"a warm push takes {{'arguments': [push arguments], 'env': {{...}}}} as JSON, not {line[:80]!r}")
+    if not (isinstance(env, dict) and set(env) <= {MEMORY_LIMIT_MB} and all(isinstance(v, str) for v in env.values())):
+        sys.exit(f"a warm push's job may set {MEMORY_LIMIT_MB} alone, not {sorted(env)!r}")
+    os.environ.update(env)  # the memory the service reserved for this job (`service/budget.py`)
     sys.argv = ["hfexport", *arguments]
     cli.main()
 

@@ -394,7 +394,7 @@ def decide(
         ):
             return Decision(PublishAction.UNCHANGED, pr.thread)
         return None
-    if all(b.status == Status.SKIPPED for b in report.backends):
+    if all(b.status not in DONE for b in report.backends):  # skipped, killed or stopped: no answer to publish
         return Decision(PublishAction.NOTHING_RAN)
     if not report.succeeded:
         open_ones = [d for d in state.discussions if d.is_open]
@@ -453,8 +453,9 @@ def _merge(
             rebuilt.append(name)
         elif old is not None and current(old):
             published.append(old)  # unchanged, or built by another runner: its files stay
-        elif new is not None:
+        elif new is not None and new.status != Status.CRASHED and new.status != Status.TIMEOUT:
             published.append(new.public())  # failed or skipped here: shown with its reason, no files
+        # else killed or stopped here: the machine's doing, not the model's — not published (a rerun retries it)
         # else: built from another commit or plan, and not rebuilt by this run: removed
     # Every backend moved beside the owner's files says so, whichever run built it.
     notes += [

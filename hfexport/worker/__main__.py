@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from ..proc import die_with_parent
 from ..report import BackendResult, WorkerJob, describe_error
-from ..settings import quiet_noise
+from ..settings import FAULT, quiet_noise
 from .memory import peak_mb, return_freed
 
 if TYPE_CHECKING:
@@ -149,6 +149,8 @@ def run(job_path: Path, preloaded: tuple[float, float]) -> int:
 
     result = BackendResult(backend_name, Status.FAILED, backend.subfolder)
     try:
+        if fault == "fail":
+            raise RuntimeError(f"a failure injected by the {FAULT} test hook")
         run_job(job, backend, result, stage)
     except HfExportError as e:  # the model itself is refused: its cause and fix, no traceback
         result.status = Status.FAILED

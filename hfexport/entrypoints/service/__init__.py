@@ -33,6 +33,7 @@ from starlette.routing import Route
 
 from ...pipeline.resolve import is_repo_id
 from ...report import JobPlan, without_local_paths
+from .budget import Busy
 from .executors import JobFailed
 from .queue import JobQueue
 from .status_page import render as render_status
@@ -392,6 +393,10 @@ class QueueWorkers:
         )
         try:
             result = self.executor.run(job)
+        except Busy as e:  # the machine's memory is held by the jobs running: back in the queue
+            self.queue.release(job.id, token, e.retry_in_s)
+            log.info(json.dumps({"msg": "waiting for memory", "job": job.id, "why": str(e)}))
+            return
         except JobFailed as e:
             retry_in = (
                 self.config.retry_delay(job.attempts)

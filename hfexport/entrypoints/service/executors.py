@@ -12,14 +12,19 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ...backends import get_backend
 from ...errors import ExitCode, retryable_exit
 from ...proc import die_with_parent
-from ...report import PublishResult
-from ...settings import READ_TOKEN, WEBHOOK_SECRET
+from ...report import PublishResult, Source, Status
+from ...settings import MEMORY_LIMIT_MB, READ_TOKEN, WEBHOOK_SECRET
+from .budget import Busy, MemoryBudget, limit_mb
 from .queue import Job
 from .warm import WarmPushes
+
+if TYPE_CHECKING:
+    from ...pipeline.preflight import Weights
 
 
 class JobFailed(Exception):
@@ -66,13 +71,16 @@ class LocalExecutor:
     env: dict[str, str] = field(default_factory=dict)
     warm: int = 0
     backends: tuple[str, ...] = ()  # the backends whose exporters a warm push's worker process imports ahead
+    # The machine's memory, shared by the jobs running at once (`budget.py`); None: each counts it all.
+    budget: MemoryBudget | None = None
 
     def __post_init__(self) -> None:
         self._pushes = WarmPushes(self._start_warm, self.warm) if self.warm else None
         if self._pushes is not None:
             self._pushes.refill()
 
-    def _popen(self, *command: str) -> subprocess.Popen:
+    def _popen(self, *command: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        environment = {**os.environ, **self.env, **(env or {})}
         return subprocess.Popen(
             [sys.executable, "-m", *command],
             stdin=subprocess.PIPE,
@@ -81,18 +89,43 @@ class LocalExecutor:
             text=True,
             preexec_fn=die_with_parent,
             # Not the service's own secrets: a push needs the Hub token, never the webhook's.
-            env={k: v for k, v in {**os.environ, **self.env}.items() if k not in (WEBHOOK_SECRET, READ_TOKEN)},
+            env={k: v for k, v in environment.items() if k not in (WEBHOOK_SECRET, READ_TOKEN)},
         )
 
     def _start_warm(self) -> subprocess.Popen:
         return self._popen("hfexport.entrypoints.warm_push", ",".join(self.backends))
 
     def run(self, job: Job) -> dict:
+        """Run the job's push here once its memory is reserved.
+
+        Raises:
+            Busy: it does not fit beside the jobs running now.
+            JobFailed: the push failed, or a backend's process was killed or stopped (retryable:
+                such an outcome is the machine's, and the push published none of it).
+        """
+        reservation = None
+        if self.budget is not None:
+            estimate = job_memory(job, list(job.plan.backends))
+            reservation = self.budget.reserve(estimate)
+            if reservation is None:
+                raise Busy(
+                    f"needs ~{(estimate or 0) / 1e9:.1f} GB of memory beside the {self.budget.held / 1e9:.1f} GB "
+                    f"the running jobs hold, of {self.budget.total / 1e9:.1f} GB",
+                    BUSY_RETRY_S,
+                )
+        try:
+            limit = {MEMORY_LIMIT_MB: limit_mb(reservation[1])} if reservation is not None else {}
+            return self._run(job, limit)
+        finally:
+            if reservation is not None and self.budget is not None:
+                self.budget.release(reservation[0])
+
+    def _run(self, job: Job, env: dict[str, str]) -> dict:
         if self._pushes is not None:
             process, warm = self._pushes.take()
-            stdin = json.dumps(push_arguments(job)) + "\n"
+            stdin = json.dumps({"arguments": push_arguments(job), "env": env}) + "\n"
         else:
-            process, warm, stdin = self._popen("hfexport", *push_arguments(job)), False, ""
+            process, warm, stdin = self._popen("hfexport", *push_arguments(job), env=env), False, ""
         try:
             stdout, stderr = process.communicate(stdin, timeout=self.timeout_s)
         except subprocess.TimeoutExpired:  # killed: the same commit would run as long again
@@ -108,6 +141,10 @@ class LocalExecutor:
                 result = PublishResult.from_dict(json.loads(stdout))
             except (ValueError, KeyError, TypeError):
                 raise JobFailed(f"push printed no JSON: {tail}", retryable=True) from None
+            backends = result.report.backends if result.report is not None else []
+            stopped = [f"{b.backend} {b.status}" for b in backends if b.status in NOT_ANSWERS]
+            if stopped:
+                raise JobFailed(f"{', '.join(stopped)}: the machine's doing, not the model's; retried", True)
             return {
                 "action": str(result.action),
                 "pr_url": result.pr_url,
@@ -122,6 +159,32 @@ class LocalExecutor:
             self._pushes.close()
 
 
+# A job that does not fit beside the running ones asks again after this long.
+BUSY_RETRY_S = 5.0
+# A backend's outcomes that say nothing of the model: its process was killed (the OOM killer, most
+# often) or stopped at the timeout. The push publishes none of them; the job is retried.
+NOT_ANSWERS = (Status.CRASHED, Status.TIMEOUT)
+
+
+def job_weights(job: Job, token: str | None = None) -> Weights | None:
+    """The job's commit's weights, from their safetensors headers on the Hub (None: unknown)."""
+    from ...errors import HubUnavailableError
+    from ...pipeline.preflight import weights_of
+
+    try:
+        return weights_of(Source(kind="hub", ref=job.repo_id, sha=job.head_sha), token)
+    except HubUnavailableError:  # the push's own preflight reads them again
+        return None
+
+
+def job_memory(job: Job, backends: list[str], token: str | None = None) -> int | None:
+    """The memory the push of `backends` for the job needs by the preflight's estimate, or None."""
+    from ...pipeline.preflight import needs
+
+    weights = job_weights(job, token)
+    return None if weights is None else needs(weights, backends)[0]
+
+
 # The CPU flavor of a model whose size cannot be read (no safetensors headers).
 UNSIZED_CPU_FLAVOR = "cpu-upgrade"
 
@@ -131,15 +194,10 @@ def sized_flavor(api, job: Job, backends: list[str], token: str | None) -> tuple
     estimate (one backend at a time, as `push` runs them: the largest peak; the download and every
     output on disk), and what it was sized for; `UNSIZED_CPU_FLAVOR` where the size is unknown, the
     largest flavor where none is enough (the preflight in the Job then says so)."""
-    from ...errors import HubUnavailableError
     from ...hub.retry import retry
-    from ...pipeline.preflight import needs, smallest_flavor, weights_of
-    from ...report import Source
+    from ...pipeline.preflight import needs, smallest_flavor
 
-    try:
-        weights = weights_of(Source(kind="hub", ref=job.repo_id, sha=job.head_sha), token)
-    except HubUnavailableError:  # the Job's own preflight reads them again
-        weights = None
+    weights = job_weights(job, token)
     if weights is None:
         return UNSIZED_CPU_FLAVOR, None
     memory, disk = needs(weights, backends)
