@@ -6,6 +6,8 @@ processes it starts (`quiet_noise`), and tests set others per test. Defaults liv
 | variable | what | default |
 |---|---|---|
 | `HFEXPORT_CACHE` | where exports are kept between runs | `~/.cache/hfexport` |
+| `HFEXPORT_CACHE_MAX_GB` | the exports kept there, at most (least recently used go first) | 20 |
+| `HFEXPORT_HF_CACHE_MAX_GB` | `serve`: the Hub downloads kept in the HF cache, at most | 50 |
 | `HFEXPORT_JOBS` | backends exported at once | 1 |
 | `HFEXPORT_VARIANTS` | the variants asked for when the caller names none | (the registry's default) |
 | `HFEXPORT_HUB_RETRIES` | attempts of one Hub call | 8 |
@@ -25,6 +27,8 @@ import os
 from pathlib import Path
 
 CACHE = "HFEXPORT_CACHE"
+CACHE_MAX_GB = "HFEXPORT_CACHE_MAX_GB"
+HF_CACHE_MAX_GB = "HFEXPORT_HF_CACHE_MAX_GB"
 JOBS = "HFEXPORT_JOBS"
 VARIANTS = "HFEXPORT_VARIANTS"
 HUB_RETRIES = "HFEXPORT_HUB_RETRIES"
@@ -45,6 +49,15 @@ LIMITS_MB = {MAX_SUPPORT_FILE_MB: 100, MAX_DOWNLOAD_MB: 200_000}
 def cache_dir() -> Path:
     """Where exports are kept between runs."""
     return Path(os.environ.get(CACHE) or Path.home() / ".cache" / "hfexport")
+
+
+def cache_max_bytes(variable: str = CACHE_MAX_GB) -> int:
+    """The bound on a cache (`HFEXPORT_CACHE_MAX_GB`, or `HFEXPORT_HF_CACHE_MAX_GB`), in bytes."""
+    default = {CACHE_MAX_GB: 20.0, HF_CACHE_MAX_GB: 50.0}[variable]
+    try:
+        return int(float(os.environ.get(variable) or default) * 1e9)
+    except ValueError:
+        return int(default * 1e9)
 
 
 def jobs() -> int:

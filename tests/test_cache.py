@@ -66,3 +66,36 @@ def test_a_remembered_failure_or_a_name_outside_the_cache_is_not_reused(tmp_path
     assert by_request("k1", Source("hub", "o/m", "b" * 40)) is None
     (tmp_path / "requests" / "k2").write_text("../../elsewhere")
     assert by_request("k2", Source("hub", "o/m", "b" * 40)) is None
+
+
+def test_the_cache_is_bounded_least_recently_used_first_and_an_export_in_use_stays(tmp_path, monkeypatch):
+    """Three kept exports of 1 MB each, a bound of 2.5 MB: the one used least recently goes, its
+    request entry with it; an export a push is publishing from (`in_use`) stays whatever its age;
+    the half-written folder of a killed run goes, a running one's stays."""
+    import os
+    import subprocess
+    import time
+
+    from hfexport.pipeline.cache import evict, in_use
+
+    monkeypatch.setenv("HFEXPORT_CACHE", str(tmp_path))
+    exports = tmp_path / "exports"
+    for age, name in enumerate(["newest", "middle", "oldest"]):
+        _kept(exports / name, Status.OK)
+        (exports / name / "onnx.bin").write_bytes(b"\0" * 1_000_000)
+        with in_use(exports / name):  # used `age` hours ago
+            pass
+        past = time.time() - 3600 * (age + 1)
+        os.utime(exports / name / ".in-use", (past, past))
+    remember("k-oldest", exports / "oldest")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (exports / f".oldest.partial-{dead.pid}-x").mkdir()
+    (exports / f".newest.partial-{os.getpid()}-y").mkdir()
+    with in_use(exports / "oldest"):  # a push publishes from the oldest: it stays, the next goes
+        removed = evict(2_500_000)
+    assert sorted(p.name for p in removed) == [f".oldest.partial-{dead.pid}-x", "middle"], removed
+    assert sorted(p.name for p in exports.iterdir()) == [f".newest.partial-{os.getpid()}-y", "newest", "oldest"]
+    assert [p.name for p in evict(1_500_000)] == ["newest"]  # the push just used the oldest: now the newest
+    assert (tmp_path / "requests" / "k-oldest").exists()  # its export stays, so does its request
+    assert [p.name for p in evict(0)] == ["oldest"] and not (tmp_path / "requests" / "k-oldest").exists()

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -361,6 +362,46 @@ def test_a_backend_killed_under_the_service_is_retried_and_never_posted(hub, acc
     said = " ".join(e.content for e in api.get_discussion_details(repo, pr.num).events if e.type == "comment")
     assert "SIGKILL" not in said and "crashed" not in said, said
     assert "onnx" not in api.list_repo_files(repo, revision=f"refs/pr/{pr.num}")
+
+
+def test_a_push_killed_at_the_job_timeout_leaves_no_folder_behind(hub, accounts, tmp_path, workspace, monkeypatch):
+    """The local executor's push hangs in its export and is killed at the job timeout: its
+    temporary folder (the workers' folders) and its half-written export in the cache are gone once
+    the job has failed, and nothing else of it is left running."""
+    from hfexport.entrypoints.service.executors import JobFailed, LocalExecutor
+
+    repo = "alice-svc/hangs"
+    sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-hangs", seed=79))
+    tmp, cache = tmp_path / "tmp", tmp_path / "cache"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))  # where the executor makes each push's own
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    env = {"HF_TOKEN": accounts["bot"], "HFEXPORT_CACHE": str(cache), "HFEXPORT_FAULT": "dynamo:hang"}
+    monkeypatch.setenv("HFEXPORT_CACHE", str(cache))
+    executor = LocalExecutor(timeout_s=20, env=env)
+    job = Job(9, repo, sha, JobPlan(("dynamo",)), JobStatus.RUNNING, 1, None, None, 0, 0)
+    with pytest.raises(JobFailed, match="job timeout"):
+        executor.run(job)
+    executor.close()
+    assert list(tmp.iterdir()) == []
+    assert list((cache / "exports").glob(".*.partial-*")) == []
+    leftover = subprocess.run(["pgrep", "-f", f"hfexport.*{repo}"], capture_output=True, text=True).stdout
+    assert leftover == "", leftover
+
+
+def test_the_service_keeps_the_hf_cache_within_its_bound(hub, accounts, tmp_path, workspace):
+    """`HFEXPORT_HF_CACHE_MAX_GB`: once a job has ended, the Hub downloads past the bound go (here
+    a bound of zero: none stays)."""
+    repo, home = "alice-svc/bounded", tmp_path / "hf-home"
+    sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-bounded", seed=83))
+    env = {"HF_HOME": str(home), "HFEXPORT_HF_CACHE_MAX_GB": "0", "HFEXPORT_CACHE": str(tmp_path / "cache")}
+    service = Service(tmp_path / "q.sqlite", [repo], accounts["bot"], extra=("--warm", "0"), env=env).start()
+    try:
+        job = service.wait_done(service.post(_payload(repo, sha))[1]["job"])
+    finally:
+        service.stop()
+    assert job["status"] == "done", job
+    assert not list(home.rglob("*.safetensors")), list(home.rglob("*"))
 
 
 def test_hf_jobs_executor_runs_on_the_hubs_jobs_endpoints(hub, accounts, tmp_path, workspace):

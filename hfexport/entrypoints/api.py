@@ -186,7 +186,7 @@ def push(
     """
     from huggingface_hub import HfApi
 
-    from ..hub.publish import BaseMoved, PublishConflict, apply, decide, read_state
+    from ..hub.publish import apply, decide, read_state
 
     names = parse_backends(backends)
     if variants is not None or min_quality:  # the caller's own choices are checked before any Hub call
@@ -230,6 +230,19 @@ def push(
         return kept
 
     report = exported(resolved)
+    try:
+        with cache.in_use(report.out_dir):
+            options = {"force": force, "dry_run": dry_run, "revision": revision, "token": token, "log": log}
+            return _publish(api, state, names, request, report, resolved, exported, **options)
+    finally:
+        cache.evict()  # within HFEXPORT_CACHE_MAX_GB: the least recently used exports go first
+
+
+def _publish(api, state, names, request, report, resolved, exported, *, force, dry_run, revision, token, log):
+    """`push`'s last stage: decide and write, again on a conflict (see below)."""
+    from ..hub.publish import BaseMoved, PublishConflict, apply, decide, read_state
+
+    repo_id = state.repo_id
     # Another runner (the GPU job, a second HF Job) may commit to the same PR meanwhile: our write
     # names the PR head it was decided on, and on a conflict we read the PR again and merge. The
     # owner may commit to main while we export: a new PR that would touch what they changed is

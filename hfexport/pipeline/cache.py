@@ -3,6 +3,10 @@ the plan and the runtimes' versions — so a README-only commit, a rerun after a
 second runner on the same weights reuses the files instead of exporting again. Only exports whose
 every backend succeeded are kept: a failure, a skip, a crash or a timeout is retried by a rerun.
 
+The cache is bounded (`evict`, after each push): the exports used least recently go first once it
+holds more than `HFEXPORT_CACHE_MAX_GB`, except those a push is using now (`in_use`, a shared
+lock), and the half-written folders of runs that were killed (their process gone) go at once.
+
 The plan takes importing torch and the model's classes to make (~5 s of a 7.4 s push that found
 its export cached, measured on a tiny BERT). It is itself decided by the model's content and what
 was asked, so each export is also found by that request (`request_key`, `by_request`): a push whose
@@ -11,13 +15,17 @@ request was exported before needs no plan, no import of torch and no worker proc
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..report import REPORT_FILE, ExportPlan, ExportRequest, Report, Source
-from ..settings import cache_dir
+from ..settings import cache_dir, cache_max_bytes
 from ..versions import runtime_versions
 from .fetch import FetchedModel
 
@@ -63,6 +71,76 @@ def remember(key: str, out_dir: Path) -> None:
     partial = folder / f".{key}.{os.getpid()}"
     partial.write_text(out_dir.name)
     partial.replace(folder / key)
+
+
+_LOCK = ".in-use"
+
+
+@contextmanager
+def in_use(out_dir: Path | str | None) -> Iterator[None]:
+    """Hold `out_dir` (an export in the cache) while a push publishes from it: `evict` leaves it.
+    Using it also makes it the most recently used."""
+    if out_dir is None or not Path(out_dir).is_dir():
+        yield
+        return
+    lock = Path(out_dir) / _LOCK
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_SH)
+        os.utime(lock)
+        yield
+
+
+def evict(max_bytes: int | None = None) -> list[Path]:
+    """Bound the export cache: remove the folders of killed runs, then the exports used least
+    recently until the rest hold at most `max_bytes` (`HFEXPORT_CACHE_MAX_GB`). An export a push
+    is using (`in_use`) stays. Returns what was removed."""
+    root = cache_dir() / "exports"
+    if not root.is_dir():
+        return []
+    limit = cache_max_bytes() if max_bytes is None else max_bytes
+    removed = [p for p in root.glob(".*.partial-*") if _writer_gone(p.name) and _remove(p)]
+    exports = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    sizes = {p: sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) for p in exports}
+    total = sum(sizes.values())
+    for export in sorted(exports, key=_last_used):
+        if total <= limit:
+            break
+        with open(export / _LOCK, "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # a push is publishing from it
+                continue
+            if _remove(export):
+                total -= sizes[export]
+                removed.append(export)
+    for entry in (cache_dir() / "requests").glob("*"):  # what pointed at an export now gone
+        if not entry.name.startswith(".") and not (root / entry.read_text().strip()).is_dir():
+            entry.unlink(missing_ok=True)
+    return removed
+
+
+def _last_used(export: Path) -> float:
+    lock = export / _LOCK
+    return lock.stat().st_mtime if lock.exists() else export.stat().st_mtime
+
+
+def _writer_gone(name: str) -> bool:
+    """Whether the run writing the partial folder `name` (`.<export>.partial-<pid>-…`) has ended."""
+    pid = name.rpartition(".partial-")[2].partition("-")[0]
+    if not pid.isdigit():
+        return True  # no pid: from before partial folders were named so
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _remove(path: Path) -> bool:
+    shutil.rmtree(path, ignore_errors=True)
+    return not path.exists()
 
 
 def complete(report: Report) -> bool:

@@ -43,7 +43,9 @@ def staging_folder(out_dir: Path):
             "Pass an empty or new output folder (--out on the command line, out= in Python).",
         )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    # Named with this process's id: a run killed before its end leaves it, and `cache.evict` can
+    # then tell it from one still being written.
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-{os.getpid()}-", dir=out_dir.parent))
     try:
         yield staging
     except BaseException:

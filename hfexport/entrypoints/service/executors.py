@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -18,7 +21,8 @@ from ...backends import get_backend
 from ...errors import ExitCode, retryable_exit
 from ...proc import die_with_parent
 from ...report import PublishResult, Source, Status
-from ...settings import MEMORY_LIMIT_MB, READ_TOKEN, WEBHOOK_SECRET
+from ...pipeline import cache
+from ...settings import HF_CACHE_MAX_GB, MEMORY_LIMIT_MB, READ_TOKEN, WEBHOOK_SECRET, cache_max_bytes
 from .budget import Busy, MemoryBudget, limit_mb
 from .queue import Job
 from .warm import WarmPushes
@@ -75,13 +79,19 @@ class LocalExecutor:
     budget: MemoryBudget | None = None
 
     def __post_init__(self) -> None:
+        # Each push's own temporary folder (its TMPDIR: its workers' folders, its downloads' partial
+        # files), removed once it has ended however it ended — a push killed at the job timeout too.
+        self._tmp: dict[int, str] = {}
+        self._running: set[str] = set()  # the repos of the jobs running: their downloads stay
+        self._lock = threading.Lock()
         self._pushes = WarmPushes(self._start_warm, self.warm) if self.warm else None
         if self._pushes is not None:
             self._pushes.refill()
 
     def _popen(self, *command: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-        environment = {**os.environ, **self.env, **(env or {})}
-        return subprocess.Popen(
+        tmp = tempfile.mkdtemp(prefix="hfexport-job-")
+        environment = {**os.environ, **self.env, **(env or {}), "TMPDIR": tmp}
+        process = subprocess.Popen(
             [sys.executable, "-m", *command],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -91,6 +101,21 @@ class LocalExecutor:
             # Not the service's own secrets: a push needs the Hub token, never the webhook's.
             env={k: v for k, v in environment.items() if k not in (WEBHOOK_SECRET, READ_TOKEN)},
         )
+        with self._lock:
+            self._tmp[process.pid] = tmp
+        return process
+
+    def _ended(self, process: subprocess.Popen) -> None:
+        """A push has ended (or was killed): its temporary folder goes, and the export cache's
+        folder it was writing (`cache.evict`) and the HF cache are brought within their bounds."""
+        with self._lock:
+            tmp = self._tmp.pop(process.pid, None)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        cache.evict()
+        with self._lock:
+            busy = set(self._running)
+        bound_hf_cache(cache_max_bytes(HF_CACHE_MAX_GB), keep=busy)
 
     def _start_warm(self) -> subprocess.Popen:
         return self._popen("hfexport.entrypoints.warm_push", ",".join(self.backends))
@@ -126,6 +151,8 @@ class LocalExecutor:
             stdin = json.dumps({"arguments": push_arguments(job), "env": env}) + "\n"
         else:
             process, warm, stdin = self._popen("hfexport", *push_arguments(job), env=env), False, ""
+        with self._lock:
+            self._running.add(job.repo_id)
         try:
             stdout, stderr = process.communicate(stdin, timeout=self.timeout_s)
         except subprocess.TimeoutExpired:  # killed: the same commit would run as long again
@@ -133,6 +160,9 @@ class LocalExecutor:
             process.communicate()
             raise JobFailed(f"push ran past the job timeout ({self.timeout_s:g} s) and was stopped", False) from None
         finally:
+            with self._lock:
+                self._running.discard(job.repo_id)
+            self._ended(process)
             if self._pushes is not None:
                 self._pushes.refill()
         tail = "\n".join(stderr.strip().splitlines()[-5:])
@@ -154,9 +184,36 @@ class LocalExecutor:
         raise JobFailed(f"push exited with {process.returncode}: {tail}", retryable=retryable_exit(process.returncode))
 
     def close(self) -> None:
-        """End the warm processes waiting for a job."""
+        """End the warm processes waiting for a job, and remove their temporary folders."""
         if self._pushes is not None:
             self._pushes.close()
+        with self._lock:
+            left, self._tmp = list(self._tmp.values()), {}
+        for tmp in left:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bound_hf_cache(max_bytes: int, keep: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """Keep the HF cache (the Hub downloads of `HF_HOME`) within `max_bytes`: the repos used least
+    recently go first (`huggingface_hub.scan_cache_dir`), except those in `keep` (jobs running).
+    Returns the repos removed."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    try:
+        info = scan_cache_dir()
+    except CacheNotFound:
+        return []
+    total, gone = info.size_on_disk, []
+    for repo in sorted(info.repos, key=lambda r: r.last_accessed):
+        if total <= max_bytes:
+            break
+        if repo.repo_id in keep:
+            continue
+        info.delete_revisions(*(r.commit_hash for r in repo.revisions)).execute()
+        total -= repo.size_on_disk
+        gone.append(repo.repo_id)
+    return gone
 
 
 # A job that does not fit beside the running ones asks again after this long.
