@@ -74,13 +74,18 @@ def credential_paths() -> list[Path]:
 def refusal(user: WorkerUser | None = None) -> str | None:
     """Why this machine gives no namespaces to `user`'s processes (the first line `unshare` said),
     or None when it does. Asked once per process and user: ~10 ms."""
-    from .proc import sandboxed
+    from .proc import child_env, sandboxed
 
     if not sys.platform.startswith("linux"):
         return f"new namespaces are Linux's, and this is {sys.platform}"
     try:
         done = subprocess.run(
-            [*UNSHARE, "--", "true"], capture_output=True, text=True, timeout=30, preexec_fn=sandboxed(user)
+            [*UNSHARE, "--", "true"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            preexec_fn=sandboxed(user),
+            env=child_env(),
         )
     except FileNotFoundError:
         return "`unshare` (util-linux) is not installed"

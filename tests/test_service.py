@@ -494,9 +494,13 @@ def test_a_warm_push_waits_with_its_imports_done_and_runs_the_next_job(hub, acco
     try:
         (waiting,) = executor._pushes._ready
         deadline = time.monotonic() + 120
-        while not _children(waiting.pid) and time.monotonic() < deadline:
+        workers: list[int] = []
+        while not workers and time.monotonic() < deadline:  # its first backend worker, started before any job
             time.sleep(0.2)
-        (worker,) = _children(waiting.pid)  # its first backend worker, started before any job
+            workers = [
+                c for c in _children(waiting.pid) if b"hfexport.worker" in Path(f"/proc/{c}/cmdline").read_bytes()
+            ]
+        (worker,) = workers
         environ = Path(f"/proc/{worker}/environ").read_bytes().decode(errors="replace")
         assert accounts["bot"] not in environ and "HF_HUB_OFFLINE=1" in environ.split("\0")
         job = Job(5, repo, sha, JobPlan(("dynamo",)), JobStatus.RUNNING, 1, None, None, 0, 0)
