@@ -94,6 +94,13 @@ class AuthError(HfExportError):
     """The Hub refused the token (missing, wrong, or without access)."""
 
 
+# The fix of every AuthError of `push`: what it needs, and the three ways to give it.
+TOKEN_FIX = (
+    "push needs a token that can open pull requests on the repo: set HF_TOKEN, pass --token, or run "
+    "`hf auth login` (a write token, or a fine-grained one that may open pull requests there)."
+)
+
+
 class HubUnavailableError(HfExportError):
     """The Hub kept failing after every retry."""
 

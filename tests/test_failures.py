@@ -331,3 +331,50 @@ def test_a_head_whose_weights_the_checkpoint_lacks_is_refused_and_a_sentence_tra
     (folder / "modules.json").write_text(json.dumps(modules))
     report = hfexport.export(str(folder), tmp_path / "embedder", backends="dynamo")
     assert report.ok and report.plan.task == "feature-extraction", report.backends[0].error
+
+
+# ── A user's first commands (issue 41) ───────────────────────────────────────
+
+
+def test_push_without_a_token_is_bad_input_naming_the_three_ways_and_a_dry_run_needs_none(hub, workspace, tmp_path):
+    """No HF_TOKEN, no --token, no saved login: `push` exits 2 before any work, saying what kind of
+    token it needs and the three ways to give one; a dry run of a public repo needs none; a wrong
+    token's fix asks for one that can open pull requests, not for read access."""
+    from huggingface_hub import HfApi
+
+    owner = hub.add_user("first-hour")
+    api = HfApi(endpoint=hub.url, token=owner)
+    api.create_repo("first-hour/tiny")
+    api.upload_folder(repo_id="first-hour/tiny", folder_path=tiny_models.bert(workspace / "first-hour", seed=89))
+    empty = {"HF_HOME": str(tmp_path / "no-login")}
+    pushed = run_cli("push", "first-hour/tiny", "--backends", "dynamo", env=empty, timeout=300)
+    said = " ".join(pushed.stderr.split())
+    assert pushed.returncode == 2, pushed.stderr[-2000:]
+    assert "No Hub token is set" in said and "internal error" not in said
+    assert "set HF_TOKEN, pass --token, or run `hf auth login`" in said and "open pull requests" in said
+    dry = run_cli("push", "first-hour/tiny", "--backends", "dynamo", "--dry-run", env=empty, timeout=600)
+    assert dry.returncode == 0 and "dry run" in dry.stderr, dry.stderr[-2000:]
+    wrong = run_cli("push", "first-hour/tiny", "--backends", "dynamo", "--token", "hf_wrong", env=empty, timeout=300)
+    said = " ".join(wrong.stderr.split())
+    assert wrong.returncode == 2 and "open pull requests" in said and "read access" not in said, said
+
+
+def test_a_pasted_hub_url_is_its_repo_and_a_typo_is_not_found_not_a_folder_or_an_outage(hub, workspace, tmp_path):
+    """`push https://…/org/name/tree/REV` is `push org/name --revision REV`; a typo'd id is "not
+    found: check the id", without talk of folders (push) and without "retry later"."""
+    from huggingface_hub import HfApi
+
+    owner = hub.add_user("url-owner")
+    api = HfApi(endpoint=hub.url, token=owner)
+    api.create_repo("url-owner/tiny")
+    api.upload_folder(repo_id="url-owner/tiny", folder_path=tiny_models.bert(workspace / "url-owner", seed=89))
+    sha = api.model_info("url-owner/tiny").sha
+    url = f"{hub.url}/url-owner/tiny/tree/{sha}"
+    dry = run_cli("push", url, "--backends", "dynamo", "--dry-run", "--json", env={"HF_TOKEN": owner}, timeout=600)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    source = json.loads(dry.stdout)["report"]["source"]
+    assert (source["ref"], source["sha"]) == ("url-owner/tiny", sha), source
+    typo = run_cli("push", "url-owner/tinny", "--backends", "dynamo", env={"HF_TOKEN": owner}, timeout=300)
+    said = " ".join(typo.stderr.split())
+    assert typo.returncode == 2 and "has no repo 'url-owner/tinny'" in said and "not found" in said, said
+    assert "Check the id (org/name" in said and "folder" not in said and "Retry later" not in said

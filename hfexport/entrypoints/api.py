@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..backends import parse_backends
-from ..errors import ConfigError, HubUnavailableError
+from ..errors import TOKEN_FIX, AuthError, ConfigError, HubUnavailableError
 from ..pipeline import cache
 from ..pipeline.export import DEFAULT_TIMEOUT_S, BackendWorkers, Progress, default_jobs, run_backends
 from ..pipeline.fetch import FetchedModel, fetch
@@ -184,14 +184,18 @@ def push(
         HfExportError subclasses: bad input, auth (`AuthError`), Hub down (`HubUnavailableError`),
         no backend fitting this machine (`ResourceError`, before any download).
     """
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi, get_token
 
     from ..hub.publish import apply, decide, read_state
 
     names = parse_backends(backends)
     if variants is not None or min_quality:  # the caller's own choices are checked before any Hub call
         _variants_request(variants or "none", min_quality)
+    token = token or get_token()  # HF_TOKEN, else the saved login
+    if token is None and not dry_run:  # before any work: nothing can be published without one
+        raise AuthError("No Hub token is set, and opening a pull request needs one.", TOKEN_FIX)
     resolved = resolve(repo_id, revision=revision, token=token, hub_only=True)
+    repo_id = resolved.ref  # the id, where a URL was given
     api = HfApi(token=token)
     state = read_state(api, repo_id, resolved.sha, log=log)
     # The repo's own .hfexport.yaml may choose the variants; the caller's choice wins.

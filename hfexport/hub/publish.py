@@ -65,7 +65,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from ..errors import AuthError
+from ..errors import TOKEN_FIX, AuthError
 from ..report import (
     REPORT_FILE,
     ArtifactFile,
@@ -271,8 +271,10 @@ def read_state(api, repo_id: str, sha: str, log: Log = lambda message: None, *, 
     state = HubState(repo_id, sha, api.endpoint, owner_opted_out, base=base, readme=readme, settings=settings)
     if owner_opted_out:
         return state
-    state.me = _whoami(api)
-    state.threads = _our_threads(api, repo_id, state.me, log)
+    # No token (a dry run of a public repo): no identity, so no PR of ours to find — the dry run
+    # shows the PR a first run would open.
+    state.me = _whoami(api) if api.token or _saved_token() else None
+    state.threads = _our_threads(api, repo_id, state.me, log) if state.me else []
     state.base_files = _tree(api, repo_id, base)[1]
     if REPORT_FILE in state.base_files:
         state.base_report = _read_report(api, repo_id, base, log)
@@ -862,6 +864,12 @@ def encode_text(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
+def _saved_token() -> str | None:
+    from huggingface_hub import get_token
+
+    return get_token()
+
+
 def _whoami(api) -> str:
     from huggingface_hub.errors import HfHubHTTPError
 
@@ -871,8 +879,7 @@ def _whoami(api) -> str:
         except HfHubHTTPError as e:
             if e.response is not None and e.response.status_code in (401, 403):
                 raise AuthError(
-                    "The Hub refused the token (missing, wrong or expired): opening a pull request needs one.",
-                    "Pass a token with write access to pull requests (--token or token=, or set HF_TOKEN).",
+                    "The Hub refused the token (wrong or expired): opening a pull request needs one.", TOKEN_FIX
                 ) from None
             raise
 
@@ -882,10 +889,7 @@ def _whoami(api) -> str:
 def _raise_auth(e, repo_id: str) -> None:
     status = e.response.status_code if e.response is not None else None
     if status in (401, 403):
-        raise AuthError(
-            f"The Hub refused to open a pull request on {repo_id} (HTTP {status}).",
-            "Use a token that can open pull requests there.",
-        ) from None
+        raise AuthError(f"The Hub refused to open a pull request on {repo_id} (HTTP {status}).", TOKEN_FIX) from None
 
 
 def _comment_once(api, repo_id: str, num: int, nonce: str, text: str) -> None:

@@ -4,10 +4,11 @@ the commit sha its revision points at *now* (a branch moves; the sha is what we 
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 from ..backends import export_folders
-from ..errors import AuthError, RevisionNotFoundError, SourceNotFoundError
+from ..errors import TOKEN_FIX, AuthError, RevisionNotFoundError, SourceNotFoundError
 from ..report import Source
 
 
@@ -27,18 +28,41 @@ def is_repo_id(text: str) -> bool:
 # ── Stage 1: resolve ─────────────────────────────────────────────────────────
 
 
+# scheme://host/ORG/NAME[/tree/REV[/...] | /blob/REV/...]: a model's page, not a dataset's or a Space's.
+_MODEL_URL = re.compile(
+    r"https?://[^/\s]+/(?!datasets/|spaces/)([^/\s]+(?:/[^/\s]+)?)(?:/(?:tree|blob)/([^/\s]+)(?:/\S*)?)?/?"
+)
+
+
+def from_url(source: str) -> tuple[str, str | None] | None:
+    """The repo id (and revision, from `/tree/REV` or `/blob/REV/…`) of a model's Hub URL as a
+    browser shows it (`https://huggingface.co/org/model/tree/main`), or None when `source` is no
+    such URL. Any host: the local Hub's and mirrors' URLs read the same."""
+    match = _MODEL_URL.fullmatch(source)
+    if match is None or not is_repo_id(match.group(1)):
+        return None
+    return match.group(1), match.group(2)
+
+
 def resolve(source: str, revision: str | None = None, token: str | None = None, hub_only: bool = False) -> Source:
-    """Resolve SOURCE (a folder or a Hub repo id) and, for a repo, its revision to a commit sha.
+    """Resolve SOURCE (a folder, a Hub repo id or its URL) and, for a repo, its revision to a
+    commit sha. `hub_only`: for `push`, which publishes to a repo (and so needs a token that can).
 
     Raises:
         SourceNotFoundError: neither a folder nor a repo the Hub knows.
         RevisionNotFoundError: the repo has no such branch, tag or commit.
         AuthError: the repo exists but the token cannot see it (private or gated).
     """
+    url = from_url(source)
+    if url is not None:
+        source, revision = url[0], revision or url[1]
+        return _resolve_hub(source, revision, token, hub_only)
     if hub_only:  # never a local path, whatever exists on this disk
         if not is_repo_id(source):
-            raise SourceNotFoundError(f"{source!r} is not a Hub repo id.", "Pass a repo id such as org/model.")
-        return _resolve_hub(source, revision, token)
+            raise SourceNotFoundError(
+                f"{source!r} is not a Hub repo id.", "Pass a repo id such as org/model (or its URL on the Hub)."
+            )
+        return _resolve_hub(source, revision, token, hub_only)
     path = Path(source).expanduser()
     looks_like_path = source.startswith((".", "/", "~")) or source.endswith("/") or source.count("/") > 1
     if looks_like_path and not path.exists():
@@ -64,7 +88,7 @@ def resolve(source: str, revision: str | None = None, token: str | None = None, 
     return _resolve_hub(source, revision, token)
 
 
-def _resolve_hub(repo_id: str, revision: str | None, token: str | None) -> Source:
+def _resolve_hub(repo_id: str, revision: str | None, token: str | None, publishing: bool = False) -> Source:
     from huggingface_hub import HfApi, constants
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -83,12 +107,7 @@ def _resolve_hub(repo_id: str, revision: str | None, token: str | None) -> Sourc
             f"{repo_id} is gated and this token has no access.", "Accept its terms on the Hub, or use a token that has."
         ) from e
     except RepositoryNotFoundError as e:
-        raise SourceNotFoundError(
-            f"No folder {repo_id!r} here, and the Hub at {constants.ENDPOINT} has no repo {repo_id!r} this token can "
-            "see.",
-            "Check the spelling; for a private repo pass a token with read access (--token or token=, or set "
-            "HF_TOKEN).",
-        ) from e
+        raise _not_found(repo_id, publishing) from e
     except HubRevisionNotFound as e:
         raise RevisionNotFoundError(
             f"{repo_id} has no revision {revision!r}.",
@@ -98,8 +117,12 @@ def _resolve_hub(repo_id: str, revision: str | None, token: str | None) -> Sourc
         status = e.response.status_code if e.response is not None else None
         if status in (401, 403):
             raise AuthError(
-                f"The Hub refused the token for {repo_id} (HTTP {status}).", "Pass a valid token with read access."
+                f"The Hub refused the token for {repo_id} (HTTP {status}: wrong, expired or without access).",
+                TOKEN_FIX if publishing else "Pass a valid token that can read the repo (HF_TOKEN, --token, or "
+                "`hf auth login`).",
             ) from e
+        if status == 404:
+            raise _not_found(repo_id, publishing) from e
         raise SourceNotFoundError(f"The Hub failed to answer for {repo_id}: HTTP {status}.", "Retry later.") from e
     except OSError as e:  # connection refused, DNS, timeouts
         raise SourceNotFoundError(
@@ -107,6 +130,18 @@ def _resolve_hub(repo_id: str, revision: str | None, token: str | None) -> Sourc
             "Check the network or HF_ENDPOINT, or export a local folder instead.",
         ) from e
     return Source("hub", repo_id, info.sha, revision=revision or "main", private=bool(info.private))
+
+
+def _not_found(repo_id: str, publishing: bool) -> SourceNotFoundError:
+    from huggingface_hub import constants
+
+    where = "" if publishing else f"No folder {repo_id!r} here, and "
+    hub = f"the Hub at {constants.ENDPOINT}" if constants.ENDPOINT != constants._HF_DEFAULT_ENDPOINT else "the Hub"
+    return SourceNotFoundError(
+        f"{where}{hub if where else hub[0].upper() + hub[1:]} has no repo {repo_id!r} this token can see: not found.",
+        "Check the id (org/name, as in the repo's URL); a private repo needs a token that can read it "
+        "(HF_TOKEN, --token, or `hf auth login`).",
+    )
 
 
 def folder_digest(path: Path) -> str:
