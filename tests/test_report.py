@@ -167,3 +167,38 @@ def test_a_plan_and_its_variants_read_back_equal_from_their_json():
     assert Report.from_dict(data).to_dict() == data
     assert data["plan"]["dynamic_axes"]["input_ids"]["1"] == ["sequence", 1, 128]
     assert Report.from_dict(data).plan.dynamic_axes["input_ids"][1] == Axis("sequence", 1, 128)
+
+
+def test_the_log_at_80_columns_cuts_no_identifier_or_figure(bert_export):
+    """What CI logs and the Action's log get (80 columns): the report's table and `hfexport tasks`
+    keep every identifier and figure whole (no `…`); too narrow for a table, rows become records."""
+    import os
+    import sys
+
+    from hfexport.report import rows
+    from hfexport.tasks import TASK_TABLE
+
+    _, report = bert_export
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from hfexport.report import Report; "
+            "from hfexport.entrypoints.console import print_report; print_report(Report.load(Path(sys.argv[1])))",
+            report.out_dir,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+        check=True,
+    ).stderr
+    assert "…" not in shown and max(map(len, shown.splitlines())) <= 80, shown
+    for row in rows(report):
+        for figure in (row.max_abs_diff, row.size, row.components, row.backend):
+            assert figure in shown, (figure, shown)
+    tasks = subprocess.run(
+        [sys.executable, "-m", "hfexport", "tasks"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"}
+    ).stdout
+    assert "…" not in tasks and max(map(len, tasks.splitlines())) <= 80, tasks
+    lines = {line.split()[0] for line in tasks.splitlines() if line.strip()}
+    assert {t.name for t in TASK_TABLE} <= lines, sorted({t.name for t in TASK_TABLE} - lines)

@@ -17,14 +17,13 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from ..settings import READ_TOKEN, WEBHOOK_SECRET, action_dir, quiet_noise, set_quiet_noise
 from ..backends import DEFAULT_BACKENDS
 from ..errors import ExitCode, HfExportError
 from ..pipeline.export import DEFAULT_TIMEOUT_S
 from ..logs import quiet_known_noise
-from .console import badge, err, fail, print_report, progress_callback
+from .console import badge, err, fail, print_report, progress_callback, show
 
 # The variant options, one definition for export and push.
 VariantsOption = Annotated[
@@ -166,17 +165,16 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON o
     if as_json:
         sys.stdout.write(json.dumps(info, indent=2) + "\n")
         return
-    table = Table(title="hfexport doctor")
-    for column in ("package", "installed", "pinned", "tested by exporters"):
-        table.add_column(column)
+    cells = []
     for r in rows:
         pinned = r["pinned"] or "-"
         mark = "" if r["pin_ok"] else " [red](drift)[/]"
         tested = ", ".join(f"{e} {v}" for e, v in r["tested"].items()) or "-"
         if r["tested_drift"]:
             tested += " [yellow](differs)[/]"
-        table.add_row(r["package"], f"{r['installed'] or 'missing'}{mark}", pinned, tested)
-    err.print(table)
+        cells.append([r["package"], f"{r['installed'] or 'missing'}{mark}", pinned, tested])
+    headers = ["package", "installed", "pinned", "tested by exporters"]
+    show("hfexport doctor", headers, cells, prose=frozenset({"tested by exporters"}))
     err.print(f"CUDA visible: {'yes' if info['cuda'] else 'no'}")
     for name, reason in backends.items():
         err.print(f"  {badge('ok' if reason is None else 'skipped')} {name}" + (f" — {reason}" if reason else ""))
@@ -212,13 +210,18 @@ def tasks(
     if markdown:
         sys.stdout.write("\n".join(tasks_markdown()) + "\n")
         return
-    table = Table(title="hfexport tasks")
-    for column in ("task", "head (Auto class)", "inputs", "families tested", "status"):
-        table.add_column(column)
-    for t in TASK_TABLE:
-        status = "[green]exported[/]" if t.supported else f"[yellow]refused[/]: {t.refused}"
-        table.add_row(t.name, t.auto_class, t.inputs, ", ".join(t.families) or "-", status)
-    Console().print(table)
+    cells = [
+        [
+            t.name,
+            "[green]exported[/]" if t.supported else f"[yellow]refused[/]: {t.refused}",
+            t.auto_class,
+            t.inputs,
+            ", ".join(t.families) or "-",
+        ]
+        for t in TASK_TABLE
+    ]
+    headers = ["task", "status", "head (Auto class)", "inputs", "families tested"]
+    show("hfexport tasks", headers, cells, prose=frozenset({"status", "families tested"}), console=Console())
 
 
 @app.command()

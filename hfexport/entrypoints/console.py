@@ -10,7 +10,9 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.cells import cell_len
 from rich.table import Table
+from rich.text import Text
 
 from ..errors import HfExportError
 from ..report import HEADERS, REPORT_FILE, VARIANT_HEADERS, Report, Status, rows, variant_rows
@@ -51,30 +53,70 @@ def progress_callback(status, started: float):
     return progress
 
 
+def show(
+    title: str,
+    headers: list[str],
+    cells: list[list[str]],
+    *,
+    right: frozenset[str] = frozenset(),
+    prose: frozenset[str] = frozenset(),
+    console: Console | None = None,
+) -> None:
+    """A table whose identifiers and figures are never cut: a column in `prose` wraps at its words,
+    every other cell keeps its line whole. Where the terminal is too narrow for that (80 columns:
+    every CI log, the Action's), each row is printed as a record instead — its first two cells,
+    then one `header: value` line per other cell. `right`: the headers of right-aligned columns."""
+    console = console or err
+    texts = [[Text.from_markup(cell) for cell in row] for row in cells]
+    # The width each column needs: a whole line for an identifier or a figure, the longest word of prose.
+    needed = []
+    for index, header in enumerate(headers):
+        column = [Text(header), *(row[index] for row in texts)]
+        if header in prose:
+            needed.append(max(cell_len(word) for text in column for word in (text.plain.split() or [""])))
+        else:
+            needed.append(max(text.cell_len for text in column))
+    if sum(needed) + 3 * len(headers) + 1 <= console.width:  # a cell's padding and border: 3
+        table = Table(title=title)
+        for header, width in zip(headers, needed):
+            justify = "right" if header in right else "left"
+            table.add_column(header, justify=justify, no_wrap=header not in prose, min_width=width)
+        for row in texts:
+            table.add_row(*row)
+        console.print(table)
+        return
+    console.print(f"[bold]{title}[/]", highlight=False)
+    for row in cells:
+        console.print(f"[bold]{row[0]}[/] {row[1]}", highlight=False)
+        for header, value in zip(headers[2:], row[2:]):
+            if value not in ("", "-"):
+                console.print(f"  {header}: {value}", highlight=False)
+
+
 def print_report(report: Report) -> None:
     """The readable table: one row per backend, then each error in full and where the report is."""
-    table = Table(title=f"{report.source.ref} @ {report.source.sha[:12]} · {report.plan.task}")
-    for column in CLI_COLUMNS:
-        table.add_column(HEADERS[column], justify="right" if column in _RIGHT else "left")
+    cells = []
     for row in rows(report):
-        cells = [getattr(row, c) for c in CLI_COLUMNS]
-        cells[CLI_COLUMNS.index("status")] = f"{badge(row.status)} {row.status}"
-        table.add_row(*cells)
-    err.print(table)
+        values = [str(getattr(row, c)) for c in CLI_COLUMNS]
+        values[CLI_COLUMNS.index("status")] = f"{badge(row.status)} {row.status}"
+        cells.append(values)
+    headers = [HEADERS[c] for c in CLI_COLUMNS]
+    title = f"{report.source.ref} @ {report.source.sha[:12]} · {report.plan.task}"
+    show(title, headers, cells, right=frozenset(HEADERS[c] for c in _RIGHT), prose=frozenset({HEADERS["components"]}))
     variants = variant_rows(report)
     if variants:
-        table = Table(title="variants (quality against eager fp32; a failed one is not kept)")
-        for column in VARIANT_COLUMNS:
-            table.add_column(
-                VARIANT_HEADERS[column], justify="right" if column in ("size", "share", "speed") else "left"
-            )
+        cells = []
         for row in variants:
-            cells = [
-                str(getattr(row, c)).replace("`", "") for c in VARIANT_COLUMNS
-            ]  # Markdown code marks, not for a terminal
-            cells[VARIANT_COLUMNS.index("status")] = f"{badge(row.status)} {row.status}"
-            table.add_row(*cells)
-        err.print(table)
+            values = [str(getattr(row, c)).replace("`", "") for c in VARIANT_COLUMNS]  # Markdown code marks
+            values[VARIANT_COLUMNS.index("status")] = f"{badge(row.status)} {row.status}"
+            cells.append(values)
+        show(
+            "variants (quality against eager fp32; a failed one is not kept)",
+            [VARIANT_HEADERS[c] for c in VARIANT_COLUMNS],
+            cells,
+            right=frozenset(VARIANT_HEADERS[c] for c in ("size", "share", "speed")),
+            prose=frozenset({VARIANT_HEADERS["quality"]}),
+        )
     for b in report.backends:
         if b.error:
             err.print(f"[bold]{b.backend}[/] {b.status}: {b.error}", highlight=False)
