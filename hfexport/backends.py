@@ -51,6 +51,8 @@ class Backend:
     module: str
     # Card metadata tags added when it publishes (format names: `onnx`, `executorch`, ...).
     tags: tuple[str, ...] = ()
+    # What users call the format, in the PR's title ("ONNX", "ExecuTorch (XNNPACK)"); default: `name`.
+    title: str = ""
     snippet: Snippet | None = None
     # What `snippet` is fed: "np" (numpy arrays) or "pt" (torch tensors).
     snippet_tensors: str = "pt"
@@ -251,6 +253,7 @@ def _executorch_input_limits(plan) -> str | None:
 
 @register_backend(
     "dynamo",
+    title="torch.export (.pt2)",
     export_format="dynamo",
     subfolder="dynamo",
     tags=("torch-export",),
@@ -272,6 +275,7 @@ def _dynamo(dynamic_shapes):
 
 @register_backend(
     "onnx",
+    title="ONNX",
     export_format="onnx",
     subfolder="onnx",
     tags=("onnx",),
@@ -295,6 +299,7 @@ def _onnx(dynamic_shapes):
 
 @register_backend(
     "executorch",
+    title="ExecuTorch (XNNPACK)",
     export_format="executorch",
     subfolder="executorch/xnnpack",
     tags=("executorch",),
@@ -314,6 +319,7 @@ def _executorch_xnnpack(dynamic_shapes):
 
 @register_backend(
     "executorch-cuda",
+    title="ExecuTorch (CUDA)",
     export_format="executorch",
     subfolder="executorch/cuda",
     tags=("executorch",),

@@ -713,6 +713,7 @@ class PublishResult:
     description: str | None = None
     card: str | None = None
     report: Report | None = None
+    title: str | None = None  # the PR's (or the discussion's) title
 
     def __post_init__(self) -> None:
         self.action = PublishAction(self.action)

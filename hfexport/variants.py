@@ -223,6 +223,29 @@ def variants_of(backend: str, names: list[str], generates: bool = False) -> list
     return [VARIANTS[(backend, kind)] for kind in kinds]
 
 
+def why_not(variant: Variant, generates: bool, backend: str) -> str | None:
+    """Why `variant` is not derived from an export that `generates` (or not), or None: it is."""
+    if generates and not variant.generation:
+        return f"no {variant.kind} variant of {backend} generation exports yet"
+    if not generates and not variant.single:
+        return f"{variant.kind} is for decoder LLMs (generation exports)"
+    return None
+
+
+def unavailable(names: list[str], backends: list[str], generates: bool) -> dict[str, str]:
+    """The variants asked for by name (not `default`) that no backend of this export derives, each
+    with why: said before the export, not found missing after it."""
+    missing = {}
+    for name in (n for n in names if n != DEFAULT):
+        offered = [(b, v) for b in backends for v in variants_of(b, [name], generates)]
+        reasons = [why for b, v in offered if (why := why_not(v, generates, b)) is not None]
+        if not offered:
+            missing[name] = f"none of the backends asked for ({', '.join(backends)}) offers it"
+        elif len(reasons) == len(offered):
+            missing[name] = "; ".join(dict.fromkeys(reasons))
+    return missing
+
+
 def parse_variants(spec: str | list[str] | None) -> list[str]:
     """`"int8,fp16"`, `"onnx:int8"`, `"default"`, a list, `"none"` or None (`default`) → validated names.
 

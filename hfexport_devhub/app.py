@@ -88,6 +88,8 @@ class HubApp:
             ("GET", rf"{api}/discussions/(?P<num>\d+)", self.discussion_details),
             ("POST", rf"{api}/discussions/(?P<num>\d+)/comment", self.comment),
             ("POST", rf"{api}/discussions/(?P<num>\d+)/status", self.change_status),
+            ("POST", rf"{api}/discussions/(?P<num>\d+)/title", self.rename),
+            ("POST", rf"{api}/discussions/(?P<num>\d+)/comment/(?P<comment>[0-9a-f]+)/edit", self.edit_comment),
             ("POST", rf"{api}/discussions/(?P<num>\d+)/merge", self.merge),
             ("POST", rf"/(?P<prefix>datasets/|spaces/)?{_REPO}\.git/info/lfs/objects/batch", self.lfs_batch),
             ("PUT", r"/_lfs/(?P<oid>[0-9a-f]{64})(?:/(?P<part>\d+))?", self.lfs_put),
@@ -742,6 +744,43 @@ class HubApp:
                 d["events"].append(_event("comment", actor.name, _comment_data(body["comment"])))
             self.store.save(data)
         return JSONResponse({"newStatus": event})
+
+    async def rename(self, request: Request, t: str, repo: str, num: str) -> Response:
+        """The Hub's rule: the author or the repo's owner may retitle a discussion or PR."""
+        actor = self.signed_in(request)
+        title = (await request.json()).get("title")
+        if not isinstance(title, str) or not 3 <= len(title.strip()) <= 200:
+            return _error(400, "A title is 3 to 200 characters")
+        with self.store.transaction():
+            data = self.repo(request, t, repo)
+            d = self._discussion(data, int(num))
+            if actor.name not in (d["author"], data["owner"]):
+                return _error(403, "Only the author or the repo's owner can change the title")
+            event = _event("title-change", actor.name, {"from": d["title"], "to": title})
+            d["title"] = title
+            d["events"].append(event)
+            self.store.save(data)
+        return JSONResponse({"newTitle": event})
+
+    async def edit_comment(self, request: Request, t: str, repo: str, num: str, comment: str) -> Response:
+        """The Hub's rule: a comment is edited by its author alone."""
+        actor = self.signed_in(request)
+        content = (await request.json()).get("content")
+        if not isinstance(content, str) or not content:
+            return _error(400, "A comment needs content")
+        with self.store.transaction():
+            data = self.repo(request, t, repo)
+            d = self._discussion(data, int(num))
+            event = next((e for e in d["events"] if e["id"] == comment and e["type"] == "comment"), None)
+            if event is None:
+                return _error(404, "Comment not found")
+            if event["author"]["name"] != actor.name:
+                return _error(403, "Only the comment's author can edit it")
+            event["data"]["edited"] = True
+            event["data"]["numEdits"] += 1
+            event["data"]["latest"] = {"raw": content, "html": content, "updatedAt": now_iso()}
+            self.store.save(data)
+        return JSONResponse({"updatedComment": event})
 
     async def merge(self, request: Request, t: str, repo: str, num: str) -> Response:
         with self.store.transaction():

@@ -378,3 +378,27 @@ def test_a_pasted_hub_url_is_its_repo_and_a_typo_is_not_found_not_a_folder_or_an
     said = " ".join(typo.stderr.split())
     assert typo.returncode == 2 and "has no repo 'url-owner/tinny'" in said and "not found" in said, said
     assert "Check the id (org/name" in said and "folder" not in said and "Retry later" not in said
+
+
+def test_a_variant_no_export_of_the_model_derives_is_refused_before_the_export_and_json_says_so(
+    tmp_path, tiny_bert_folder
+):
+    """`--variants onnx:q4` (decoder LLMs' only) on an encoder: exit 2 at plan time, nothing
+    exported, and `--json` puts `{"ok": false, "error", "fix", "exit_code"}` on stdout."""
+    out = tmp_path / "out"
+    result = run_cli(
+        "export",
+        str(tiny_bert_folder),
+        "--backends",
+        "onnx",
+        "--variants",
+        "onnx:q4",
+        "--out",
+        str(out),
+        "--json",
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    said = json.loads(result.stdout)
+    assert said["ok"] is False and said["exit_code"] == 2 and "q4 is for decoder LLMs" in said["error"], said
+    assert "default" in said["fix"] and not out.exists()

@@ -639,3 +639,35 @@ def test_lfs_path_with_a_large_artifact(workspace, tmp_path):
         assert lfs_hub.app.stats["multipart_uploads"] >= 1
         downloaded = Path(owner.hf_hub_download("alice/big", "dynamo/model.pt2", revision=revision))
         assert _file_sha256(downloaded) == _file_sha256(local)
+
+
+def test_a_dry_run_prints_the_prs_title_description_and_card_on_stdout(hub, accounts, tiny_bert_folder):
+    """`push --dry-run > pr.md`: the title, the description and the card as the PR would leave them
+    go to stdout (progress and the table stay on stderr); nothing is written to the Hub."""
+    repo = "alice/dry-run-text"
+    seed(hub, accounts["alice"], repo, tiny_bert_folder)
+    dry = run_cli("push", repo, "--backends", "dynamo", "--dry-run", env={"HF_TOKEN": accounts["bot"]})
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert dry.stdout.startswith("# Add torch.export (.pt2) exports, verified (hfexport)\n"), dry.stdout[:300]
+    assert "This PR adds exports of this model at commit" in dry.stdout and START in dry.stdout
+    assert "The owner's own words, kept byte for byte." in dry.stdout  # the card, the owner's text in it
+    assert START not in dry.stderr and _our_prs(_api(hub, accounts["alice"]), repo) == []
+
+
+def test_the_prs_title_names_its_formats_and_its_description_follows_each_update(
+    hub, accounts, tiny_bert_folder, workspace
+):
+    """The title says what the PR adds; after an update (new weights, one more format) both the
+    title and the description say what it holds now — the new commit, not the first."""
+    repo, owner = "alice/titled", _api(hub, accounts["alice"])
+    first = seed(hub, accounts["alice"], repo, tiny_bert_folder)
+    opened = push(repo, backends="dynamo", token=accounts["bot"])
+    details = owner.get_discussion_details(repo, opened.pr_num)
+    assert details.title == "Add torch.export (.pt2) exports, verified (hfexport)"
+    second = _new_weights(owner, repo, tiny_models.bert(workspace / "titled-b", seed=97))
+    updated = push(repo, backends="dynamo,onnx", token=accounts["bot"])
+    assert updated.action == "updated", updated
+    details = owner.get_discussion_details(repo, opened.pr_num)
+    assert details.title == "Add torch.export (.pt2) and ONNX exports, verified (hfexport)"
+    description = next(e for e in details.events if e.type == "comment").content
+    assert f"at commit `{second[:12]}`" in description and first[:12] not in description

@@ -25,10 +25,10 @@ from ..pipeline.preflight import Machine, check, check_or_raise, weights_of
 from ..pipeline.resolve import resolve
 from ..proc import FAULT_ENV, injected_fault, worker_user
 from ..sandbox import require
-from ..report import ExportPlan, ExportRequest, PublishResult, Report, Source
+from ..report import ExportPlan, ExportRequest, PublishResult, Report, Source, Split
 from ..settings import cache_dir
 from ..settings import variants as default_variants
-from ..variants import parse_thresholds, parse_variants
+from ..variants import parse_thresholds, parse_variants, unavailable
 
 
 def export(
@@ -133,6 +133,15 @@ def _planned(fetched: FetchedModel, names: list[str], task: str, trust_remote_co
         require("a repo's pickled weights (--allow-pickle: unpickling runs code)", worker_user())
     with BackendWorkers(names, jobs) as workers:
         plan = plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked)
+        missing = unavailable(wanted["variants"], plan.backends, generates=plan.split != Split.SINGLE)
+        if missing:  # before the export, not found missing after it
+            raise ConfigError(
+                "No export of this model derives "
+                + "; ".join(f"the {name} variant ({why})" for name, why in missing.items())
+                + ".",
+                "Drop it from --variants (variants= in Python, or .hfexport.yaml), or ask for default: each "
+                "export gets the variants that suit it.",
+            )
         yield dataclasses.replace(plan, **wanted), workers
 
 

@@ -136,7 +136,7 @@ def export(
                 force_memory=force_memory,
             )
         except HfExportError as e:
-            fail(e)
+            fail(e, as_json)
         except KeyboardInterrupt:
             err.print("[red]interrupted[/]: nothing was written")
             raise typer.Exit(ExitCode.INTERRUPTED)
@@ -268,12 +268,15 @@ def push(
         try:
             repo_id, revision = _from_webhook_env(repo_id)
         except HfExportError as e:
-            fail(e)
+            fail(e, as_json)
         if repo_id is None:
             err.print(f"[bold]ignored[/]: {revision}")
             raise typer.Exit(ExitCode.OK)
     if not repo_id:
-        fail(HfExportError("No repo to push to.", "Pass REPO_ID, or --from-webhook-env inside a webhook-started Job."))
+        fail(
+            HfExportError("No repo to push to.", "Pass REPO_ID, or --from-webhook-env inside a webhook-started Job."),
+            as_json,
+        )
     started = time.perf_counter()
     with err.status("resolving…") as status:
         progress = progress_callback(status, started)
@@ -296,15 +299,15 @@ def push(
                 force_memory=force_memory,
             )
         except HfExportError as e:
-            fail(e)
+            fail(e, as_json)
     if result.report is not None:
         print_report(result.report)
     if result.action == PublishAction.DRY_RUN:
         err.print("[bold]dry run[/]: nothing was written to the Hub. Would commit:")
         for path in result.files:
             err.print(f"  {path}")
-        err.print("[bold]PR description:[/]")
-        err.print(result.description or "", markup=False, soft_wrap=True)
+        if not as_json:  # what would be published, on stdout: `> pr.md` keeps it
+            sys.stdout.write(_dry_run_text(result))
     elif result.pr_url:
         err.print(f"[bold]{result.action}[/]: {result.pr_url}")
     else:
@@ -312,6 +315,14 @@ def push(
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     raise typer.Exit(ExitCode.BACKEND_FAILED if result.failed else ExitCode.OK)
+
+
+def _dry_run_text(result) -> str:
+    """A dry run's PR as it would be opened: its title, its description, then the card."""
+    parts = [f"# {result.title or ''}", "", result.description or "", ""]
+    if result.card is not None:
+        parts += ["---- README.md (the card, as the PR would leave it) ----", "", result.card]
+    return "\n".join(parts).rstrip("\n") + "\n"
 
 
 def _from_webhook_env(expected: str | None) -> tuple[str | None, str]:

@@ -4,6 +4,8 @@ other surface that shows it."""
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from pathlib import Path
 from typing import NoReturn
@@ -25,10 +27,14 @@ VARIANT_COLUMNS = ["backend", "variant", "status", "file", "size", "share", "qua
 _RIGHT = {"size", "max_abs_diff", "export_seconds", "peak_rss"}
 
 
-def fail(e: HfExportError) -> NoReturn:
-    """Print an error's cause and fix, and exit with its code."""
+def fail(e: HfExportError, as_json: bool = False) -> NoReturn:
+    """Print an error's cause and fix, and exit with its code; with `as_json` (a command's --json),
+    also `{"ok": false, "error", "fix", "exit_code"}` on stdout, where a script reads the outcome."""
     err.print(f"[bold red]error:[/] {e.cause}", markup=True, highlight=False)
     err.print(f"[bold]fix:[/] {e.fix}", highlight=False)
+    if as_json:
+        outcome = {"ok": False, "error": e.cause, "fix": e.fix, "exit_code": int(e.exit_code)}
+        sys.stdout.write(json.dumps(outcome, indent=2) + "\n")
     raise typer.Exit(e.exit_code)
 
 

@@ -65,6 +65,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from ..backends import get_backend
 from ..errors import TOKEN_FIX, AuthError
 from ..report import (
     REPORT_FILE,
@@ -82,7 +83,24 @@ from ..versions import installed
 from .card import START, RenderedCard, opted_out, render_card
 from .retry import retry
 
-PR_TITLE = "Add verified exports (hfexport)"
+PR_TITLE = "Add verified exports (hfexport)"  # where no format is named (a PR with none published)
+
+
+def pr_title(published: Report | None) -> str:
+    """The PR's title: the formats it adds, each with its precisions — "Add ONNX (fp32, int8) and
+    torch.export (.pt2) exports, verified (hfexport)"."""
+    formats = []
+    for b in published.succeeded if published is not None else []:
+        kinds = [b.dtype.replace("float", "fp") if b.dtype else "fp32"]
+        kinds += [v.kind for v in b.variants if v.ok and v.published_files]
+        title = get_backend(b.backend).title or b.backend
+        formats.append(f"{title} ({', '.join(dict.fromkeys(kinds))})" if len(kinds) > 1 else title)
+    if not formats:
+        return PR_TITLE
+    listed = formats[0] if len(formats) == 1 else f"{', '.join(formats[:-1])} and {formats[-1]}"
+    return f"Add {listed} exports, verified (hfexport)"
+
+
 BASE_BRANCH = "main"  # where our PRs go (the client opens create_pr commits against it only)
 SETTINGS_FILE = ".hfexport.yaml"
 DISCUSSION_TITLE = "hfexport: exports of this model failed"
@@ -577,7 +595,8 @@ def apply(
         log(f"warning: {warning}")
     description = _description(published, decision.notes + rendered.warnings, Marker(nonce, decision.markers).render())
     if dry_run:
-        return PublishResult(PublishAction.DRY_RUN, repo_id, num, None, None, files, description, card, report)
+        title = pr_title(published)
+        return PublishResult(PublishAction.DRY_RUN, repo_id, num, None, None, files, description, card, report, title)
 
     def operations() -> list[Any]:
         # Fresh objects each attempt: the client marks an operation as used once committed.
@@ -609,6 +628,7 @@ def apply(
 
         info = retry("push the new exports to the pull request", commit)
         _comment_once(api, repo_id, num, nonce, _update_comment(decision, state, description))
+        _retitle(api, state, num, pr_title(published), description)
         log(f"updated PR #{num} ({', '.join(decision.changed) or 'card'}): {state.url(num)}")
         return PublishResult(
             PublishAction.UPDATED, repo_id, num, state.url(num), info.oid, files, description, card, report
@@ -630,7 +650,7 @@ def apply(
             info = api.create_commit(
                 repo_id,
                 operations(),
-                commit_message=PR_TITLE,
+                commit_message=pr_title(published),
                 commit_description=description,
                 create_pr=True,
                 revision=BASE_BRANCH,
@@ -671,6 +691,20 @@ def apply(
     )
 
 
+def _retitle(api, state: HubState, num: int, title: str, description: str) -> None:
+    """Our PR's title and description say what it holds now: both rewritten after an update (the
+    description is the PR's first comment, ours; a maintainer's comments are never touched)."""
+    details = retry("read the pull request", lambda: api.get_discussion_details(state.repo_id, num))
+    if details.title != title:
+        retry("retitle the pull request", lambda: api.rename_discussion(state.repo_id, num, title))
+    first = next((e for e in details.events if e.type == "comment"), None)
+    if first is not None and first.author == state.me and first.content != description:
+        retry(
+            "rewrite the pull request's description",
+            lambda: api.edit_discussion_comment(state.repo_id, num, first.id, description),
+        )
+
+
 def _check_unchanged(api, repo_id: str, thread: OurThread) -> None:
     """Read our PR's status again right before committing to it: a maintainer may have merged or
     closed it while we exported. Then this run's decision is stale.
@@ -709,7 +743,7 @@ def _report_failure(
         + ["", Marker(nonce, {}).render()]
     )
     if dry_run:
-        return PublishResult(PublishAction.DRY_RUN, repo_id, description=text, report=report)
+        return PublishResult(PublishAction.DRY_RUN, repo_id, description=text, report=report, title=DISCUSSION_TITLE)
 
     def post() -> int:
         if decision.thread is not None:

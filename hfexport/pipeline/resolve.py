@@ -118,8 +118,9 @@ def _resolve_hub(repo_id: str, revision: str | None, token: str | None, publishi
         if status in (401, 403):
             raise AuthError(
                 f"The Hub refused the token for {repo_id} (HTTP {status}: wrong, expired or without access).",
-                TOKEN_FIX if publishing else "Pass a valid token that can read the repo (HF_TOKEN, --token, or "
-                "`hf auth login`).",
+                TOKEN_FIX
+                if publishing
+                else "Pass a valid token that can read the repo (HF_TOKEN, --token, or `hf auth login`).",
             ) from e
         if status == 404:
             raise _not_found(repo_id, publishing) from e

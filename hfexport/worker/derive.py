@@ -218,12 +218,11 @@ def rebase_shares(variants: list[VariantResult], out_dir: Path) -> None:
 
 def why_skipped(variant: Variant, split: ExportSplit, backend: str) -> str | None:
     """Why `variant` is not derived from this split's export, or None: it is."""
-    from ..variants import VARIANTS
+    from ..variants import VARIANTS, why_not
 
-    if split.generates and not variant.generation:
-        return f"no {variant.kind} variant of {backend} generation exports yet"
-    if not split.generates and not variant.single:
-        return f"{variant.kind} is for decoder LLMs (generation exports)"
+    why = why_not(variant, split.generates, backend)
+    if why is not None:
+        return why
     if len(split.components) > 1 and not variant.per_component:
         each = ", ".join(str(v.kind) for v in VARIANTS.values() if v.backend == backend and v.per_component)
         return (
