@@ -402,3 +402,16 @@ def test_a_variant_no_export_of_the_model_derives_is_refused_before_the_export_a
     said = json.loads(result.stdout)
     assert said["ok"] is False and said["exit_code"] == 2 and "q4 is for decoder LLMs" in said["error"], said
     assert "default" in said["fix"] and not out.exists()
+
+
+def test_a_model_without_a_dtype_gets_no_deprecation_noise_from_our_own_code(tmp_path):
+    """A config.json from before `dtype` (none, nor `torch_dtype`): the export says nothing of
+    `torch_dtype` — a warning hfexport's own lookup used to raise on every such model."""
+    folder = tiny_models.bert(tmp_path / "model")
+    config = json.loads((folder / "config.json").read_text())
+    config.pop("dtype", None)
+    config.pop("torch_dtype", None)
+    (folder / "config.json").write_text(json.dumps(config))
+    result = run_cli("export", str(folder), "--backends", "dynamo", "--out", str(tmp_path / "out"), timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "torch_dtype" not in result.stderr, result.stderr[-2000:]

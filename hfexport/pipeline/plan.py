@@ -381,7 +381,9 @@ def _stored_dtype(config) -> str:
     """The dtype the checkpoint's weights are stored in, as config.json says (`dtype`, formerly
     `torch_dtype`): one of float32, bfloat16, float16; anything else (absent, "auto", float64, a
     quantized format's) is exported from float32."""
-    raw = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    # transformers reads an older config.json's `torch_dtype` into `dtype`; asking for
+    # `torch_dtype` itself only prints its deprecation warning (on every model without a dtype).
+    raw = getattr(config, "dtype", None)
     name = str(raw).removeprefix("torch.") if raw is not None else "float32"
     return name if name in ("float32", "bfloat16", "float16") else "float32"
 
