@@ -40,18 +40,16 @@ def runtime_versions(packages: tuple[str, ...] = ()) -> dict[str, str]:
 
 def drift() -> list[dict]:
     """Rows of (package, installed, pinned, tested by which exporter) for `doctor`."""
-    from transformers.exporters.auto import get_exporter_class
-
     from .backends import BACKENDS
 
     tested: dict[str, dict[str, str]] = {}
-    for backend in BACKENDS.values():
-        try:
-            exporter = get_exporter_class(backend.export_format)
-        except Exception:
+    for export_format in dict.fromkeys(b.export_format for b in BACKENDS.values()):
+        found = tested_versions(export_format)
+        if found is None:
             continue
-        for package, version in getattr(exporter, "tested_versions", {}).items():
-            tested.setdefault(package, {})[exporter.__name__] = version
+        name, versions = found
+        for package, version in versions.items():
+            tested.setdefault(package, {})[name] = version
     rows = []
     for package in dict.fromkeys([*pins(), *tested]):
         have = installed(package)
@@ -67,3 +65,42 @@ def drift() -> list[dict]:
             }
         )
     return rows
+
+
+def tested_versions(export_format: str) -> tuple[str, dict[str, str]] | None:
+    """The exporter class of `export_format` and its `tested_versions`, read from the source of
+    transformers' `exporters/exporter_*.py` (a class that declares both as literals): importing the
+    exporters' registry pulls in torch._dynamo, executorch and torchao — 15 s of `doctor`'s 18. Else
+    from the class itself."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("transformers.exporters")
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        for module in sorted(Path(folder).glob("exporter_*.py")):
+            for node in ast.parse(module.read_text()).body:
+                if not isinstance(node, ast.ClassDef):
+                    continue
+                facts = {}
+                for statement in node.body:
+                    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+                        target = statement.targets[0]
+                        value = statement.value
+                        if isinstance(target, ast.Name) and target.id == "export_format":
+                            # `ExportFormat.ONNX`: the enum's members are named by their values
+                            facts[target.id] = value.attr.lower() if isinstance(value, ast.Attribute) else None
+                        elif isinstance(target, ast.Name) and target.id == "tested_versions":
+                            try:
+                                facts[target.id] = ast.literal_eval(value)
+                            except ValueError:
+                                pass
+                if facts.get("export_format") == export_format and isinstance(facts.get("tested_versions"), dict):
+                    return node.name, facts["tested_versions"]
+    from transformers.exporters.auto import get_exporter_class
+
+    try:
+        exporter = get_exporter_class(export_format)
+    except Exception:  # noqa: BLE001  (a backend whose packages are missing: nothing tested to show)
+        return None
+    return exporter.__name__, dict(getattr(exporter, "tested_versions", {}))

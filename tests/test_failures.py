@@ -295,16 +295,23 @@ def test_cuda_backend_is_skipped_with_reason_not_dropped(tmp_path, tiny_bert_fol
     assert report.ok  # a skip with its reason is not a failure
 
 
-def test_doctor_reports_versions_and_backends():
-    result = run_cli("doctor", "--json", timeout=300)
+def test_doctor_reports_versions_and_backends(hub):
+    """`doctor` says the versions, who the token is (never the token), the memory and disk the
+    preflight counts on and the sandbox; reads the exporters' tested versions without importing
+    them; `-v` works anywhere on the line; `--version` answers alone."""
+    token = hub.add_user("doctor-user")
+    result = run_cli("doctor", "--json", env={"HF_TOKEN": token}, timeout=300)
     assert result.returncode == 0, result.stderr
-    # The libraries' known-harmless lines (torchao's CUDA kernels, pytree deprecations) are not
-    # ours to print; --verbose shows them.
+    # The libraries' known-harmless lines (torchao's CUDA kernels, pytree deprecations) are not ours to print.
     noise = ("Failed to load", "register_constant() on Enum")
     assert not any(line in result.stderr for line in noise), result.stderr
-    verbose = run_cli("--verbose", "doctor", "--json", timeout=300)
-    assert verbose.returncode == 0 and all(line in verbose.stderr for line in noise), verbose.stderr
+    verbose = run_cli("doctor", "--json", "-v", timeout=300)
+    assert verbose.returncode == 0 and json.loads(verbose.stdout)["python"], verbose.stderr
     info = json.loads(result.stdout)
+    assert info["token"] == "set: doctor-user (write)" and token not in result.stdout + result.stderr
+    assert info["memory_gb"] > 0 and info["disk_free_gb"] > 0 and info["sandbox"] and info["hfexport"]
+    version = run_cli("--version", timeout=120)
+    assert version.returncode == 0 and version.stdout.startswith(f"hfexport {info['hfexport']} (torch "), version
     packages = {row["package"]: row for row in info["packages"]}
     for name in ("torch", "transformers", "executorch", "onnx", "onnxruntime", "huggingface_hub"):
         assert packages[name]["pinned"] and packages[name]["pin_ok"], packages[name]

@@ -69,10 +69,29 @@ app = typer.Typer(
 )
 
 
+def _version(asked: bool) -> None:
+    if asked:
+        from ..versions import installed
+
+        libraries = ", ".join(
+            f"{p} {installed(p)}" for p in ("torch", "transformers", "onnx", "executorch") if installed(p)
+        )
+        sys.stdout.write(f"hfexport {installed('hfexport')} ({libraries})\n")
+        raise typer.Exit(ExitCode.OK)
+
+
 @app.callback()
 def _options(
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show every library log line (known-harmless ones are hidden).")
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Show every library log line (known-harmless ones are hidden); anywhere on the line.",
+        ),
+    ] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the versions and exit.")
     ] = False,
 ) -> None:
     if not verbose:
@@ -150,14 +169,24 @@ def export(
 def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON on stdout.")] = False) -> None:
     """Installed versions, drift from the pins and the exporters' tested versions, and which backends can run here."""
     from ..backends import BACKENDS
-    from ..versions import drift
+    from ..pipeline.preflight import Machine
+    from ..proc import worker_user
+    from ..sandbox import refusal
+    from ..settings import cache_dir
+    from ..versions import drift, installed
 
     import torch
 
     rows = drift()
     backends = {name: b.unavailable_reason() for name, b in BACKENDS.items()}
+    machine = Machine.here(cache_dir())
     info = {
+        "hfexport": installed("hfexport"),
         "python": sys.version.split()[0],
+        "token": _token_identity(),
+        "memory_gb": round(machine.memory_bytes / 1e9, 1),
+        "disk_free_gb": round(machine.disk_bytes / 1e9, 1),
+        "sandbox": refusal(worker_user()) or "namespaces (unshare)",
         "cuda": torch.cuda.is_available(),
         "packages": rows,
         "backends": {name: {"available": reason is None, "reason": reason} for name, reason in backends.items()},
@@ -174,10 +203,33 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON o
             tested += " [yellow](differs)[/]"
         cells.append([r["package"], f"{r['installed'] or 'missing'}{mark}", pinned, tested])
     headers = ["package", "installed", "pinned", "tested by exporters"]
-    show("hfexport doctor", headers, cells, prose=frozenset({"tested by exporters"}))
+    show(f"hfexport {info['hfexport']} doctor", headers, cells, prose=frozenset({"tested by exporters"}))
+    err.print(f"Hub token: {info['token']}", highlight=False)
+    err.print(f"memory: {info['memory_gb']} GB · free disk for exports: {info['disk_free_gb']} GB", highlight=False)
+    err.print(f"sandbox for a repo's code: {info['sandbox']}", highlight=False)
     err.print(f"CUDA visible: {'yes' if info['cuda'] else 'no'}")
     for name, reason in backends.items():
         err.print(f"  {badge('ok' if reason is None else 'skipped')} {name}" + (f" — {reason}" if reason else ""))
+
+
+def _token_identity() -> str:
+    """Who the Hub token is ("set: alice (write)"), without ever printing the token."""
+    from huggingface_hub import HfApi, get_token
+
+    token = get_token()
+    if token is None:
+        return "none (push needs one: set HF_TOKEN, pass --token, or `hf auth login`)"
+    try:
+        who = HfApi(token=token).whoami()
+    except Exception as e:  # noqa: BLE001  (refused, or the Hub unreachable: said, never raised)
+        status = getattr(getattr(e, "response", None), "status_code", None)
+        return (
+            "set, but the Hub refused it (HTTP 401)"
+            if status == 401
+            else f"set (the Hub did not answer: {type(e).__name__})"
+        )
+    role = (who.get("auth", {}).get("accessToken", {}) or {}).get("role")
+    return f"set: {who.get('name')}" + (f" ({role})" if role else "")
 
 
 @app.command()
@@ -590,7 +642,15 @@ def github_action() -> None:
     raise typer.Exit(runpy.run_path(str(script))["main"]())
 
 
+def _verbose_first(argv: list[str]) -> list[str]:
+    """`-v`/`--verbose` after the command (`hfexport export x -v`) read as the global option it is."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    flags = [a for a in argv[:end] if a in ("-v", "--verbose")]
+    return [*flags[:1], *(a for a in argv[:end] if a not in ("-v", "--verbose")), *argv[end:]]
+
+
 def main() -> None:
+    sys.argv[1:] = _verbose_first(sys.argv[1:])
     try:
         app()
     except Exception as e:  # a bug (ours or a library's): its own exit code, never mistaken for bad input
