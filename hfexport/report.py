@@ -612,6 +612,12 @@ class BackendResult:
         return sum(f.size for f in self.files)
 
     @property
+    def program_bytes(self) -> int:
+        """The export's own files, its variants' not counted (each variant has its own row and size)."""
+        variants = {path for v in self.variants for path in v.published_files}
+        return sum(f.size for f in self.files if f.path not in variants)
+
+    @property
     def paths(self) -> list[str]:
         """The files' paths in the repo (under the backend's folder)."""
         return [f"{self.subfolder}/{f.path}" for f in self.files]
@@ -793,9 +799,11 @@ def rows(report: Report) -> list[Row]:
                 status=b.status,
                 source=f"`{b.source_sha[:12]}`" if b.source_sha else "-",
                 folder=f"`{b.subfolder}/`",
-                files=", ".join(f.path for f in b.files) or "-",
+                # Files a user fetches: not an empty one (a graph whose weights fit inside it still
+                # leaves its 0-byte `.onnx_data` beside it on some exporters).
+                files=", ".join(f.path for f in b.files if f.size) or "-",
                 components=",".join(b.components) or "-",
-                size=format_size(b.size_bytes),
+                size=format_size(b.program_bytes),
                 precision=b.dtype or "-",
                 max_abs_diff=format_diff(validation.max_abs_diff if validation and validation.checks else None),
                 tolerance=format_tolerance(validation),
@@ -815,7 +823,8 @@ def markdown_table(report: Report, columns: list[str]) -> list[str]:
 def _markdown(table: list, headers: dict[str, str], columns: list[str]) -> list[str]:
     lines = ["| " + " | ".join(headers[c] for c in columns) + " |", "|" + "---|" * len(columns)]
     for row in table:
-        lines.append("| " + " | ".join(str(getattr(row, c)).replace("|", "/") for c in columns) + " |")
+        # A pipe inside a cell (`|Δ log-prob|`) escaped as GitHub's and the Hub's Markdown read it.
+        lines.append("| " + " | ".join(str(getattr(row, c)).replace("|", "\\|") for c in columns) + " |")
     return lines
 
 
@@ -858,7 +867,7 @@ def variant_rows(report: Report) -> list[VariantRow]:
             backend=b.backend,
             variant=v.kind,
             status=v.status,
-            file=f"`{b.subfolder}/{v.published}`" if v.published else "-",
+            file=", ".join(f"`{b.subfolder}/{path}`" for path in v.published_files) or "-",
             size=format_size(v.size),
             share=f"{v.size_share:.0%}" if v.size_share is not None else "-",
             quality=(f"{v.settings}: " if v.settings else "") + format_quality(v.quality),

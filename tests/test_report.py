@@ -202,3 +202,36 @@ def test_the_log_at_80_columns_cuts_no_identifier_or_figure(bert_export):
     assert "…" not in tasks and max(map(len, tasks.splitlines())) <= 80, tasks
     lines = {line.split()[0] for line in tasks.splitlines() if line.strip()}
     assert {t.name for t in TASK_TABLE} <= lines, sorted({t.name for t in TASK_TABLE} - lines)
+
+
+def test_the_cards_tables_escape_pipes_list_every_variant_file_and_no_empty_one():
+    """A seq2seq export with an int8 variant of each component: its row lists both files; a
+    `|Δ log-prob|` figure is an escaped pipe, not a cell border (nor a `/`); a 0-byte
+    `.onnx_data` beside a graph is not listed; the fp32 row's size is its own files', not its
+    variants' too."""
+    from hfexport.report import VariantResult, markdown_table, markdown_variant_table
+
+    report = _report()
+    onnx = report.backends[0]
+    onnx.files = [
+        ArtifactFile("encoder_model.onnx", 90_900_000),
+        ArtifactFile("encoder_model.onnx_data", 0),
+        ArtifactFile("encoder_model_quantized.onnx", 12_400_000),
+        ArtifactFile("decoder_model_merged_quantized.onnx", 12_300_000),
+    ]
+    onnx.variants = [
+        VariantResult(
+            "int8",
+            Status.OK,
+            file="encoder_model_quantized.onnx",
+            files=["encoder_model_quantized.onnx", "decoder_model_merged_quantized.onnx"],
+            size=24_700_000,
+            quality={"logprob_delta_mean": 0.02},
+        )
+    ]
+    rows = "\n".join(markdown_table(report, ["backend", "size", "files"]))
+    assert "| onnx | 90.9 MB |" in rows and "onnx_data" not in rows, rows
+    variants = "\n".join(markdown_variant_table(report, ["backend", "variant", "file", "quality"]))
+    assert "`onnx/encoder_model_quantized.onnx`, `onnx/decoder_model_merged_quantized.onnx`" in variants
+    assert "mean \\|Δ log-prob\\| 0.020" in variants and "/Δ" not in variants, variants
+    assert all(line.count(" | ") == 3 for line in variants.splitlines()[2:]), variants  # four cells a row
