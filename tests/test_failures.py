@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -422,3 +423,28 @@ def test_a_model_without_a_dtype_gets_no_deprecation_noise_from_our_own_code(tmp
     result = run_cli("export", str(folder), "--backends", "dynamo", "--out", str(tmp_path / "out"), timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "torch_dtype" not in result.stderr, result.stderr[-2000:]
+
+
+def test_the_output_folder_loads_as_the_repo_does_and_the_cli_says_what_next(tmp_path):
+    """After `export`, the folder holds the model's config and tokenizer beside the exports (what
+    the loaders read from a repo's root), the CLI prints the next commands, and the `load it` one
+    runs as printed."""
+    import shlex
+    import subprocess
+
+    folder = tiny_models.bert_head_with_tokenizer(tmp_path / "model", "BertForSequenceClassification")
+    out = tmp_path / "out"
+    result = run_cli("export", str(folder), "--backends", "onnx", "--out", str(out), timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert {"config.json", "tokenizer.json", "tokenizer_config.json"} <= {p.name for p in out.iterdir()}
+    said = result.stderr
+    assert "next:" in said and "hfexport push ORG/NAME --backends onnx --dry-run" in said, said[-2000:]
+    load = next(line.split("load it:", 1)[1] for line in said.splitlines() if "load it:" in line)
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"  # `python` is this environment's, as a user's
+    ran = subprocess.run(
+        shlex.split(load), capture_output=True, text=True, timeout=300, env={**os.environ, "PATH": path}
+    )
+    assert ran.returncode == 0 and "ExportedModel" in ran.stdout + ran.stderr, ran.stderr[-2000:]
+    from transformers import AutoTokenizer
+
+    assert AutoTokenizer.from_pretrained(out)("alpha beta")["input_ids"]

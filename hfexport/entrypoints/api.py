@@ -152,7 +152,7 @@ def _export_into(
     (`run_options`: `run_backends`' own)."""
     with staging_folder(out_dir) as staging:
         results = run_backends(fetched, plan, staging, workers=workers, **run_options)
-        return package(staging, out_dir, fetched.source, plan, results)
+        return package(staging, out_dir, fetched.source, plan, results, fetched.model_dir)
 
 
 PUBLISH_ATTEMPTS = 8

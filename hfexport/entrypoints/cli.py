@@ -9,6 +9,7 @@ Progress and tables go to stderr, so `--json` leaves stdout machine-readable.
 from __future__ import annotations
 
 import json
+import shlex
 import os
 import sys
 import time
@@ -160,9 +161,33 @@ def export(
             err.print("[red]interrupted[/]: nothing was written")
             raise typer.Exit(ExitCode.INTERRUPTED)
     print_report(report)
+    _next_steps(report)
     if as_json:
         sys.stdout.write(report.to_json())
     raise typer.Exit(ExitCode.OK if report.ok else ExitCode.BACKEND_FAILED)
+
+
+def _next_steps(report) -> None:
+    """What to do with the output folder: load an export from it, and open the PR."""
+    done = report.succeeded
+    if not done or not report.out_dir:
+        return
+    out = shlex.quote(report.out_dir)
+    first = done[0]
+    err.print("[bold]next[/]:", highlight=False)
+    code = (
+        "from transformers.exporters import ExportedModel; "
+        f"print(ExportedModel.from_pretrained({report.out_dir!r}, subfolder={first.subfolder!r}))"
+    )
+    err.print(f"  load it:  python -c {shlex.quote(code)}", highlight=False, soft_wrap=True)
+    err.print(f"  tokenizer, config, processor: beside the exports in {out}", highlight=False)
+    repo = report.source.ref if report.source.kind == "hub" else "ORG/NAME"
+    backends = ",".join(b.backend for b in done)
+    err.print(
+        f"  publish:  hfexport push {repo} --backends {backends} --dry-run   # then without --dry-run: one PR",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command()

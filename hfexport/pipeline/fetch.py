@@ -21,7 +21,7 @@ from .resolve import folder_digest
 SAFE_WEIGHTS = (".safetensors",)
 PICKLE_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 # What a model folder needs besides weights: configs, tokenizers, processors (and code if trusted).
-_SUPPORT_FILES = ["*.json", "*.txt", "*.model", "*.tiktoken", "*.jinja"]
+SUPPORT_FILES = ["*.json", "*.txt", "*.model", "*.tiktoken", "*.jinja"]
 # Caps on what is downloaded from a repo (`settings.LIMITS_MB`; the environment overrides each): a
 # support file (config, tokenizer, code) and the whole download. Real tokenizers stay far below
 # the first; the second is a 50 B-parameter fp16 model with room to spare.
@@ -92,7 +92,7 @@ def fetch(
 
     from huggingface_hub import snapshot_download
 
-    patterns = _SUPPORT_FILES + (["*.safetensors"] if safe else ["*.bin"])
+    patterns = SUPPORT_FILES + (["*.safetensors"] if safe else ["*.bin"])
     if trust_remote_code:
         patterns.append("*.py")
     _check_sizes(

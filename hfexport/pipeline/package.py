@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import OutputDirError
+from .fetch import SUPPORT_FILES
 from ..report import REPORT_FILE, ArtifactFile, BackendResult, ExportPlan, Report, Source
 
 
@@ -53,9 +54,20 @@ def staging_folder(out_dir: Path):
         raise
 
 
-def package(staging: Path, out_dir: Path, source: Source, plan: ExportPlan, results: list[BackendResult]) -> Report:
-    """Drop failed backends' files, write the report, and move `staging` to `out_dir`."""
+def package(
+    staging: Path,
+    out_dir: Path,
+    source: Source,
+    plan: ExportPlan,
+    results: list[BackendResult],
+    model_dir: Path | None = None,
+) -> Report:
+    """Drop failed backends' files, write the report, copy the model's own support files from
+    `model_dir` beside them (`support_files`), and move `staging` to `out_dir`."""
     out_dir = Path(out_dir).resolve()
+    if model_dir is not None:
+        for name in support_files(Path(model_dir), plan.trust_remote_code):
+            shutil.copyfile(Path(model_dir) / name, staging / name)
     for result in results:
         result.source_sha, result.plan_digest = source.sha, plan.backend_digest(result.backend)
         if not result.ok:
@@ -77,6 +89,17 @@ def package(staging: Path, out_dir: Path, source: Source, plan: ExportPlan, resu
         os.replace(staging, out_dir)
     report.out_dir = str(out_dir)
     return report
+
+
+def support_files(model_dir: Path, code: bool = False) -> list[str]:
+    """The model's files beside its weights that its loaders read from the repo's root — config,
+    tokenizer, processor, generation config, sentence-transformers' modules (and the repo's code,
+    with `code`) —, so the output folder loads as the repo does: `AutoTokenizer.from_pretrained(out)`
+    beside `from_pretrained(out, subfolder="onnx")`. Never the card or our report."""
+    patterns = [*SUPPORT_FILES, *(["*.py"] if code else [])]
+    found = {p.name for pattern in patterns for p in model_dir.glob(pattern) if p.is_file()}
+    # Not a sharded checkpoint's index: it names weights the folder does not hold.
+    return sorted(n for n in found - {REPORT_FILE, "README.md"} if not n.endswith(".index.json"))
 
 
 def _prune_empty_dirs(root: Path) -> None:
