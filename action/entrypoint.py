@@ -44,6 +44,8 @@ INPUTS = (
     "dry-run",
     "force",
     "force-memory",
+    "allow-pickle",
+    "trust-remote-code",
     "fail-on-validation-error",
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -145,6 +147,10 @@ def main() -> int:
         command.append("--force")
     if _flag("force-memory", False):
         command.append("--force-memory")
+    if _flag("allow-pickle", False):
+        command.append("--allow-pickle")
+    if _flag("trust-remote-code", False):
+        command.append("--trust-remote-code")
     command += ["--", repo_id]  # the end of options: a repo id is never read as a flag
     env = {**os.environ, "HF_TOKEN": token} if token else dict(os.environ)
     print(f"::group::hfexport push {_escape(repo_id)}", flush=True)
@@ -158,17 +164,19 @@ def main() -> int:
     print("::endgroup::", flush=True)
 
     try:
-        result = PublishResult.from_dict(json.loads(process.stdout))
-    except (ValueError, KeyError, TypeError):
-        print(
-            f"::error title=hfexport::hfexport push failed (exit {process.returncode}); see the log above", flush=True
-        )
+        answer = json.loads(process.stdout)
+        result = PublishResult.from_dict(answer) if answer.get("ok", True) is not False else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        answer, result = {}, None
+    if result is None:
+        # push's --json says why it stopped (`{"ok": false, "error", "fix", "exit_code"}`): the
+        # annotation and the summary carry the cause and the fix, in this Action's own terms.
+        cause = str(answer.get("error") or f"hfexport push failed (exit {process.returncode}); see the log above")
+        fix = in_action_terms(str(answer.get("fix") or ""))
+        print(f"::error title=hfexport::{_escape(cause + (' Fix: ' + fix if fix else ''))}", flush=True)
         _set_output("status", "error")
-        _append(
-            "GITHUB_STEP_SUMMARY",
-            f"### hfexport: {_markdown(repo_id)}\n\nFailed before publishing (exit {process.returncode}); see the "
-            "log.\n",
-        )
+        said = f"**Error:** {_markdown(cause)}" + (f"\n\n**Fix:** {_markdown(fix)}" if fix else "")
+        _append("GITHUB_STEP_SUMMARY", f"### hfexport: {_markdown(repo_id)}\n\n{said}\n")
         return process.returncode or ExitCode.BACKEND_FAILED
 
     report = result.report
@@ -191,6 +199,25 @@ def main() -> int:
     if failed and _flag("fail-on-validation-error", True):
         return ExitCode.BACKEND_FAILED
     return ExitCode.OK
+
+
+# The command line's words in a fix, as this Action's user gives them (an input of action.yml).
+_IN_ACTION_TERMS = {
+    "set HF_TOKEN, pass --token, or run `hf auth login`": "set the `hf-token` input (from a repository secret)",
+    "--token": "the `hf-token` input",
+    "HF_TOKEN": "the `hf-token` input",
+    **{f"--{name}": f"the `{name}` input" for name in INPUTS if name not in ("repo-id", "hf-token")},
+}
+
+
+def in_action_terms(fix: str) -> str:
+    """A fix as this Action's user applies it: `--allow-pickle` is the `allow-pickle` input."""
+    for words, inputs in sorted(_IN_ACTION_TERMS.items(), key=lambda item: -len(item[0])):
+        fix = re.sub(rf"{re.escape(words)}(?![\w-])", inputs, fix)
+    # What only the command line or Python has: dropped ("(--x on the command line, x=True in Python)").
+    fix = re.sub(r" \(\w+=[^()]* in Python\)", "", fix)
+    fix = re.sub(r", \w+=[^,()]* in Python", "", fix)
+    return fix.replace(" on the command line", "").replace(" ()", "")
 
 
 def _summary(repo_id: str, result: PublishResult) -> str:

@@ -302,3 +302,33 @@ def test_the_example_gpu_job_exports_only_the_gpu_backend_and_honours_dry_run(tm
     push = [c for c in calls if c.startswith("push ")]
     assert len(push) == 1 and "--backends executorch-cuda " in push[0] + " "
     assert ("--dry-run" in push[0]) == (dry_run == "true")
+
+
+def test_a_failed_push_annotates_its_cause_and_the_fix_in_the_actions_own_terms(hub, tmp_path, action_repo):
+    """A repo with pickled weights only, and no `allow-pickle`: the `::error::` annotation and the
+    job summary carry the cause and the fix, naming this Action's input (not a CLI flag); with the
+    input set, the export runs."""
+    import torch
+    from huggingface_hub import HfApi
+    from transformers import BertForSequenceClassification
+
+    import tiny_models
+
+    _, token = action_repo
+    owner = HfApi(endpoint=hub.url, token=hub.add_user("alice-pickles"))
+    folder = tiny_models.bert(tmp_path / "bert", seed=101)
+    (tmp_path / "pickled").mkdir()
+    (tmp_path / "pickled" / "config.json").write_text((folder / "config.json").read_text())
+    model = BertForSequenceClassification.from_pretrained(folder)
+    torch.save(model.state_dict(), tmp_path / "pickled" / "pytorch_model.bin")  # transformers 5 saves safetensors only
+    owner.create_repo("alice-pickles/tiny")
+    owner.upload_folder(repo_id="alice-pickles/tiny", folder_path=tmp_path / "pickled")
+    inputs = {"repo-id": "alice-pickles/tiny", "hf-token": token, "backends": "dynamo", "dry-run": "true"}
+    process, outputs, summary = _run_action(tmp_path, inputs)
+    assert process.returncode == 2 and outputs["status"] == "error", process.stderr[-3000:]
+    (annotation,) = [line for line in process.stdout.splitlines() if line.startswith("::error")]
+    assert "pickled weights only" in annotation and "the `allow-pickle` input" in annotation, annotation
+    assert "--allow-pickle" not in annotation and "see the log" not in annotation
+    assert "**Fix:**" in summary and "allow-pickle" in summary, summary
+    allowed, outputs, _ = _run_action(tmp_path, {**inputs, "allow-pickle": "true"})
+    assert allowed.returncode == 0 and outputs["status"] == "dry-run", allowed.stderr[-2000:]
