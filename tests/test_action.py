@@ -215,7 +215,8 @@ def test_no_input_text_starts_a_workflow_command_line_however_messages_wrap(tmp_
     assert process.returncode == 2, process.stdout[-2000:]
     assert re.search(r"^::warning::injected", process.stdout, re.M)  # the wrap does happen
     commands = _processed_commands(process.stdout)
-    assert commands and not [c for c in commands if "injected" in c], commands
+    # Only the entrypoint's own commands: an input's text may be quoted inside their (escaped) data.
+    assert commands and all(c.startswith(("::add-mask::", "::group::", "::endgroup::", "::error ")) for c in commands)
 
 
 def test_action_inputs_are_all_used():
