@@ -205,6 +205,9 @@ class ExportPlan:
     min_quality: dict[str, dict[str, float]] = field(default_factory=dict)
     # A generation cache with sliding-window layers (Mistral, Gemma 2): the window, in tokens.
     sliding_window: int | None = None
+    # A sentence-transformers repo's own pooling and whether it normalizes (its `modules.json`):
+    # `{"pooling": "mean", "normalize": true}`, what its loaders' card blocks ask for. None: not one.
+    sentence_transformer: dict[str, Any] | None = None
 
     def to_dict(self) -> dict:
         """As JSON has it (and reads back equal): the split as its name, axis indexes as strings."""

@@ -43,9 +43,10 @@ def card_blocks(card: str, language: str = "python") -> list[str]:
 
 
 def python_for(code: str) -> str:
-    """The interpreter a block runs in: optimum's blocks in the loaders' venvs (optimum-onnx pins a
-    transformers below ours, optimum-executorch a release candidate of ours), every other in this one."""
-    if "from optimum." not in code:
+    """The interpreter a block runs in: optimum's and sentence-transformers' blocks in the loaders'
+    venvs (optimum-onnx pins a transformers below ours, optimum-executorch a release candidate of
+    ours), every other in this one."""
+    if "from optimum." not in code and "from sentence_transformers" not in code:
         return sys.executable
     venv = ".venv-executorch" if "from optimum.executorch" in code else ".venv"
     python = LOADERS / venv / "bin" / "python"

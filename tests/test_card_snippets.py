@@ -125,14 +125,26 @@ def test_every_card_snippet_runs_after_the_merge_as_printed(pushed, tmp_path):
     runs in a fresh cache with no token and prints the shapes of a real call on the two sentences
     it tokenizes, merged, exactly as printed (the other cards' blocks also run from their PRs)."""
     api, outcome = pushed
-    ran = run_every_block(api, REPO, outcome["pr_num"], tmp_path, r"\(2, \d+", r"\[ 2, \d+, 384 \]", on_pr=False)
+    ran = run_every_block(api, REPO, outcome["pr_num"], tmp_path, r"\(2, \d+", r"\[ 2, 384 \]", on_pr=False)
     blocks, js_output = ran.blocks, ran.js
+    # sentence-transformers' block, as printed (in its own venv): the repo's pooling and
+    # normalization, one embedding a sentence, whose similarity is eager's pooled embeddings'.
+    (index,) = [i for i, b in enumerate(blocks) if 'SentenceTransformer(repo, backend="onnx"' in b]
+    printed = ran.python[("merged", index)]
+    assert "(2, 384)" in printed, printed
+    similarity = float(re.findall(r"-?\d+\.\d+", printed.split("(2, 384)", 1)[1])[1])
+    eager = _eager(["hfexport validated this file against the original model.", "Short one."])
+    assert abs(similarity - float(eager[0] @ eager[1])) < 1e-3, (printed, eager[0] @ eager[1])
+
     files = {"onnx/model.onnx", "onnx/model_quantized.onnx", "executorch/xnnpack/model.pte"}
     assert all(any(f'"{f}"' in b for b in blocks) for f in files), blocks
     assert sum("ExportedModel.from_pretrained" in b for b in blocks) == 3
     assert len(js_output) == 1  # transformers.js's feature-extraction pipeline, merged
     card = Path(api.hf_hub_download(REPO, "README.md")).read_text()
     assert "`onnx/model_quantized.onnx` runs ONNX Runtime's own operators (BiasGelu, QAttention, " in card
+    # transformers.js pools as the repo does (the pipeline's options); the variant by ST's file_name.
+    assert 'pooling: "mean", normalize: true' in card
+    assert 'SentenceTransformer(repo, backend="onnx", model_kwargs={"file_name": "onnx/model_quantized.onnx"})' in card
 
 
 LLM_REPO = "snippets-owner/tiny-llm"

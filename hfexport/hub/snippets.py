@@ -133,6 +133,12 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
     # Past 2 GB the weights sit in `model.onnx_data`, which transformers.js fetches when told to (it
     # would read the flag from the repo's config.json, which is the owner's file, not ours).
     external = ", use_external_data_format: true" if any(f.path.endswith(".onnx_data") for f in b.files) else ""
+    call, show = pipe.call, pipe.show
+    pooled = report.plan.sentence_transformer
+    if pooled is not None and pooled.get("pooling"):  # the repo's own pooling: one embedding a sentence
+        normalize = "true" if pooled.get("normalize") else "false"
+        call += f', {{ pooling: "{pooled["pooling"]}", normalize: {normalize} }}'
+        show = "console.log(output.dims, output.tolist()[0].slice(0, 4));"
     return [
         "```js",
         f'import {{ {", ".join(["pipeline", *pipe.imports])} }} from "@huggingface/transformers";',
@@ -141,10 +147,26 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
         '"refs/pr/<number>"',
         f'const pipe = await pipeline("{task}", repo, {{ revision, dtype: "fp32"{external} }});',
         *pipe.setup,
-        f"const output = await pipe({pipe.call});",
-        pipe.show,
+        f"const output = await pipe({call});",
+        show,
         "```",
     ]
+
+
+def sentence_transformers_block(repo_id: str, b: BackendResult, file: str) -> list[str]:
+    """sentence-transformers' ONNX backend loading `file` of `b`'s folder, with the repo's own
+    modules (its pooling, its normalization): one embedding a sentence, and their similarities."""
+    return _program(
+        [
+            "from sentence_transformers import SentenceTransformer",
+            *_header(repo_id),
+            f'model = SentenceTransformer(repo, backend="onnx", revision=revision, model_kwargs={{"file_name": '
+            f'"{b.subfolder}/{file}"}})',
+            f"embeddings = model.encode({_TEXTS})",
+            "print(embeddings.shape)",
+            "print(model.similarity(embeddings, embeddings))",
+        ]
+    )
 
 
 def decoder_with_past_block(repo_id: str, b: BackendResult, file: str) -> list[str]:
@@ -469,6 +491,9 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
             *exported_model_block(repo_id, report, b, repo_files),
             "",
         ]
+        if report.plan.sentence_transformer is not None and _loaders_read(report, b):
+            block = sentence_transformers_block(repo_id, b, b.program_file(first))
+            lines += ["With sentence-transformers (`pip install sentence-transformers[onnx]`):", "", *block, ""]
         if js is not None:
             lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
         cls, inputs = optimum_class(report, b), _inputs(report, "pt", repo_files)
@@ -480,7 +505,9 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
             lines += ["With the runtime alone:", "", *alone, ""]
         elif spec.snippet_note:
             lines += [spec.snippet_note, ""]
-        published = _variant_list(b)
+        published = _variant_list(
+            b, sentence_transformers=report.plan.sentence_transformer is not None and _loaders_read(report, b)
+        )
         if published:
             # Variants are derived from the first component's program (`Variant.file_for`).
             variant = b.published_variants[0]
@@ -489,9 +516,10 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
     return lines
 
 
-def _variant_list(b: BackendResult, optimum: str | None = None) -> list[str]:
+def _variant_list(b: BackendResult, optimum: str | None = None, sentence_transformers: bool = False) -> list[str]:
     """The published variants of `b`, a line each (with the transformers.js dtype that picks it;
-    given optimum's class `optimum`, the `file_name` it loads the file by)."""
+    given optimum's class `optimum`, the `file_name` it loads the file by; with
+    `sentence_transformers`, the `model_kwargs` sentence-transformers loads it by)."""
     if not b.published_variants:
         return []
     lines = [f"Variants of **{b.backend}**:", ""]
@@ -506,6 +534,9 @@ def _variant_list(b: BackendResult, optimum: str | None = None) -> list[str]:
             loaders = [f"transformers.js: `dtype: '{dtype}'`"] if (dtype := _js_dtype(b, v)) else []
             if optimum is not None and len(v.published_files) == 1:
                 loaders.append(f'optimum: `{optimum}.from_pretrained(repo, file_name="{v.published_files[0]}")`')
+            if sentence_transformers and len(v.published_files) == 1:
+                kwargs = f'model_kwargs={{"file_name": "{b.subfolder}/{v.published_files[0]}"}}'
+                loaders.append(f'sentence-transformers: `SentenceTransformer(repo, backend="onnx", {kwargs})`')
             lines.append(f"- {files} ({v.kind})" + (" — " + "; ".join(loaders) if loaders else ""))
     return lines
 

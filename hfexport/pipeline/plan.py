@@ -141,6 +141,7 @@ def make_plan(
         trust_remote_code=trust_remote_code,
         auto_class=auto_class,
         sliding_window=_sliding_window(config) if mode == "generation" else None,
+        sentence_transformer=sentence_transformer(model_dir) if task == "feature-extraction" else None,
         source_dtype=_stored_dtype(config),
     )
     plan.dynamic_axes = _dynamic_axes(plan, config, max_batch, getattr(model_class, "main_input_name", "input_ids"))
@@ -348,6 +349,30 @@ def _is_sentence_transformer(model_dir: Path) -> bool:
         return bool(modules) and str(modules[0].get("type", "")).endswith("models.Transformer")
     except (OSError, ValueError, AttributeError, IndexError, KeyError):
         return False
+
+
+# sentence-transformers' pooling modes (its Pooling module's config) as transformers.js names them;
+# the others (max, weighted mean) it has no name for.
+_POOLING = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_lasttoken": "last_token"}
+
+
+def sentence_transformer(model_dir: Path) -> dict | None:
+    """A sentence-transformers repo's pooling (as transformers.js names it; None where it has no name
+    for it) and whether it normalizes, from its `modules.json`; None for any other repo."""
+    if not _is_sentence_transformer(model_dir):
+        return None
+    modules = json.loads((Path(model_dir) / "modules.json").read_text())
+    pooling = None
+    for module in modules:
+        if str(module.get("type", "")).endswith("models.Pooling"):
+            try:
+                modes = json.loads((Path(model_dir) / module.get("path", "") / "config.json").read_text())
+            except (OSError, ValueError):
+                modes = {}
+            on = [name for name, value in modes.items() if name.startswith("pooling_mode_") and value is True]
+            pooling = _POOLING.get(on[0]) if len(on) == 1 else None
+    normalize = any(str(m.get("type", "")).endswith("models.Normalize") for m in modules)
+    return {"pooling": pooling, "normalize": normalize}
 
 
 def refuse_made_up_weights(plan: ExportPlan, missing: list[str]) -> None:
