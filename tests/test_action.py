@@ -333,3 +333,28 @@ def test_a_failed_push_annotates_its_cause_and_the_fix_in_the_actions_own_terms(
     assert "**Fix:**" in summary and "allow-pickle" in summary, summary
     allowed, outputs, _ = _run_action(tmp_path, {**inputs, "allow-pickle": "true"})
     assert allowed.returncode == 0 and outputs["status"] == "dry-run", allowed.stderr[-2000:]
+
+
+def test_the_action_pulls_the_released_image_and_the_example_fails_until_it_names_a_model(tmp_path):
+    """action.yml pulls the image the release workflow pushes for this version (no multi-GB build
+    on every run); the example workflow names no one's model: unedited, each job stops with an
+    error saying what to edit (actionlint checks the release workflow with the others)."""
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    assert action["runs"]["image"] == f"docker://ghcr.io/hfexport/hfexport:{version}"
+    release = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text())
+    pushed = release["jobs"]["image"]["steps"][-1]["with"]
+    assert pushed["push"] is True and pushed["tags"].startswith("ghcr.io/hfexport/hfexport:${{ env.VERSION }}")
+    example = yaml.safe_load((ROOT / "docs" / "workflows" / "hfexport.yml").read_text())
+    assert "YOUR-ORG/YOUR-MODEL" in example["env"]["REPO_ID"] and "MiniLM" not in str(example)
+    guard = example["jobs"]["cpu"]["steps"][0]
+    assert guard["if"] == "env.REPO_ID == 'YOUR-ORG/YOUR-MODEL'"
+    stopped = subprocess.run(["bash", "-e", "-c", guard["run"]], capture_output=True, text=True)
+    assert stopped.returncode == 1 and "::error title=hfexport::Edit REPO_ID" in stopped.stdout
+    gpu = example["jobs"]["gpu"]["steps"][0]["run"]
+    stopped = subprocess.run(
+        ["bash", "-e", "-c", gpu], capture_output=True, text=True, env={**os.environ, "REPO_ID": "YOUR-ORG/YOUR-MODEL"}
+    )
+    assert stopped.returncode == 1 and "Edit REPO_ID" in stopped.stdout
