@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         hub.add_user(name, token or None)
     hub.start()
     print(f"local Hub on {hub.url} (data in {args.root}); Ctrl-C to stop", file=sys.stderr, flush=True)
+    xet = "" if not args.lfs else " HF_HUB_DISABLE_XET=1"
+    print(f"point clients at it:  export HF_ENDPOINT={hub.url}{xet}", file=sys.stderr, flush=True)
     try:
         while True:
             time.sleep(3600)

@@ -1,7 +1,7 @@
 """How the card and loader tests run what users run: every block of a card in a process of its own
 (Python in this venv, optimum's blocks in the loaders' venvs, JavaScript with transformers.js from
 npm under node), each with a fresh cache, no token and this session's local Hub; a push by a bot of
-its own; eager references; a row of the README's loader table for what a loader got."""
+its own; eager references; a row of docs/export.md's loader table for what a loader got."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ LOADERS = Path(__file__).parent / "loaders"
 
 
 def record(outcome: dict, loader: str, result: str, difference: float | None = None) -> None:
-    """A row of the README's loader table (tests/loader_table.py) for the model `outcome` pushed."""
+    """A row of docs/export.md's loader table (tests/loader_table.py) for the model `outcome` pushed."""
     plan = outcome["report"]["plan"]
     TABLE.record(plan["architecture"], plan["task"], loader, result, difference)
 

@@ -39,12 +39,12 @@ os.environ["HFEXPORT_TESTING"] = "1"
 
 sys.path.insert(0, str(Path(__file__).parent))
 import tiny_models  # noqa: E402
-from loader_table import END, README, START, TABLE, LoaderTable  # noqa: E402
+from loader_table import END, START, TABLE, TABLE_DOC, LoaderTable  # noqa: E402
 
 ALL_CPU = "dynamo,onnx,executorch"
 
 
-# Whether this run is the whole suite (the README's loader table is checked only then,
+# Whether this run is the whole suite (docs/export.md's loader table is checked only then,
 # tests/loader_table.py): no test deselected in this process.
 _RUN = {"partial": False}
 
@@ -61,29 +61,31 @@ def _whole(session) -> bool:
 
 
 def _check_loader_table(session) -> None:
-    """The README's loader table against the rows this run measured: written under
+    """docs/export.md's loader table against the rows this run measured: written under
     HFEXPORT_WRITE_LOADER_TABLE=1, else any disagreement fails the run. Only for a whole, passing run."""
     if _RUN["partial"] or session.exitstatus != pytest.ExitCode.OK or session.config.option.collectonly:
         return
     say = session.config.pluginmanager.get_plugin("terminalreporter").write_line
-    text = README.read_text()
-    written = LoaderTable.in_readme(text)
+    text = TABLE_DOC.read_text()
+    written = LoaderTable.in_document(text)
     if written is None:
-        problems = [f"README.md has no loader table: add the lines {START!r} and {END!r} where it goes"]
+        problems = [f"docs/export.md has no loader table: add the lines {START!r} and {END!r} where it goes"]
     elif os.environ.get("HFEXPORT_WRITE_LOADER_TABLE") == "1":
-        README.write_text(text.replace(written, TABLE.render()))
-        say(f"README.md's loader table written: {len(TABLE.rows)} rows")
+        TABLE_DOC.write_text(text.replace(written, TABLE.render()))
+        say(f"docs/export.md's loader table written: {len(TABLE.rows)} rows")
         return
     else:
         problems = TABLE.disagreements(written)
     if problems:
-        say("README.md's loader table is not what this run measured (run `HFEXPORT_WRITE_LOADER_TABLE=1 make test`")
-        say("and commit README.md):", red=True)
+        say(
+            "docs/export.md's loader table is not what this run measured (run `HFEXPORT_WRITE_LOADER_TABLE=1 make test`"
+        )
+        say("and commit docs/export.md):", red=True)
         for problem in problems:
             say(f"  {problem}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     else:
-        say(f"README.md's loader table is what this run measured: {len(TABLE.rows)} rows")
+        say(f"docs/export.md's loader table is what this run measured: {len(TABLE.rows)} rows")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -146,7 +148,7 @@ def _exported(workspace: Path, name: str, build, backends: str = ALL_CPU, **kwar
     # Variants are the variant tests' (test_variants.py): these exports judge the fp32 files alone.
     kwargs.setdefault("variants", "none")
     report = hfexport.export(str(folder), workspace / f"out-{name}", backends=backends, **kwargs)
-    for b in report.succeeded:  # the README's loader table: each export reloaded on its own runtime
+    for b in report.succeeded:  # docs/export.md's loader table: each export reloaded on its own runtime
         v = b.validation
         result = "eager's tokens; logits max abs diff" if v.tokens_equal else "max abs diff"
         # ExecuTorch's LLM runner program: judged in ExecuTorch's runtime, its cache inside.

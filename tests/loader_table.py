@@ -1,13 +1,13 @@
-"""The README's loader table, written by the test run, never by hand.
+"""docs/export.md's loader table, written by the test run, never by hand.
 
 Every export the suite makes (`conftest._exported`) records how its own runtime's reload compares
 with eager, and every test that reads a published folder with an ecosystem loader (transformers.js,
 optimum, sentence-transformers) records what that loader computed. When the session ends,
-conftest renders those rows and requires the README's table to say the same, failing the run if it
+conftest renders those rows and requires docs/export.md's table to say the same, failing the run if it
 does not — or, under `HFEXPORT_WRITE_LOADER_TABLE=1`, writes it there. A partial run (a `-k`, one file, a failure)
 records a partial table, so the check is left out then.
 
-A difference is kept as the power of ten it stays under, and a README figure one power off the
+A difference is kept as the power of ten it stays under, and a published figure one power off the
 measured one still holds: another CPU's kernels move the last digits, not what a reader decides on.
 """
 
@@ -17,7 +17,7 @@ import math
 import re
 from pathlib import Path
 
-README = Path(__file__).parent.parent / "README.md"
+TABLE_DOC = Path(__file__).parent.parent / "docs" / "export.md"  # where the loader table is published
 START = "<!-- loader-table: written by the test run (HFEXPORT_WRITE_LOADER_TABLE=1 make test); do not edit -->"
 END = "<!-- /loader-table -->"
 HEADER = ["| family | task | loaded with | result |", "|---|---|---|---|"]
@@ -63,14 +63,14 @@ class LoaderTable:
         return "\n".join([START, "", *HEADER, *self.lines(), "", END])
 
     @staticmethod
-    def in_readme(text: str) -> str | None:
-        """The README's table, markers included (None: it has none)."""
+    def in_document(text: str) -> str | None:
+        """docs/export.md's table, markers included (None: it has none)."""
         if START not in text or END not in text:
             return None
         return START + text.split(START, 1)[1].split(END, 1)[0] + END
 
     def disagreements(self, written: str) -> list[str]:
-        """Where `written` (a README table) does not say what was measured: rows only one of them has,
+        """Where `written` (a published table) does not say what was measured: rows only one of them has,
         a different result, or a figure more than one power of ten off."""
 
         def parsed(lines: list[str]) -> dict[str, int | None]:
@@ -87,11 +87,11 @@ class LoaderTable:
         table = [line for line in written.splitlines() if line.startswith("| ") and line not in HEADER]
         have, measured = parsed(table), parsed(self.lines())
         problems = [f"not measured: {row}" for row in have.keys() - measured.keys()]
-        problems += [f"not in the README: {row}" for row in measured.keys() - have.keys()]
+        problems += [f"not in docs/export.md: {row}" for row in measured.keys() - have.keys()]
         for row in have.keys() & measured.keys():
             a, b = have[row], measured[row]
             if (a is None) != (b is None) or (a is not None and b is not None and abs(a - b) > 1):
-                problems.append(f"{row}: README 1e{a}, measured 1e{b}")
+                problems.append(f"{row}: published 1e{a}, measured 1e{b}")
         return sorted(problems)
 
 

@@ -1,4 +1,4 @@
-"""tests/loader_table.py on its own: how the README's loader table keeps figures and when a
+"""tests/loader_table.py on its own: how the published loader table (docs/export.md) keeps figures and when a
 written table still says what a run measured (no export, no loader)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_a_written_table_holds_within_a_power_of_ten_and_not_past_it_nor_with_ot
 
     assert measured(3e-5).disagreements(readme) == [] and measured(4e-7).disagreements(readme) == []
     (far,) = measured(2e-8).disagreements(readme)
-    assert "README 1e-5, measured 1e-7" in far
+    assert "published 1e-5, measured 1e-7" in far
     exact = measured(0.0)  # an exact 0 here, a float32 rounding on another CPU: the same figure
     assert measured(1e-7).disagreements(exact.render()) == [] and exact.disagreements(measured(5e-8).render()) == []
     assert len(measured(5e-6).disagreements(exact.render())) == 1
