@@ -184,6 +184,22 @@ def test_refuses_forged_missing_secret_and_junk(tmp_path, accounts):
         service.stop()
 
 
+def test_the_service_says_where_it_listens_and_logs_one_json_object_a_line(accounts, tmp_path):
+    """Its first line names the URL, the webhook path and /healthz; after a job that talked to the
+    Hub (its HTTP client logs requests at INFO), every line of its log is still one JSON object."""
+    service = Service(tmp_path / "q.sqlite", ["*"], accounts["bot"], extra=("--warm", "0")).start()
+    try:
+        status, body = service.post(_payload("alice-svc/no-such-model", "e" * 40))
+        assert status == 202
+        assert service.wait_done(body["job"], timeout=120)["status"] == "failed"
+    finally:
+        service.stop()
+    lines = [line for line in tmp_path.joinpath("q.log").read_text().splitlines() if line.strip()]
+    events = [json.loads(line) for line in lines if line.startswith("{")]
+    assert [line for line in lines if not line.startswith("{")] == [], lines
+    assert events[0]["msg"] == "listening" and events[0]["webhook"] == f"{service.url}/webhook", events[0]
+
+
 def test_commit_fires_webhook_then_service_opens_pr(hub, accounts, tmp_path, workspace):
     repo = "alice-svc/e2e"
     _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-e2e"))

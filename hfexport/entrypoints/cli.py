@@ -559,7 +559,10 @@ def serve(
     from .service.watch import Reconciler, Watch
     from .service.queue import JobQueue
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    # One JSON object a line: ours at INFO; the libraries' (their HTTP clients log each request at
+    # INFO) only from WARNING.
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("hfexport").setLevel(logging.INFO)
     try:
         names = ",".join(parse_backends(backends))
     except HfExportError as e:
@@ -627,6 +630,18 @@ def serve(
     if reconcile_every:
         reconciler.start()
     try:
+        shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        logging.getLogger("hfexport.serve").info(
+            json.dumps(
+                {
+                    "msg": "listening",
+                    "url": f"http://{shown}:{port}/",
+                    "webhook": f"http://{shown}:{port}/webhook",
+                    "healthz": f"http://{shown}:{port}/healthz",
+                    "watching": sorted(watched.patterns) or f"top {watch_top}",
+                }
+            )
+        )
         uvicorn.run(
             create_app(config, queue, pool),
             host=host,
