@@ -874,7 +874,10 @@ def variant_rows(report: Report) -> list[VariantRow]:
             size=format_size(v.size),
             share=f"{v.size_share:.0%}" if v.size_share is not None else "-",
             quality=(f"{v.settings}: " if v.settings else "") + format_quality(v.quality),
-            speed=f"{v.speedup:.2f}×" if v.speedup is not None else "-",
+            # Slower than the fp32 file it derives from (an "optimized" graph on another CPU): said.
+            speed=(f"{v.speedup:.2f}×" + (" (slower than fp32)" if v.speedup < 1 else ""))
+            if v.speedup is not None
+            else "-",
             error=one_line(v.error) if v.error else "",
         )
         for b in report.backends

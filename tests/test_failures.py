@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -439,6 +440,7 @@ def test_the_output_folder_loads_as_the_repo_does_and_the_cli_says_what_next(tmp
     assert {"config.json", "tokenizer.json", "tokenizer_config.json"} <= {p.name for p in out.iterdir()}
     said = result.stderr
     assert "next:" in said and "hfexport push ORG/NAME --backends onnx --dry-run" in said, said[-2000:]
+    assert re.search(r"done in \d+ s", said), said[-2000:]
     load = next(line.split("load it:", 1)[1] for line in said.splitlines() if "load it:" in line)
     path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"  # `python` is this environment's, as a user's
     ran = subprocess.run(

@@ -227,6 +227,7 @@ def test_the_cards_tables_escape_pipes_list_every_variant_file_and_no_empty_one(
             files=["encoder_model_quantized.onnx", "decoder_model_merged_quantized.onnx"],
             size=24_700_000,
             quality={"logprob_delta_mean": 0.02},
+            speedup=0.72,
         )
     ]
     rows = "\n".join(markdown_table(report, ["backend", "size", "files"]))
@@ -234,4 +235,6 @@ def test_the_cards_tables_escape_pipes_list_every_variant_file_and_no_empty_one(
     variants = "\n".join(markdown_variant_table(report, ["backend", "variant", "file", "quality"]))
     assert "`onnx/encoder_model_quantized.onnx`, `onnx/decoder_model_merged_quantized.onnx`" in variants
     assert "mean \\|Δ log-prob\\| 0.020" in variants and "/Δ" not in variants, variants
+    slower = "\n".join(markdown_variant_table(report, ["variant", "speed"]))
+    assert "| int8 | 0.72× (slower than fp32) |" in slower, slower  # published, and said to be slower
     assert all(line.count(" | ") == 3 for line in variants.splitlines()[2:]), variants  # four cells a row

@@ -161,6 +161,9 @@ def export(
             err.print("[red]interrupted[/]: nothing was written")
             raise typer.Exit(ExitCode.INTERRUPTED)
     print_report(report)
+    err.print(
+        f"done in {time.perf_counter() - started:.0f} s (start-up, every backend and its variants)", highlight=False
+    )
     _next_steps(report)
     if as_json:
         sys.stdout.write(report.to_json())
