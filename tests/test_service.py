@@ -1309,6 +1309,15 @@ def test_the_status_page_lists_each_repo_behind_the_read_token(tmp_path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "<script>" not in text
     assert '<a href="http://127.0.0.1/org/done-one/discussions/3">#3</a> opened' in text
     assert "Jobs: 2 done, 1 failed, 1 queued." in text
+    assert '<meta http-equiv="refresh" content="15">' in text  # it keeps itself current, without a script
+    # A running job is its repo's state, not one of its jobs waiting.
+    queue = JobQueue(tmp_path / "q.sqlite")
+    queue.enqueue("org/running-one", "e" * 40, JobPlan(("dynamo",)))
+    while (claimed := queue.claim()) is not None and claimed[0].repo_id != "org/running-one":
+        pass  # org/waiting's job is claimed first (older): both run now
+    text = client.get("/", headers={"Authorization": f"Basic {basic}"}).text
+    row = text[text.index("<td>org/running-one</td>") :].split("</tr>")[0]
+    assert ">running</td><td>0</td>" in row, row
 
 
 # Debian's headless shell (`make test` installs it) or its whole browser.

@@ -88,7 +88,7 @@ class RepoStatus:
     repo_id: str
     head_sha: str  # the newest job's commit
     status: JobStatus  # the newest job's state
-    waiting: int  # its jobs queued or running
+    waiting: int  # its jobs queued (a running one is its state, not waiting)
     pr_url: str | None  # the PR the last done job opened or updated
     action: str | None  # what that job did (opened, updated, unchanged…)
     error: str | None  # the newest failed job's error, without local paths
@@ -425,7 +425,7 @@ class JobQueue:
             self._connect()
             .execute(
                 "SELECT j.*, "
-                "(SELECT COUNT(*) FROM jobs w WHERE w.repo_id = j.repo_id AND w.status IN ('queued', 'running')) "
+                "(SELECT COUNT(*) FROM jobs w WHERE w.repo_id = j.repo_id AND w.status = 'queued') "
                 "AS waiting, "
                 "(SELECT d.result FROM jobs d WHERE d.repo_id = j.repo_id AND d.status = 'done' "
                 "ORDER BY d.updated_at DESC LIMIT 1) AS done_result, "

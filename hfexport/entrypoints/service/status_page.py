@@ -1,10 +1,12 @@
 """`GET /`: what an operator looks at — one server-rendered HTML page, no script, no build step.
 
 A row per repo (the ones whose jobs changed last first): the commit of its newest job, that job's
-state, how many of its jobs wait, the PR its last finished job opened or updated, and its newest
+state, how many of its jobs wait (queued, not running), the PR its last finished job opened or
+updated, and its newest
 failure. Above them, the queue's counts and the workers' health, the same facts `/healthz` and
 `/jobs` give as JSON. Every value is escaped: repo ids, errors and URLs come from the outside.
-Each state has a colour of its own (`STATE_COLOURS`), which the screenshot test counts rows by.
+Each state has a colour of its own (`STATE_COLOURS`), which the screenshot test counts rows by. It
+reloads itself every 15 s (a meta refresh: still no script).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def render(rows: list[RepoStatus], counts: dict[str, int], problems: list[str], 
     )
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>hfexport service</title>'
-        '<meta name="viewport" content="width=device-width">'
+        '<meta name="viewport" content="width=device-width"><meta http-equiv="refresh" content="15">'
         "<style>body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}"
         "table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:.45em .6em;"
         "text-align:left;vertical-align:top}.state{color:#fff;font-weight:600}.ok{color:#1b6e34}"
