@@ -577,6 +577,8 @@ class BackendResult:
     fault: str | None = None
     # Variants derived from this export; a failed one keeps no file (and is not published).
     variants: list[VariantResult] = field(default_factory=list)
+    # Where the variants' speed was measured: the CPU and torch's threads ("AMD EPYC 7763, 2 threads").
+    measured_on: str | None = None
     layout: Layout = Layout.EXPORTER
     # Per component, its program's file in the folder (`model.onnx`; a decoder LLM's `decode` laid
     # out for the loaders: `model.onnx`), with the suffix its exporter class declares.

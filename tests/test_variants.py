@@ -4,6 +4,7 @@ by what their users care about, and published only when they pass."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -63,6 +64,8 @@ def test_a_variant_below_its_threshold_is_reported_and_left_out_of_the_pr(hub, w
     assert "onnx/model_fp16.onnx" in files and "onnx/model_quantized.onnx" not in files
     card = open(api.hf_hub_download("variants-owner/minilm", "README.md", revision=pr)).read()
     assert "### Variants" in card
+    # The speed figures say what they were measured on: the CPU and its threads.
+    assert re.search(r"on the same runtime \(onnx's on .+, \d+ threads\)\.", card), card
     fp16_row = next(line for line in card.splitlines() if line.startswith("| onnx | fp16 |"))
     assert "`onnx/model_fp16.onnx`" in fp16_row and "cosine mean" in fp16_row and "×" in fp16_row
     # The rejected file is no row of the card merging makes the repo's: the PR's description says why.

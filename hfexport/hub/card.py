@@ -151,7 +151,9 @@ def render_section(
             "",
             "Smaller or faster files beside an export, derived from it and compared with the original model in "
             "float32 on inputs of another shape than any trace or calibration; speed is against the float32 file "
-            "on the same runtime. Each met its quality thresholds; one that did not is not published.",
+            "on the same runtime"
+            + "".join(f" ({b.backend}'s on {b.measured_on})" for b in report.backends if b.variants and b.measured_on)
+            + ". Each met its quality thresholds; one that did not is not published.",
             "",
             *variants,
         ]

@@ -167,6 +167,19 @@ def run(job_path: Path, preloaded: tuple[float, float]) -> int:
     return 0
 
 
+def _cpu_name() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo; else what `platform` says)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
 def _preload(backends: list[str]) -> None:
     """The imports the backends need, done while the parent is still planning (`export.BackendWorkers`):
     torch, transformers and each backend's exporter and runner (3.3 s of a tiny BERT's ONNX worker
@@ -295,6 +308,7 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     if plan.variants and validation.passed:
         stage("variants")
         calibration = [split.inputs(model_dir, reference.config, CALIBRATION, seed=seed) for seed in (2, 3)]
+        result.measured_on = f"{_cpu_name()}, {torch.get_num_threads()} threads"
         result.variants = run_variants(
             split,
             exporting,
