@@ -101,6 +101,7 @@ class HubApp:
             ("GET", r"/api/jobs/(?P<ns>[\w.\-]+)/(?P<job_id>[0-9a-f]+)", self.inspect_job),
             ("GET", r"/api/jobs/(?P<ns>[\w.\-]+)/(?P<job_id>[0-9a-f]+)/logs", self.job_logs),
             ("POST", r"/api/jobs/(?P<ns>[\w.\-]+)/(?P<job_id>[0-9a-f]+)/cancel", self.cancel_job),
+            ("GET", rf"/{_REPO}/discussions/(?P<num>\d+)", self.discussion_page),
             ("HEAD", rf"/(?P<prefix>datasets/|spaces/)?{_REPO}/resolve/{_REV}/(?P<path>.+)", self.resolve_file),
             ("GET", rf"/(?P<prefix>datasets/|spaces/)?{_REPO}/resolve/{_REV}/(?P<path>.+)", self.resolve_file),
         ]:
@@ -717,6 +718,27 @@ class HubApp:
             )
             details["diff"] = ""
         return JSONResponse(details)
+
+    async def discussion_page(self, request: Request, repo: str, num: str) -> Response:
+        """A model's PR or discussion as a browser opens the link a client prints: its title,
+        status and comments, on a plain HTML page (the Hub's is richer; the facts are these)."""
+        import html
+
+        data = self.repo(request, "models", repo)
+        d = self._discussion(data, int(num))
+        e = html.escape
+        events = "".join(
+            f"<li><b>{e(ev['author']['name'])}</b> ({e(ev['type'])}): "
+            f"<pre>{e(ev['data'].get('latest', {}).get('raw', '') or ev['data'].get('status', '') or '')}</pre></li>"
+            for ev in d["events"]
+        )
+        kind = "Pull request" if d["isPullRequest"] else "Discussion"
+        page = (
+            f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(d["title"])}</title></head><body>'
+            f"<h1>{e(d['title'])}</h1><p>{kind} #{d['num']} on {e(data['id'])}: {e(d['status'])}</p>"
+            f"<ol>{events}</ol></body></html>"
+        )
+        return Response(page, media_type="text/html")
 
     async def comment(self, request: Request, t: str, repo: str, num: str) -> Response:
         actor = self.signed_in(request)

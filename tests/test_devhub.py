@@ -209,3 +209,34 @@ def test_a_pr_opened_with_a_parent_commit_branches_from_it_and_merges_three_ways
         with pytest.raises(HfHubHTTPError) as stale:
             _commit(api, "dora/m", {"z.bin": b"z"}, create_pr=True, parent_commit=other)
         assert stale.value.response.status_code == 412
+
+
+def test_a_prs_link_opens_a_page_and_its_title_and_description_are_edited_by_the_hubs_rules(tmp_path):
+    """The PR URL a client prints opens an HTML page (not a JSON 404); its author retitles it and
+    edits its own description; another user may do neither."""
+    import urllib.request
+
+    from huggingface_hub.errors import HfHubHTTPError
+
+    with DevHub(tmp_path / "hub") as hub:
+        hub.settings.lfs = False
+        owner, other = hub.add_user("erin"), hub.add_user("frank")
+        api = _api(hub.url, owner)
+        api.create_repo("erin/m")
+        pr = _commit(api, "erin/m", {"a.txt": b"a"}, create_pr=True)
+        with urllib.request.urlopen(pr.pr_url, timeout=10) as page:
+            text = page.read().decode()
+            assert page.headers["content-type"].startswith("text/html") and "Pull request #1 on erin/m" in text
+        api.rename_discussion("erin/m", pr.pr_num, "A better title")
+        first = api.get_discussion_details("erin/m", pr.pr_num).events[0]
+        api.edit_discussion_comment("erin/m", pr.pr_num, first.id, "the new description")
+        details = api.get_discussion_details("erin/m", pr.pr_num)
+        assert details.title == "A better title" and details.events[0].content == "the new description"
+        stranger = _api(hub.url, other)
+        for attempt in (
+            lambda: stranger.rename_discussion("erin/m", pr.pr_num, "mine now"),
+            lambda: stranger.edit_discussion_comment("erin/m", pr.pr_num, first.id, "mine now"),
+        ):
+            with pytest.raises(HfHubHTTPError) as refused:
+                attempt()
+            assert refused.value.response.status_code == 403
