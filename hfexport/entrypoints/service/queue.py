@@ -93,6 +93,7 @@ class RepoStatus:
     action: str | None  # what that job did (opened, updated, unchanged…)
     error: str | None  # the newest failed job's error, without local paths
     updated_at: float
+    started_at: float | None = None  # when the newest job's current run began (running: its elapsed time)
 
 
 @dataclass
@@ -157,6 +158,8 @@ class JobQueue:
                 db.execute("ALTER TABLE jobs ADD COLUMN lease_owner TEXT")
             if "transient" not in columns:
                 db.execute("ALTER TABLE jobs ADD COLUMN transient INTEGER NOT NULL DEFAULT 0")
+            if "started_at" not in columns:  # when its current run began (the status page's elapsed time)
+                db.execute("ALTER TABLE jobs ADD COLUMN started_at REAL")
 
     def _connect(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -303,9 +306,9 @@ class JobQueue:
                     continue
                 token = _lease_token()
                 db.execute(
-                    "UPDATE jobs SET status='running', attempts=attempts+1, lease_until=?, lease_owner=?, updated_at=? "
-                    "WHERE id=?",
-                    (now + self.lease_s, token, now, row["id"]),
+                    "UPDATE jobs SET status='running', attempts=attempts+1, lease_until=?, lease_owner=?, "
+                    "updated_at=?, started_at=? WHERE id=?",
+                    (now + self.lease_s, token, now, now, row["id"]),
                 )
                 db.execute(
                     "INSERT INTO repos (repo_id, last_claim) VALUES (?, (SELECT COALESCE(MAX(last_claim), 0) + 1 "
@@ -450,6 +453,7 @@ class JobQueue:
                     action=result.get("action"),
                     error=without_local_paths(row["failed_error"]) if row["failed_error"] else None,
                     updated_at=row["updated_at"],
+                    started_at=row["started_at"],
                 )
             )
         return statuses

@@ -35,6 +35,13 @@ def _ago(t: float, now: float) -> str:
     return f"{seconds} s ago"
 
 
+def _state(row: RepoStatus, now: float) -> str:
+    """The newest job's state; a running one with how long it has run ("running, 4 min")."""
+    if row.status == JobStatus.RUNNING and row.started_at is not None:
+        return f"running, {_ago(row.started_at, now).removesuffix(' ago')}"
+    return str(row.status)
+
+
 def render(rows: list[RepoStatus], counts: dict[str, int], problems: list[str], now: float | None = None) -> str:
     """The page, whole.
 
@@ -59,7 +66,7 @@ def render(rows: list[RepoStatus], counts: dict[str, int], problems: list[str], 
             "<tr>"
             f"<td>{e(r.repo_id)}</td>"
             f"<td><code>{e(r.head_sha[:12])}</code></td>"
-            f'<td class="state" style="background:{STATE_COLOURS[r.status]}">{e(str(r.status))}</td>'
+            f'<td class="state" style="background:{STATE_COLOURS[r.status]}">{e(_state(r, now))}</td>'
             f"<td>{r.waiting}</td>"
             f"<td>{pr} {e(r.action or '')}</td>"
             f"<td>{e(r.error or '')}</td>"
