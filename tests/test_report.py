@@ -169,23 +169,40 @@ def test_a_plan_and_its_variants_read_back_equal_from_their_json():
     assert Report.from_dict(data).plan.dynamic_axes["input_ids"][1] == Axis("sequence", 1, 128)
 
 
-def test_the_log_at_80_columns_cuts_no_identifier_or_figure(bert_export):
+def test_the_log_at_80_columns_cuts_no_identifier_or_figure(tmp_path):
     """What CI logs and the Action's log get (80 columns): the report's table and `hfexport tasks`
-    keep every identifier and figure whole (no `…`); too narrow for a table, rows become records."""
+    keep every identifier and figure whole (no `…`); too narrow for a table, rows become records.
+    The report: an encoder-decoder's, with a variant of each component and its long quality text."""
     import os
     import sys
 
-    from hfexport.report import rows
+    from hfexport.report import VariantResult, rows
     from hfexport.tasks import TASK_TABLE
 
-    _, report = bert_export
+    report = _report()
+    onnx = report.backends[0]
+    onnx.components = ["encoder", "decoder_model_merged"]
+    onnx.files = [ArtifactFile("encoder_model.onnx", 90_900_000), ArtifactFile("decoder_model_merged.onnx", 9_000)]
+    onnx.variants = [
+        VariantResult(
+            "w8",
+            Status.OK,
+            file="encoder_model_w8.onnx",
+            files=["encoder_model_w8.onnx", "decoder_model_merged_w8.onnx"],
+            size=24_700_000,
+            speedup=0.71,
+            quality={"token_agreement": 0.667, "forced_top1_agreement": 0.994, "forced_tokens": 340},
+        )
+    ]
+    report.out_dir = str(tmp_path)
+    (tmp_path / "hfexport-report.json").write_text(report.to_json())
     shown = subprocess.run(
         [
             sys.executable,
             "-c",
             "import sys; from pathlib import Path; from hfexport.report import Report; "
             "from hfexport.entrypoints.console import print_report; print_report(Report.load(Path(sys.argv[1])))",
-            report.out_dir,
+            str(tmp_path),
         ],
         capture_output=True,
         text=True,
@@ -196,6 +213,7 @@ def test_the_log_at_80_columns_cuts_no_identifier_or_figure(bert_export):
     for row in rows(report):
         for figure in (row.max_abs_diff, row.size, row.components, row.backend):
             assert figure in shown, (figure, shown)
+    assert "onnx/decoder_model_merged_w8.onnx" in shown and "0.71× (slower than fp32)" in shown, shown
     tasks = subprocess.run(
         [sys.executable, "-m", "hfexport", "tasks"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"}
     ).stdout

@@ -28,7 +28,7 @@ from ..sandbox import require
 from ..report import ExportPlan, ExportRequest, PublishResult, Report, Source, Split
 from ..settings import cache_dir
 from ..settings import variants as default_variants
-from ..variants import parse_thresholds, parse_variants, unavailable
+from ..variants import DEFAULT, parse_thresholds, parse_variants, unavailable
 
 
 def export(
@@ -134,7 +134,10 @@ def _planned(fetched: FetchedModel, names: list[str], task: str, trust_remote_co
     with BackendWorkers(names, jobs) as workers:
         plan = plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked)
         missing = unavailable(wanted["variants"], plan.backends, generates=plan.split != Split.SINGLE)
-        if missing:  # before the export, not found missing after it
+        asked = [name for name in wanted["variants"] if name != DEFAULT]
+        # Nothing asked can be derived: refused now, not found missing after the export. (Some of it:
+        # the rest is reported skipped with its reason, as the report always says.)
+        if missing and len(missing) == len(asked):
             raise ConfigError(
                 "No export of this model derives "
                 + "; ".join(f"the {name} variant ({why})" for name, why in missing.items())
