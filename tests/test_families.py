@@ -229,12 +229,12 @@ def test_a_head_hfexport_cannot_export_is_refused_by_name_with_the_tasks_it_can(
     assert not out.exists()
 
 
-def test_the_readme_lists_the_planners_own_task_table():
-    """The README's table of tasks is the one `hfexport tasks --markdown` prints from the table the
-    planner reads: a task added there and not here fails this test."""
+def test_the_docs_list_the_planners_own_task_table():
+    """docs/export.md's table of tasks is the one `hfexport tasks --markdown` prints from the table
+    the planner reads: a task added there and not here fails this test."""
     from hfexport.tasks import tasks_markdown
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = (Path(__file__).parent.parent / "docs" / "export.md").read_text()
     assert "\n".join(tasks_markdown()) in readme
     printed = run_cli("tasks", "--markdown")
     assert printed.returncode == 0 and printed.stdout.strip() == "\n".join(tasks_markdown())

@@ -195,10 +195,10 @@ def test_every_variant_names_a_recipe_the_worker_has_and_the_parent_never_import
             assert not any(_is_in(t, "hfexport.worker") for t in targets), f"{module} imports the worker"
 
 
-def test_the_readme_lists_every_exit_code_the_enum_defines():
+def test_the_docs_list_every_exit_code_the_enum_defines():
     from hfexport.errors import ExitCode
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "export.md").read_text()
     listed = readme[readme.index("Exit codes (`hfexport.ExitCode`):") :].split("\n\n", 1)[0]
     assert {int(code) for code in re.findall(r"`(\d+)`", listed)} == {int(c) for c in ExitCode}
 
