@@ -169,6 +169,14 @@ def test_a_plan_and_its_variants_read_back_equal_from_their_json():
     assert Report.from_dict(data).plan.dynamic_axes["input_ids"][1] == Axis("sequence", 1, 128)
 
 
+def _variant_of_each_component(kind: str, suffix: str, **figures):
+    """A seq2seq ONNX export's variant of both its components, as the loaders name them (24.7 MB)."""
+    from hfexport.report import VariantResult
+
+    files = [f"encoder_model_{suffix}.onnx", f"decoder_model_merged_{suffix}.onnx"]
+    return VariantResult(kind, Status.OK, file=files[0], files=files, size=24_700_000, **figures)
+
+
 def test_the_log_at_80_columns_cuts_no_identifier_or_figure(tmp_path):
     """What CI logs and the Action's log get (80 columns): the report's table and `hfexport tasks`
     keep every identifier and figure whole (no `…`); too narrow for a table, rows become records.
@@ -176,24 +184,15 @@ def test_the_log_at_80_columns_cuts_no_identifier_or_figure(tmp_path):
     import os
     import sys
 
-    from hfexport.report import VariantResult, rows
+    from hfexport.report import rows
     from hfexport.tasks import TASK_TABLE
 
     report = _report()
     onnx = report.backends[0]
     onnx.components = ["encoder", "decoder_model_merged"]
     onnx.files = [ArtifactFile("encoder_model.onnx", 90_900_000), ArtifactFile("decoder_model_merged.onnx", 9_000)]
-    onnx.variants = [
-        VariantResult(
-            "w8",
-            Status.OK,
-            file="encoder_model_w8.onnx",
-            files=["encoder_model_w8.onnx", "decoder_model_merged_w8.onnx"],
-            size=24_700_000,
-            speedup=0.71,
-            quality={"token_agreement": 0.667, "forced_top1_agreement": 0.994, "forced_tokens": 340},
-        )
-    ]
+    quality = {"token_agreement": 0.667, "forced_top1_agreement": 0.994, "forced_tokens": 340}
+    onnx.variants = [_variant_of_each_component("w8", "w8", speedup=0.71, quality=quality)]
     report.out_dir = str(tmp_path)
     (tmp_path / "hfexport-report.json").write_text(report.to_json())
     shown = subprocess.run(
@@ -227,7 +226,7 @@ def test_the_cards_tables_escape_pipes_list_every_variant_file_and_no_empty_one(
     `|Δ log-prob|` figure is an escaped pipe, not a cell border (nor a `/`); a 0-byte
     `.onnx_data` beside a graph is not listed; the fp32 row's size is its own files', not its
     variants' too."""
-    from hfexport.report import VariantResult, markdown_table, markdown_variant_table
+    from hfexport.report import markdown_table, markdown_variant_table
 
     report = _report()
     onnx = report.backends[0]
@@ -238,15 +237,7 @@ def test_the_cards_tables_escape_pipes_list_every_variant_file_and_no_empty_one(
         ArtifactFile("decoder_model_merged_quantized.onnx", 12_300_000),
     ]
     onnx.variants = [
-        VariantResult(
-            "int8",
-            Status.OK,
-            file="encoder_model_quantized.onnx",
-            files=["encoder_model_quantized.onnx", "decoder_model_merged_quantized.onnx"],
-            size=24_700_000,
-            quality={"logprob_delta_mean": 0.02},
-            speedup=0.72,
-        )
+        _variant_of_each_component("int8", "quantized", quality={"logprob_delta_mean": 0.02}, speedup=0.72)
     ]
     rows = "\n".join(markdown_table(report, ["backend", "size", "files"]))
     assert "| onnx | 90.9 MB |" in rows and "onnx_data" not in rows, rows

@@ -607,7 +607,7 @@ def apply(
         return adds + [CommitOperationDelete(p) for p in decision.deletes]
 
     if decision.action == PublishAction.UPDATED:
-        _check_unchanged(api, repo_id, decision.thread)
+        details = _check_unchanged(api, repo_id, decision.thread)
         if decision.thread.status == ThreadStatus.CLOSED:
             retry("reopen the pull request", lambda: api.change_discussion_status(repo_id, num, ThreadStatus.OPEN))
 
@@ -628,7 +628,7 @@ def apply(
 
         info = retry("push the new exports to the pull request", commit)
         _comment_once(api, repo_id, num, nonce, _update_comment(decision, state, description))
-        _retitle(api, state, num, pr_title(published), description)
+        _retitle(api, state, details, pr_title(published), description)
         log(f"updated PR #{num} ({', '.join(decision.changed) or 'card'}): {state.url(num)}")
         return PublishResult(
             PublishAction.UPDATED, repo_id, num, state.url(num), info.oid, files, description, card, report
@@ -691,10 +691,11 @@ def apply(
     )
 
 
-def _retitle(api, state: HubState, num: int, title: str, description: str) -> None:
+def _retitle(api, state: HubState, details, title: str, description: str) -> None:
     """Our PR's title and description say what it holds now: both rewritten after an update (the
-    description is the PR's first comment, ours; a maintainer's comments are never touched)."""
-    details = retry("read the pull request", lambda: api.get_discussion_details(state.repo_id, num))
+    description is the PR's first comment, ours; a maintainer's comments are never touched).
+    `details`: the PR as `_check_unchanged` read it before the commit (which changes neither)."""
+    num = details.num
     if details.title != title:
         retry("retitle the pull request", lambda: api.rename_discussion(state.repo_id, num, title))
     first = next((e for e in details.events if e.type == "comment"), None)
@@ -705,17 +706,21 @@ def _retitle(api, state: HubState, num: int, title: str, description: str) -> No
         )
 
 
-def _check_unchanged(api, repo_id: str, thread: OurThread) -> None:
-    """Read our PR's status again right before committing to it: a maintainer may have merged or
-    closed it while we exported. Then this run's decision is stale.
+def _check_unchanged(api, repo_id: str, thread: OurThread):
+    """Read our PR again right before committing to it: a maintainer may have merged or closed it
+    while we exported. Then this run's decision is stale.
+
+    Returns:
+        The PR's details as read (`_retitle` rewrites its title and description from them).
 
     Raises:
         PublishConflict: its status changed (decide again: a merged PR gets a new one, a closed
             PR is left alone).
     """
-    now = retry(f"read the status of PR #{thread.num}", lambda: api.get_discussion_details(repo_id, thread.num)).status
-    if now != thread.status:
-        raise PublishConflict(f"PR #{thread.num} was {now} while this run exported")
+    details = retry(f"read the status of PR #{thread.num}", lambda: api.get_discussion_details(repo_id, thread.num))
+    if details.status != thread.status:
+        raise PublishConflict(f"PR #{thread.num} was {details.status} while this run exported")
+    return details
 
 
 def _explain(decision: Decision, state: HubState) -> str:
