@@ -212,16 +212,14 @@ def _sliding_window_limit(plan) -> str | None:
     if plan.sliding_window is None:
         return None
     # Measured with transformers 5.24: a sliding layer keeps its fill level as a Python int, which
-    # the exporter writes into the program's input structure; its .pt2 and .pte runners match that
-    # structure exactly, so a program traced on one prompt length refuses every other.
+    # the exporter writes into the program's input structure; the .pte runner matches that structure
+    # exactly, so a program traced on one prompt length refuses every other. (The .pt2's runs: its
+    # decode step is captured as traced and fed in its traced structure, `splits.conform`; a decoder
+    # LLM's ExecuTorch program is the LLM runner's, below.)
     return (
         f"its cache has sliding-window layers (window {plan.sliding_window}), which this backend's pinned "
         "exporter cannot run past the traced length: export it with onnx"
     )
-
-
-def _dynamo_limits(plan) -> str | None:
-    return _sliding_window_limit(plan)
 
 
 def _executorch_limits(plan) -> str | None:
@@ -263,7 +261,6 @@ def _executorch_input_limits(plan) -> str | None:
     "which registers those classes first.",
     packages=("torch",),
     tolerance=dict(_TOLERANCE_EXACT),
-    limits=_dynamo_limits,
     # A `.pt2` runs in whatever dtype it was traced in, on any device torch has.
     dtypes=("float32", "bfloat16", "float16"),
 )

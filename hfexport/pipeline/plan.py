@@ -144,7 +144,12 @@ def make_plan(
         sentence_transformer=sentence_transformer(model_dir) if task == "feature-extraction" else None,
         source_dtype=_stored_dtype(config),
     )
-    plan.dynamic_axes = _dynamic_axes(plan, config, max_batch, getattr(model_class, "main_input_name", "input_ids"))
+    main_input = getattr(model_class, "main_input_name", "input_ids")
+    plan.dynamic_axes = _dynamic_axes(plan, config, max_batch, main_input, model_dir)
+    if "input_features" in plan.dynamic_axes:
+        # A spectrogram as long as the recording (wav2vec2-BERT, Parakeet), unless the repo's feature
+        # extractor pads every one to a fixed length (Whisper's 30 s): that axis read off the extractor.
+        plan.dynamic_axes["input_features"].update(_spectrogram_time_axis(model_dir))
     if 2 in plan.dynamic_axes.get("pixel_values", {}):
         # Multiples of 32 (what the processors of such models produce) and of other aspect ratios.
         plan.sample.image, plan.validation.image = [224, 288], [256, 192]
@@ -435,6 +440,26 @@ def _fixed_image_size(config) -> bool:
     )
 
 
+def _processed_to_one_size(model_dir: Path) -> bool:
+    """Whether the repo's image processor hands the model images of one size (read from its
+    `preprocessor_config.json`, no code run): a centre crop (MobileNetV2: 224 x 224) or a resize to a
+    height and a width (RT-DETR: 640 x 640), where a shortest edge would keep the aspect ratio (DETR).
+    Such models' own code may fix the size it was traced at (MobileNetV2's TF padding measured:
+    "Constraints violated (height, width)"), and their users never feed another."""
+    path = Path(model_dir) / "preprocessor_config.json"
+    try:
+        settings = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        return False
+
+    def one_size(size) -> bool:
+        return isinstance(size, int) or (isinstance(size, dict) and {"height", "width"} <= set(size))
+
+    if settings.get("do_center_crop") and one_size(settings.get("crop_size")):
+        return True
+    return bool(settings.get("do_resize")) and one_size(settings.get("size")) and not settings.get("do_pad")
+
+
 def _max_positions(config) -> int:
     for key in ("max_position_embeddings", "n_positions", "max_target_positions", "max_source_positions"):
         value = getattr(config, key, None)
@@ -443,11 +468,38 @@ def _max_positions(config) -> int:
     return 512
 
 
-def _dynamic_axes(plan: ExportPlan, config, max_batch: int, main_input: str) -> DynamicAxes:
+def _spectrogram_time_axis(model_dir: Path) -> dict[int, Axis]:
+    """The time axis of the repo's feature extractor's `input_features`, from half a second to a
+    minute of audio, or none where its length does not follow the recording's (Whisper pads to 30 s).
+    Read by running the extractor on silences of three lengths: which axis grows is its own fact."""
+    if not (Path(model_dir) / "preprocessor_config.json").exists():
+        return {}
+    import numpy as np
+    from transformers import AutoFeatureExtractor
+
+    try:
+        extractor = AutoFeatureExtractor.from_pretrained(model_dir)
+        rate = int(getattr(extractor, "sampling_rate", 16000))
+        shapes = [
+            extractor([np.zeros(int(rate * seconds), dtype=np.float32)], sampling_rate=rate, return_tensors="np")[
+                "input_features"
+            ].shape
+            for seconds in (0.5, 1.5, 60)
+        ]
+    except Exception:  # noqa: BLE001  (no usable extractor: the axis stays as traced)
+        return {}
+    grows = [axis for axis in range(1, len(shapes[0])) if shapes[0][axis] < shapes[1][axis]]
+    if len(grows) != 1:
+        return {}
+    axis = grows[0]
+    return {axis: Axis("audio_frames", int(shapes[0][axis]), int(shapes[2][axis]))}
+
+
+def _dynamic_axes(plan: ExportPlan, config, max_batch: int, main_input: str, model_dir: Path) -> DynamicAxes:
     """The axes a user varies, with bounds from the config. Only those; every other axis stays static."""
     batch = Axis("batch", 1, max_batch)
     if plan.modality == "vision":
-        if _fixed_image_size(config):
+        if _fixed_image_size(config) or _processed_to_one_size(model_dir):
             return {"pixel_values": {0: batch}}
         # A convolutional model (DETR, SegFormer, GLPN) takes images of any size: its processor
         # resizes to a shortest edge and keeps the aspect ratio, so a fixed size would not do.

@@ -245,7 +245,12 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     if backend.llm_runner is not None and split.name == Split.DECODER:
         # The runtime's own LLM runner drives the decoder: it is exported as that runner reads it.
         module, _, function = backend.llm_runner.partition(":")
-        getattr(importlib.import_module(module), function)(split, backend, model, model_dir, out_dir, result, stage)
+        runner = importlib.import_module(module)
+        why_not = runner.cannot_run(split, model)
+        if why_not:  # said before anything is exported (the model's own cache, read in `prepare`)
+            result.status, result.error = Status.SKIPPED, why_not
+            return
+        getattr(runner, function)(split, backend, model, model_dir, out_dir, result, stage)
         files = sorted(p for p in out_dir.rglob("*") if p.is_file())
         result.files = [ArtifactFile(str(p.relative_to(out_dir)), p.stat().st_size) for p in files]
         result.versions = runtime_versions(("torch", "executorch", *backend.packages))

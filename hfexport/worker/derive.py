@@ -270,8 +270,10 @@ class _Judge:
             return figures, paired_speedup(self.load_exported(), candidate, other, feed)
         traced = {name: set(r.metadata.kwargs) for name, r in candidate.runners.items()}
 
+        from .splits import conform
+
         def runner(of):
-            return lambda component, **kwargs: of.runners[component](**kwargs)
+            return lambda component, **kwargs: of.runners[component](**conform(of.runners[component], kwargs))
 
         n = split.plan.validation.new_tokens
         assert self.judged is not None, "a generation export's variants are judged on a Judged set"

@@ -216,6 +216,9 @@ def audio_inputs(
     model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
 ) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
+    # The model's own main input (the plan's audio axes are keyed by it): SpeechT5's config has mel
+    # bins for its speech output, and its recognizer still reads raw audio.
+    main = next((k for k in ("input_features", "input_values") if k in plan.dynamic_axes), None)
     extractor = _load_processor(model_dir, "AutoFeatureExtractor")
     if extractor is not None:
         rate = getattr(extractor, "sampling_rate", 16000)
@@ -223,12 +226,12 @@ def audio_inputs(
         waves = [torch.randn(rate + 997 * i, generator=generator).numpy() for i in range(shape.batch)]
         try:
             features = extractor(waves, sampling_rate=rate, return_tensors="pt")
-            key = "input_features" if "input_features" in features else "input_values"
+            key = main if main in features else ("input_features" if "input_features" in features else "input_values")
             return {key: features[key]}
         except Exception:
             pass
     mel_bins = getattr(config, "num_mel_bins", None)
-    if mel_bins:
+    if mel_bins and main != "input_values":
         # Whisper-style encoders take a fixed number of frames: 2 per source position.
         frames = 2 * int(getattr(config, "max_source_positions", 1500))
         return {"input_features": torch.randn(shape.batch, mel_bins, frames, generator=generator)}

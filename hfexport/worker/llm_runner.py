@@ -76,6 +76,38 @@ def metadata(model, seq_len: int) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None and value != []}
 
 
+def cannot_run(split, model) -> str | None:
+    """Why this decoder cannot be the runner's program, from its cache as the model fills it
+    (`splits.CacheLayout`): transformers' `TorchExportableModuleForDecoderOnlyLM` gives it a static
+    cache of keys and values sized from the config's names. A cache with states has no place
+    there (LFM2: "'LinearAttentionLayer' object has no attribute 'keys'"); one of other sizes fails
+    to trace (Falcon's one key/value head against the config's 4: "index_copy_(): Source/destination
+    tensor must have same slice shapes"). None: it can."""
+    from .splits import CacheLayout
+
+    layout = split.cache_layout
+    if layout is None:
+        return None
+    if layout.states:
+        return (
+            f"its cache holds conv and recurrent states ({len(layout.states)} of its layers), and ExecuTorch's LLM "
+            "runner program (transformers' TorchExportableModuleForDecoderOnlyLM) has a static key/value cache "
+            "only: export it with onnx or dynamo"
+        )
+    named = CacheLayout.from_config(model.config)
+    differs = {i: shape for i, shape in layout.attention.items() if named.attention.get(i) != shape}
+    if differs:
+        index, (heads, key_dim, value_dim) = next(iter(differs.items()))
+        expected = named.attention.get(index)
+        return (
+            f"its cache layers hold {heads} key/value head(s) of key dim {key_dim} and value dim {value_dim}, where "
+            f"transformers' TorchExportableModuleForDecoderOnlyLM sizes ExecuTorch's static cache from the config's "
+            f"names ({expected[0] if expected else '?'} heads of dim {expected[1] if expected else '?'}): export it "
+            "with onnx or dynamo"
+        )
+    return None
+
+
 def export(model, path: Path, seq_len: int) -> None:
     """`model` (a decoder LLM) as the runner's program at `path`, its cache `seq_len` positions."""
     import copy

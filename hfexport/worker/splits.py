@@ -202,7 +202,8 @@ class ExportSplit:
         from .validate import compare_generation
 
         def exported_run(component: str, **kwargs):
-            return loaded.runners[component](**kwargs)
+            runner = loaded.runners[component]
+            return runner(**conform(runner, kwargs))
 
         # The sample prompt and one of a different batch, length and (encoder-decoder) prompt length.
         return [
@@ -252,15 +253,23 @@ class SingleGraph(ExportSplit):
 class Decoder(ExportSplit):
     components: ClassVar[tuple[str, ...]] = ("decode",)
     loaders: ClassVar[LoadersNames | None] = LoadersNames(Layout.DECODER_WITH_PAST, {"decode": "model"})
+    # The model's own cache, read in `prepare` (from the config's names where no model is at hand).
+    cache_layout: CacheLayout | None = None
+
+    def prepare(self, model) -> None:
+        super().prepare(model)
+        self.cache_layout = CacheLayout.of(model)
+        self.cache_layout.check_prompt_on_states(model)
 
     def export_program(self, x: Exporting, model, inputs: dict, config):
         from transformers.exporters.utils import decompose_for_generation
 
         # Weights once: the exporter's multi-token decode takes the prompt on an empty cache as well
         # as each new token, so this one program is the whole decoder (no prefill copy of the weights).
-        stages = decompose_for_generation(
-            model, dict(inputs), generation_config=model.generation_config, multi_token_decode=True
-        )
+        with captured_as_traced(x):
+            stages = decompose_for_generation(
+                model, dict(inputs), generation_config=model.generation_config, multi_token_decode=True
+            )
         decoder, decoder_inputs = stages["decode"]
         program = x.exporter.export(decoder, self.decode_inputs(model, decoder_inputs), config)
         program.components = {"decode": program.components["model"]}
@@ -281,14 +290,17 @@ class Decoder(ExportSplit):
 
     def start(self, call: Call, prompt: dict, config, cache_dtype: torch.dtype) -> tuple[Any, torch.Tensor, State]:
         mask, ids = prompt["attention_mask"], prompt["input_ids"]
+        layout = self.cache_layout or CacheLayout.from_config(config)
+        # A cache with states holds one masked position before the prompt (`CacheLayout.prefix`).
+        mask = torch.cat([torch.zeros(len(mask), layout.prefix, dtype=mask.dtype), mask], dim=-1)
         # One decoder (weights once): the prompt goes through `decode` on an empty cache.
         output = call(
             "decode",
             **self.tokens(call, ids, prompt, config),
             attention_mask=mask,
-            position_ids=positions(mask),
-            cache_position=torch.arange(ids.shape[1]),
-            cache=empty_cache(config, ids.shape[0], cache_dtype),
+            position_ids=positions(mask)[:, layout.prefix :],
+            cache_position=torch.arange(layout.prefix, mask.shape[1]),
+            cache=layout.empty(config, ids.shape[0], cache_dtype),
         )
         return output, ids, {"mask": mask}
 
@@ -393,7 +405,8 @@ class EncoderDecoder(ExportSplit):
 
         encoder_inputs = self.encoder_inputs(sample)
         encoder = model.get_encoder()
-        graphs = {"encoder": x.one(encoder, encoder_inputs, x.config(encoder_inputs))}
+        # Raw audio's conv encoder (SpeechT5, Moonshine) guards its lengths as wav2vec2's does: deferred.
+        graphs = {"encoder": x.one(encoder, encoder_inputs, x.config(encoder_inputs, deferred=True))}
         # Traced on a filled cache and more new tokens than it holds (sizes that differ from the batch
         # and from each other, so torch.export keeps every axis its own symbol); run on an empty one for
         # the prompt. The exporter marks every axis dynamic (the cache is a pytree).
@@ -444,6 +457,25 @@ class EncoderDecoder(ExportSplit):
         return call("decode", input_ids=token, cache=cache_of(output), **state)
 
 
+def _encoder_output_class():
+    from dataclasses import dataclass
+
+    from transformers.modeling_outputs import BaseModelOutput
+
+    @dataclass
+    class EncoderOutput(BaseModelOutput):
+        """The encoder's output as a decoder reads it: its hidden states, and no mask of its own where
+        a decoder asks for one (Moonshine reads `encoder_outputs.attention_mask`, its downsampled
+        mask, which a batch without padding does not need)."""
+
+        attention_mask: torch.Tensor | None = None
+
+    return EncoderOutput
+
+
+EncoderOutput = _encoder_output_class()
+
+
 class MergedDecoder(torch.nn.Module):
     """An encoder-decoder's decoder as one program for every step: its self-attention cache in and
     out, and the cross-attention keys and values computed from the encoder's output on each call (a
@@ -456,10 +488,8 @@ class MergedDecoder(torch.nn.Module):
 
     def forward(self, input_ids, encoder_hidden_states, cache, encoder_attention_mask=None):
         from transformers import DynamicCache, EncoderDecoderCache
-        from transformers.modeling_outputs import BaseModelOutput
-
         output = self.model(
-            encoder_outputs=BaseModelOutput(last_hidden_state=encoder_hidden_states),
+            encoder_outputs=EncoderOutput(last_hidden_state=encoder_hidden_states),
             attention_mask=encoder_attention_mask,
             decoder_input_ids=input_ids,
             past_key_values=EncoderDecoderCache(cache, DynamicCache()),
@@ -512,20 +542,159 @@ class TokenEmbeddings(torch.nn.Module):
 # ── Caches and positions, as `generate()` builds them ────────────────────────
 
 
-def empty_cache(config, batch: int, dtype: torch.dtype = torch.float32):
-    """A cache whose every layer holds zero positions: what a decoder program traced on a filled
-    cache takes for the prompt (its inputs are the layers' tensors, so they must exist)."""
-    from transformers import DynamicCache
+@dataclasses.dataclass(frozen=True)
+class CacheLayout:
+    """Each layer's cache as the model's own cache class fills it, read off one eager step (not
+    derived from config names: Falcon's one key/value head, DeepSeek's latent keys wider than its
+    values, a state-space layer's conv and recurrent states are each their family's own).
 
-    cache = DynamicCache(config=config)
-    text = config.get_text_config()
-    heads = text.num_attention_heads
-    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
-    kv_heads = getattr(text, "num_key_value_heads", None) or heads
-    for index in range(len(cache.layers)):
-        empty = torch.zeros(batch, kv_heads, 0, head_dim, dtype=dtype)
-        cache.update(empty, empty.clone(), index)
-    return cache
+    `attention[i]`: layer i's (heads, key dim, value dim); `states[i]`: layer i's conv and recurrent
+    states' shapes without the batch, by state index (Mamba, LFM2, Qwen3-Next, Falcon-H1)."""
+
+    attention: dict[int, tuple[int, int, int]]
+    states: dict[int, dict[str, dict[int, tuple[int, ...]]]]
+
+    @property
+    def prefix(self) -> int:
+        """Masked positions an empty cache holds before the prompt: one where the cache has states.
+        Their layers' mask is the 2D mask's last `tokens` columns (`create_recurrent_attention_mask`),
+        a slice torch.export traced on a decode step (mask longer than tokens) and guarded so: the
+        `.pt2` program refused a prompt on an empty cache ("attention_mask.size()[1] !=
+        input_ids.size()[1]", LFM2). A left-padded position changes no logit (it is masked, as
+        generate() masks padding), and the mask is then longer than the tokens on every step."""
+        return 1 if self.states else 0
+
+    @classmethod
+    def of(cls, model) -> CacheLayout:
+        from transformers import DynamicCache
+
+        config = model.config
+        text = config.get_text_config()
+        token = next((t for t in (text.bos_token_id, text.eos_token_id, 0) if isinstance(t, int)), 0)
+        with torch.no_grad():
+            output = model(
+                input_ids=torch.tensor([[token, token]]), past_key_values=DynamicCache(config=config), use_cache=True
+            )
+        attention, states = {}, {}
+        for index, layer in enumerate(cache_of(output).layers):
+            if getattr(layer, "keys", None) is not None:
+                attention[index] = (layer.keys.shape[1], layer.keys.shape[3], layer.values.shape[3])
+            if hasattr(layer, "conv_states"):
+                states[index] = {
+                    kind: {i: tuple(t.shape[1:]) for i, t in getattr(layer, kind).items() if t is not None}
+                    for kind in ("conv_states", "recurrent_states")
+                }
+        return cls(attention, states)
+
+    @classmethod
+    def from_config(cls, config) -> CacheLayout:
+        """Without the model (benches reading a report): keys and values of every layer, sized by the
+        config's names."""
+        text = config.get_text_config()
+        heads = text.num_attention_heads
+        head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+        kv_heads = getattr(text, "num_key_value_heads", None) or heads
+        return cls({i: (kv_heads, head_dim, head_dim) for i in range(text.num_hidden_layers)}, {})
+
+    def check_prompt_on_states(self, model) -> None:
+        """A cache with states is exported as one decode step of several tokens on a state, and the
+        prompt goes through that same step on zero states: the model's own forward must give the same
+        logits that way as from the start. Mamba's and Mamba 2's cached paths take one token at a time
+        (measured: a shape error, and logits 1.09 off), so they are refused here, before any export.
+
+        Raises:
+            UnsupportedArchitectureError: naming the model, what differed, and the export that works (no cache).
+        """
+        if not self.states:
+            return
+        from ..errors import UnsupportedArchitectureError
+
+        config = model.config
+        low = min(5, config.get_text_config().vocab_size - 1)
+        ids = torch.arange(low, low + 3).clamp(max=config.get_text_config().vocab_size - 1)[None]
+        mask = torch.cat([torch.zeros(1, self.prefix, dtype=torch.long), torch.ones_like(ids)], dim=-1)
+        why = None
+        with torch.no_grad():
+            fresh = model(input_ids=ids).logits
+            try:
+                stepped = model(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    position_ids=positions(mask)[:, self.prefix :],
+                    cache_position=torch.arange(self.prefix, mask.shape[1]),
+                    past_key_values=self.empty(config, 1, fresh.dtype),
+                    use_cache=True,
+                ).logits
+                diff = float((stepped - fresh).abs().max())
+                if not diff <= 1e-3 * max(1.0, float(fresh.abs().max())):
+                    why = f"its logits were {diff:.2g} off"
+            except Exception as error:  # noqa: BLE001  (the model's own code refusing is the answer)
+                why = f"it raised {type(error).__name__}: {str(error)[:160]}"
+        if why is not None:
+            raise UnsupportedArchitectureError(
+                f"{type(model).__name__}'s cache holds states that its forward updates one token at a time: run "
+                f"over a prompt on a state, {why} against its forward from the start, so no decode program over "
+                "its cache can take a prompt.",
+                "Export it as one graph without a cache (--task text-generation), or with a transformers "
+                "release whose cached forward takes several tokens.",
+            )
+
+    def empty(self, config, batch: int, dtype: torch.dtype = torch.float32):
+        """A cache that has read nothing: every attention layer `prefix` (masked) positions long, every state zero
+        (a causal conv over zeros and a recurrence from zero are how a prompt starts), marked as
+        holding a previous state: the program was traced on one and takes any number of new tokens."""
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=config)
+        for index, (heads, key_dim, value_dim) in self.attention.items():
+            keys = torch.zeros(batch, heads, self.prefix, key_dim, dtype=dtype)
+            values = torch.zeros(batch, heads, self.prefix, value_dim, dtype=dtype)
+            cache.update(keys, values, index)
+        for index, kinds in self.states.items():
+            layer = cache.layers[index]
+            for kind, shapes in kinds.items():
+                for state, shape in shapes.items():
+                    zeros = torch.zeros(batch, *shape, dtype=dtype)
+                    layer.lazy_initialization(**{kind: zeros}, state_idx=state)
+                    layer.has_previous_state[state] = True
+        return cache
+
+
+def captured_as_traced(x: Exporting):
+    """The eager run a decode step is captured from, under the patches the exporter traces it with:
+    a torch.export-based exporter traces a sliding-window layer as a full one (the mask applies the
+    window; `exporter_dynamo._patch_sliding_window_layer`), so the captured cache must hold every
+    position too. Captured cut to the window, the `.pt2` program kept the guard "mask longer than
+    tokens + cache" and refused every cache the program itself returns (Starcoder2, window 4)."""
+    import contextlib
+
+    from transformers.exporters.exporter_dynamo import DynamoExporter
+    from transformers.exporters.utils import apply_patches
+
+    return apply_patches("dynamo") if isinstance(x.exporter, DynamoExporter) else contextlib.nullcontext()
+
+
+def conform(runner, kwargs: dict) -> dict:
+    """`kwargs` in the structure the program was traced with: a cache's Python constants (a sliding
+    layer's token counter, a state's flags) are part of a program's input spec, and the `.pt2`
+    runner matches that spec exactly. The tensors are the caller's; only constants come from the spec."""
+    import torch.utils._pytree as pytree
+    from transformers.exporters.metadata import load_treespec
+
+    spec = getattr(runner.metadata, "in_spec", None)
+    if not spec:
+        return kwargs
+    traced = load_treespec(spec).children_specs[1]
+    by_name = dict(zip(traced.context, traced.children_specs))
+    conformed = dict(kwargs)
+    for name, value in kwargs.items():
+        child = by_name.get(name)
+        if child is None or child.is_leaf() or isinstance(value, torch.Tensor):
+            continue
+        leaves = pytree.tree_leaves(value)
+        if len(leaves) == child.num_leaves:
+            conformed[name] = child.unflatten(leaves)
+    return conformed
 
 
 def positions(mask: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,420 @@
+"""The families people publish now, each as a tiny random model built from its own config class.
+
+One registry (`FAMILIES`) feeds the family sweep (`tests/sweep_families.py`, documented in
+docs/development.md) and the CI tests that take a share of it (`tests/test_new_families.py`):
+adding a family is one `Family(...)` line here. Sizes are the suite's (2 layers, width 32); a
+family's own knobs (its window, its experts, its state sizes) are set small enough to matter
+(a sliding window shorter than the validation prompts, more experts than are routed to).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import tiny_models
+
+_SPECIAL = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+_SIZES = dict(
+    vocab_size=128,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    intermediate_size=37,
+    max_position_embeddings=128,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """A family: its name, how its tiny model is built, the task its head decides, and the
+    backends it must export, validate and load on (the others are refused up front, with why)."""
+
+    name: str
+    build: Callable[[Path], Path]
+    task: str
+    backends: str = "dynamo,onnx,executorch"
+    # In CI's default run (the rest runs in the sweep).
+    in_ci: bool = True
+
+
+def _llm(config_name: str, model_name: str, **overrides: Any) -> Callable[[Path], Path]:
+    """A builder of a random causal LM from the family's own config class, its head scaled as the
+    suite's tiny Llama's is (varied greedy tokens)."""
+
+    def build(folder: Path) -> Path:
+        import transformers
+        from transformers import GenerationConfig
+
+        sizes = {**_SIZES, **_SPECIAL, **overrides}
+        sizes = {k: v for k, v in sizes.items() if v is not None}
+        torch.manual_seed(0)
+        config = getattr(transformers, config_name)(**sizes)
+        model = getattr(transformers, model_name)(config).eval()
+        with torch.no_grad():
+            model.get_output_embeddings().weight.mul_(8)
+        model.generation_config = GenerationConfig(**_SPECIAL)
+        return tiny_models._save(model, folder)
+
+    build.__name__ = model_name
+    return build
+
+
+GEN = "text-generation-with-past"
+
+FAMILIES: list[Family] = [
+    # Sliding windows (every layer, or in turn with full ones).
+    Family("gemma3-text", _llm("Gemma3TextConfig", "Gemma3ForCausalLM", head_dim=8, sliding_window=4), GEN),
+    Family("exaone4", _llm("Exaone4Config", "Exaone4ForCausalLM", sliding_window=4, sliding_window_pattern=2), GEN),
+    Family("starcoder2", _llm("Starcoder2Config", "Starcoder2ForCausalLM", sliding_window=4), GEN),
+    Family(
+        "gpt-oss",
+        _llm(
+            "GptOssConfig",
+            "GptOssForCausalLM",
+            head_dim=8,
+            sliding_window=4,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            layer_types=["sliding_attention", "full_attention"],
+        ),
+        GEN,
+    ),
+    Family(
+        "modernbert-decoder",
+        _llm(
+            "ModernBertDecoderConfig",
+            "ModernBertDecoderForCausalLM",
+            num_key_value_heads=None,
+            local_attention=4,
+            global_attn_every_n_layers=2,
+        ),
+        GEN,
+    ),
+    # Caches of other shapes than heads x head_dim: one key/value head, latent attention.
+    Family(
+        "falcon",
+        _llm(
+            "FalconConfig",
+            "FalconForCausalLM",
+            num_key_value_heads=None,
+            intermediate_size=None,
+            max_position_embeddings=None,
+            multi_query=True,
+            new_decoder_architecture=False,
+        ),
+        GEN,
+    ),
+    Family(
+        "deepseek-v3",
+        _llm(
+            "DeepseekV3Config",
+            "DeepseekV3ForCausalLM",
+            num_key_value_heads=None,
+            moe_intermediate_size=16,
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+            n_group=1,
+            topk_group=1,
+            first_k_dense_replace=1,
+            q_lora_rank=16,
+            kv_lora_rank=16,
+            qk_rope_head_dim=4,
+            qk_nope_head_dim=8,
+            v_head_dim=8,
+        ),
+        GEN,
+    ),
+    # State-space and hybrid caches.
+    Family(
+        "mamba",
+        _llm(
+            "MambaConfig",
+            "MambaForCausalLM",
+            num_attention_heads=None,
+            num_key_value_heads=None,
+            intermediate_size=64,
+            max_position_embeddings=None,
+            state_size=8,
+        ),
+        GEN,
+    ),
+    Family(
+        "mamba2",
+        _llm(
+            "Mamba2Config",
+            "Mamba2ForCausalLM",
+            num_attention_heads=None,
+            num_key_value_heads=None,
+            intermediate_size=None,
+            max_position_embeddings=None,
+            num_heads=8,
+            head_dim=8,
+            state_size=8,
+            n_groups=1,
+            expand=2,
+        ),
+        GEN,
+    ),
+    Family(
+        "lfm2",
+        _llm("Lfm2Config", "Lfm2ForCausalLM", layer_types=["conv", "full_attention"], block_ff_dim=37),
+        GEN,
+    ),
+    Family(
+        "granite4-hybrid",
+        _llm(
+            "GraniteMoeHybridConfig",
+            "GraniteMoeHybridForCausalLM",
+            layer_types=["mamba", "attention"],
+            mamba_n_heads=4,
+            mamba_d_head=16,
+            mamba_d_state=8,
+            mamba_n_groups=1,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            shared_intermediate_size=16,
+        ),
+        GEN,
+    ),
+    Family(
+        "qwen3-next",
+        _llm(
+            "Qwen3NextConfig",
+            "Qwen3NextForCausalLM",
+            head_dim=8,
+            layer_types=["linear_attention", "full_attention"],
+            linear_num_value_heads=4,
+            linear_num_key_heads=2,
+            linear_key_head_dim=8,
+            linear_value_head_dim=8,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=16,
+            shared_expert_intermediate_size=16,
+        ),
+        GEN,
+    ),
+    Family(
+        "falcon-h1",
+        _llm(
+            "FalconH1Config",
+            "FalconH1ForCausalLM",
+            head_dim=8,
+            mamba_n_heads=4,
+            mamba_d_head=16,
+            mamba_d_state=8,
+            mamba_n_groups=1,
+            mamba_d_ssm=64,
+        ),
+        GEN,
+    ),
+]
+
+
+def _model(
+    config_name: str, model_name: str, preprocessor: tuple[str, dict] | None = None, **config: Any
+) -> Callable[[Path], Path]:
+    """A builder of any random model from its family's config class (sub-configs as dicts), with
+    the preprocessor its repos ship (`(class name, its settings)`), as a real repo has it."""
+
+    def build(folder: Path) -> Path:
+        import transformers
+
+        torch.manual_seed(0)
+        model = getattr(transformers, model_name)(getattr(transformers, config_name)(**config)).eval()
+        if preprocessor is not None:
+            name, settings = preprocessor
+            getattr(transformers, name)(**settings).save_pretrained(folder)
+        return tiny_models._save(model, folder)
+
+    build.__name__ = model_name
+    return build
+
+
+_ENCODER = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37)
+_TOWER = dict(_ENCODER, num_hidden_layers=1)
+
+FAMILIES += [
+    # Speech: the time axis is the recording's length.
+    Family(
+        "wav2vec2-bert",
+        _model(
+            "Wav2Vec2BertConfig",
+            "Wav2Vec2BertForCTC",
+            ("SeamlessM4TFeatureExtractor", dict(feature_size=8, num_mel_bins=8)),
+            **_ENCODER,
+            vocab_size=12,
+            feature_projection_input_dim=16,
+            conv_depthwise_kernel_size=3,
+            position_embeddings_type="relative_key",
+            add_adapter=False,
+        ),
+        "automatic-speech-recognition",
+        "dynamo,onnx",
+    ),
+    Family(
+        "parakeet-ctc",
+        _model(
+            "ParakeetCTCConfig",
+            "ParakeetForCTC",
+            ("ParakeetFeatureExtractor", dict(feature_size=16)),
+            vocab_size=12,
+            encoder_config=dict(
+                **_ENCODER,
+                num_mel_bins=16,
+                subsampling_conv_channels=8,
+                conv_kernel_size=3,
+            ),
+        ),
+        "automatic-speech-recognition",
+        "dynamo,onnx",
+    ),
+    Family(
+        "speecht5-asr",
+        _model(
+            "SpeechT5Config",
+            "SpeechT5ForSpeechToText",
+            ("SpeechT5FeatureExtractor", {}),
+            vocab_size=128,
+            hidden_size=32,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_ffn_dim=37,
+            decoder_ffn_dim=37,
+            # The checkpoints' feature encoder (stride 320): a minute of audio fits its 4,000 positions.
+            conv_dim=(16,) * 7,
+            conv_stride=(5, 2, 2, 2, 2, 2, 2),
+            conv_kernel=(10, 3, 3, 3, 3, 2, 2),
+            num_conv_pos_embeddings=16,
+            num_conv_pos_embedding_groups=2,
+            speech_decoder_prenet_units=16,
+            **_SPECIAL,
+            decoder_start_token_id=1,
+        ),
+        "automatic-speech-recognition-with-past",
+        "dynamo,onnx",
+    ),
+    Family(
+        "moonshine",
+        _model(
+            "MoonshineConfig",
+            "MoonshineForConditionalGeneration",
+            (
+                "Wav2Vec2FeatureExtractor",
+                dict(feature_size=1, padding_value=0.0, do_normalize=False, return_attention_mask=True),
+            ),
+            vocab_size=128,
+            hidden_size=32,
+            intermediate_size=37,
+            encoder_num_hidden_layers=1,
+            decoder_num_hidden_layers=1,
+            encoder_num_attention_heads=2,
+            decoder_num_attention_heads=2,
+            **_SPECIAL,
+            decoder_start_token_id=1,
+        ),
+        "automatic-speech-recognition-with-past",
+        "dynamo,onnx",
+    ),
+    # Vision.
+    Family(
+        "siglip2",
+        _model(
+            "Siglip2Config",
+            "Siglip2Model",
+            text_config=dict(_TOWER, vocab_size=128),
+            vision_config=dict(_TOWER, num_patches=16, patch_size=8),
+        ),
+        "zero-shot-image-classification",
+        "dynamo,onnx",
+    ),
+    Family(
+        "mobilenet-v2",
+        _model(
+            "MobileNetV2Config",
+            "MobileNetV2ForImageClassification",
+            ("MobileNetV2ImageProcessor", dict(size={"shortest_edge": 36}, crop_size={"height": 32, "width": 32})),
+            image_size=32,
+            depth_multiplier=0.25,
+            num_labels=3,
+        ),
+        "image-classification",
+    ),
+    Family(
+        "rt-detr",
+        _model(
+            "RTDetrConfig",
+            "RTDetrForObjectDetection",
+            ("RTDetrImageProcessor", dict(size={"height": 64, "width": 64})),
+            backbone_config=dict(
+                model_type="rt_detr_resnet",
+                embedding_size=8,
+                hidden_sizes=[8, 16, 16],
+                depths=[1, 1, 1],
+                out_features=["stage1", "stage2", "stage3"],
+            ),
+            encoder_hidden_dim=16,
+            encoder_in_channels=[8, 16, 16],
+            encoder_ffn_dim=32,
+            d_model=16,
+            decoder_ffn_dim=32,
+            decoder_layers=1,
+            encoder_layers=1,
+            num_queries=5,
+            num_labels=3,
+            decoder_in_channels=[16, 16, 16],
+            use_pretrained_backbone=False,
+        ),
+        "object-detection",
+        "dynamo,onnx",
+    ),
+    Family(
+        "rt-detr-v2",
+        _model(
+            "RTDetrV2Config",
+            "RTDetrV2ForObjectDetection",
+            ("RTDetrImageProcessor", dict(size={"height": 64, "width": 64})),
+            backbone_config=dict(
+                model_type="rt_detr_resnet",
+                embedding_size=8,
+                hidden_sizes=[8, 16, 16],
+                depths=[1, 1, 1],
+                out_features=["stage1", "stage2", "stage3"],
+            ),
+            encoder_hidden_dim=16,
+            encoder_in_channels=[8, 16, 16],
+            encoder_ffn_dim=32,
+            d_model=16,
+            decoder_ffn_dim=32,
+            decoder_layers=1,
+            encoder_layers=1,
+            num_queries=5,
+            num_labels=3,
+            decoder_in_channels=[16, 16, 16],
+            use_pretrained_backbone=False,
+        ),
+        "object-detection",
+        "dynamo,onnx",
+    ),
+    Family(
+        "owlv2",
+        _model(
+            "Owlv2Config",
+            "Owlv2ForObjectDetection",
+            text_config=dict(_TOWER, vocab_size=128),
+            vision_config=dict(_TOWER, image_size=32, patch_size=8),
+        ),
+        "zero-shot-object-detection",
+        "dynamo,onnx",
+    ),
+]
+
+BY_NAME = {f.name: f for f in FAMILIES}
