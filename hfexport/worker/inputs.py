@@ -218,7 +218,7 @@ def audio_inputs(
     generator = torch.Generator().manual_seed(seed)
     # The model's own main input (the plan's audio axes are keyed by it): SpeechT5's config has mel
     # bins for its speech output, and its recognizer still reads raw audio.
-    main = next((k for k in ("input_features", "input_values") if k in plan.dynamic_axes), None)
+    main = next((k for k in ("input_features", "input_values") if k in plan.dynamic_axes), "")
     extractor = _load_processor(model_dir, "AutoFeatureExtractor")
     if extractor is not None:
         rate = getattr(extractor, "sampling_rate", 16000)

@@ -488,6 +488,7 @@ class MergedDecoder(torch.nn.Module):
 
     def forward(self, input_ids, encoder_hidden_states, cache, encoder_attention_mask=None):
         from transformers import DynamicCache, EncoderDecoderCache
+
         output = self.model(
             encoder_outputs=EncoderOutput(last_hidden_state=encoder_hidden_states),
             attention_mask=encoder_attention_mask,
@@ -651,7 +652,7 @@ class CacheLayout:
             values = torch.zeros(batch, heads, self.prefix, value_dim, dtype=dtype)
             cache.update(keys, values, index)
         for index, kinds in self.states.items():
-            layer = cache.layers[index]
+            layer: Any = cache.layers[index]  # a linear-attention layer: its states by index
             for kind, shapes in kinds.items():
                 for state, shape in shapes.items():
                     zeros = torch.zeros(batch, *shape, dtype=dtype)
