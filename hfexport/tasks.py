@@ -149,6 +149,15 @@ TASK_TABLE: tuple[Task, ...] = (
         js_pipeline="zero-shot-image-classification",
         optimum_class="ORTModelForZeroShotImageClassification",
     ),
+    # OWLv2, OWL-ViT: boxes for text queries, each image with the same number of them (`input_ids`
+    # holds images x queries rows).
+    Task(
+        "zero-shot-object-detection",
+        "AutoModelForZeroShotObjectDetection",
+        "single",
+        "text queries + images",
+        modality="text-vision",
+    ),
     Task(
         "image-text-to-text",
         "AutoModelForImageTextToText",

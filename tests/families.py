@@ -77,6 +77,7 @@ FAMILIES: list[Family] = [
         _llm(
             "GptOssConfig",
             "GptOssForCausalLM",
+            intermediate_size=32,  # its experts' grouped matmul takes rows of 16 bytes
             head_dim=8,
             sliding_window=4,
             num_local_experts=4,
@@ -171,6 +172,7 @@ FAMILIES: list[Family] = [
         _llm(
             "GraniteMoeHybridConfig",
             "GraniteMoeHybridForCausalLM",
+            intermediate_size=32,  # its experts' grouped matmul takes rows of 16 bytes
             layer_types=["mamba", "attention"],
             mamba_n_heads=4,
             mamba_d_head=16,
@@ -394,7 +396,7 @@ FAMILIES += [
             encoder_ffn_dim=32,
             d_model=16,
             decoder_ffn_dim=32,
-            decoder_layers=1,
+            decoder_layers=2,  # its box heads are tied from the second layer on
             encoder_layers=1,
             num_queries=5,
             num_labels=3,
@@ -411,6 +413,7 @@ FAMILIES += [
             "Owlv2ForObjectDetection",
             text_config=dict(_TOWER, vocab_size=128),
             vision_config=dict(_TOWER, image_size=32, patch_size=8),
+            projection_dim=32,
         ),
         "zero-shot-object-detection",
         "dynamo,onnx",

@@ -508,6 +508,12 @@ def _dynamic_axes(plan: ExportPlan, config, max_batch: int, main_input: str, mod
     if plan.modality == "text-vision":
         # Two towers: any number of texts against any number of images.
         seq = Axis("sequence", 1, _max_positions(config.get_text_config()))
+        if plan.task == "zero-shot-object-detection":
+            # Each image's text queries, image by image: OWLv2 reshapes them to [images, queries, …],
+            # which torch.export guards to at least 4 rows (measured on the tiny OWLv2).
+            queries = Axis("queries", 4, 16 * max_batch)
+            text = {name: {0: queries, 1: seq} for name in ("input_ids", "attention_mask")}
+            return {**text, "pixel_values": {0: batch}}
         text = {name: {0: batch, 1: seq} for name in ("input_ids", "attention_mask")}
         return {**text, "pixel_values": {0: Axis("images", 1, max_batch)}}
     if plan.modality == "image-text":

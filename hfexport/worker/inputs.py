@@ -248,6 +248,10 @@ def text_vision_inputs(
     from dataclasses import replace
 
     text_config = config.get_text_config()
+    if plan.task == "zero-shot-object-detection":
+        # Every image with the same number of text queries (rows image by image): 2 per image.
+        texts = text_inputs(model_dir, text_config, plan, replace(shape, batch=2 * shape.batch), seed, left)
+        return {**texts, **vision_inputs(model_dir, config, plan, shape, seed, left)}
     texts = text_inputs(model_dir, text_config, plan, shape, seed, left)
     images = vision_inputs(model_dir, config, plan, replace(shape, batch=shape.batch + 1), seed, left)
     return {**texts, **images}
