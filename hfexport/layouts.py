@@ -29,6 +29,7 @@ embeddings. Each split declares those names once (`LoadersNames`, `ExportSplit.l
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -123,13 +124,32 @@ def _cache_names(infix: str) -> tuple[tuple[re.Pattern, str], ...]:
     )
 
 
+# A cache's states (LFM2, Granite 4, Falcon-H1, Qwen3-Next), as transformers.js names them
+# (`getCacheNames` in its configs.js, 4.3.2): `past_conv.N`, and the recurrent state `past_ssm.N` for
+# Mamba-style layers or `past_recurrent.N` for linear attention; `present_*` on the way out.
+_STATES = (
+    (re.compile(r"^input\.cache\.layers\.(\d+)\.conv_states\.0$"), r"past_conv.\1"),
+    (re.compile(r"^input\.cache\.layers\.(\d+)\.recurrent_states\.0$"), r"past_{recurrent}.\1"),
+    (re.compile(r"^output\.cache\.layers\.(\d+)\.conv_states\.0$"), r"present_conv.\1"),
+    (re.compile(r"^output\.cache\.layers\.(\d+)\.recurrent_states\.0$"), r"present_{recurrent}.\1"),
+)
+# Families whose recurrent state transformers.js calls `ssm` (a Mamba mixer's); any other: `recurrent`.
+SSM_STATE_FAMILIES = frozenset({"granitemoehybrid", "falcon_h1", "nemotron_h"})
+
+
+def state_names(model_type: str | None) -> tuple[tuple[re.Pattern, str], ...]:
+    """The state patterns with the recurrent state named as transformers.js names it for `model_type`."""
+    recurrent = "ssm" if model_type in SSM_STATE_FAMILIES else "recurrent"
+    return tuple((pattern, new.replace("{recurrent}", recurrent)) for pattern, new in _STATES)
+
+
 _DECODER_NAMES = _cache_names("")
 _SEQ2SEQ_NAMES = _cache_names("decoder.")
 _PLAIN = {"input_ids", "inputs_embeds", "attention_mask", "position_ids", "logits"}
 _SEQ2SEQ_PLAIN = {"input_ids", "encoder_hidden_states", "encoder_attention_mask", "logits"}
 
 
-def as_decoder_with_past(model) -> bool:
+def as_decoder_with_past(model, model_type: str | None = None) -> bool:
     """Rename a decode graph's inputs, outputs and axes, in place, as optimum and transformers.js
     name a decoder with past: a decoder LLM's (`past_key_values.N.key`), or an encoder-decoder's
     merged decoder (`past_key_values.N.decoder.key`, fed `encoder_hidden_states`).
@@ -141,10 +161,12 @@ def as_decoder_with_past(model) -> bool:
 
     names = {v.name for v in [*model.graph.inputs, *model.graph.outputs]}
     seq2seq = "encoder_hidden_states" in names
-    patterns, plain = (_SEQ2SEQ_NAMES, _SEQ2SEQ_PLAIN) if seq2seq else (_DECODER_NAMES, _PLAIN)
+    patterns, plain = (
+        (_SEQ2SEQ_NAMES, _SEQ2SEQ_PLAIN) if seq2seq else (_DECODER_NAMES + state_names(model_type), _PLAIN)
+    )
     cache = {n for n in names if any(pattern.match(n) for pattern, _ in patterns)}
     passed_through = _passed_through_state(model)
-    # Only keys and values: a cache with more state that the graph reads has no such layout.
+    # Only keys, values and the states transformers.js names: a cache with more has no such layout.
     if not {"input_ids", "inputs_embeds"} & names or not cache or names - plain - cache - passed_through.keys():
         return False
     tokens = "input_ids" if "input_ids" in names else "inputs_embeds"  # an image-text decoder reads embeddings
@@ -277,9 +299,12 @@ def _loaders_layout(out_dir: Path, loaders: LoadersNames) -> dict[str, str]:
             graph.graph.outputs[0].name = name
         return name is None or [v.name for v in graph.graph.outputs] == [name]
 
+    config = out_dir / "config.json"
+    model_type = json.loads(config.read_text()).get("model_type") if config.exists() else None
     fp32 = {c: onnx_ir.load(out_dir / f"{c}.onnx") for c in loaders.files}  # graphs, no weights
     if not any(has_cache(g) for g in fp32.values()) or not all(
-        as_decoder_with_past(g) if has_cache(g) else output_named(g, loaders.outputs.get(c)) for c, g in fp32.items()
+        as_decoder_with_past(g, model_type) if has_cache(g) else output_named(g, loaders.outputs.get(c))
+        for c, g in fp32.items()
     ):
         return {}
     renamed = {}
@@ -287,7 +312,7 @@ def _loaders_layout(out_dir: Path, loaders: LoadersNames) -> dict[str, str]:
         # `<component>.onnx` and its variants `<component>_<kind>.onnx`, nothing else of that prefix.
         for graph in sorted({out_dir / f"{component}.onnx", *out_dir.glob(f"{component}_*.onnx")}):
             model = onnx_ir.load(graph)
-            if has_cache(model) and not as_decoder_with_past(model):
+            if has_cache(model) and not as_decoder_with_past(model, model_type):
                 continue
             if not has_cache(model) and not output_named(model, loaders.outputs.get(component)):
                 continue

@@ -80,7 +80,7 @@ TASK_TABLE: tuple[Task, ...] = (
         "AutoModelForImageClassification",
         "single",
         "vision",
-        ("ViT: dynamo, onnx, executorch",),
+        ("ViT: dynamo, onnx, executorch", "MobileNetV2: dynamo, onnx, executorch"),
         js_pipeline="image-classification",
         optimum_class="ORTModelForImageClassification",
     ),
@@ -104,7 +104,13 @@ TASK_TABLE: tuple[Task, ...] = (
     ),
     Task("depth-estimation", "AutoModelForDepthEstimation", "single", "vision", ("GLPN: dynamo, onnx",)),
     Task("audio-classification", "AutoModelForAudioClassification", "single", "audio", ("wav2vec2: dynamo, onnx",)),
-    Task("automatic-speech-recognition", "AutoModelForCTC", "single", "audio", ("wav2vec2: dynamo, onnx",)),
+    Task(
+        "automatic-speech-recognition",
+        "AutoModelForCTC",
+        "single",
+        "audio",
+        ("wav2vec2: dynamo, onnx", "wav2vec2-BERT, Parakeet (spectrograms of any length): dynamo, onnx"),
+    ),
     # Generation with a KV cache: one decoder (and the encoder, for encoder-decoders).
     Task(
         "text-generation-with-past",
@@ -113,8 +119,11 @@ TASK_TABLE: tuple[Task, ...] = (
         "text",
         (
             "Llama: dynamo, onnx, executorch",
-            "Mistral (sliding window): onnx, executorch",
-            "Gemma 2 (sliding window): onnx",
+            "Mistral, Gemma 2, Gemma 3, EXAONE 4, StarCoder2, ModernBERT decoder (sliding window): dynamo, onnx, "
+            "executorch",
+            "gpt-oss (sliding window, experts): dynamo, onnx",
+            "Falcon (one key/value head), DeepSeek-V3 (latent attention): dynamo, onnx",
+            "LFM2, Granite 4, Qwen3-Next, Falcon-H1 (conv and recurrent states): dynamo, onnx",
         ),
         js_pipeline="text-generation",
         optimum_class="ORTModelForCausalLM",
@@ -133,7 +142,7 @@ TASK_TABLE: tuple[Task, ...] = (
         "AutoModelForSpeechSeq2Seq",
         "generation",
         "audio",
-        ("Whisper: dynamo, onnx, executorch",),
+        ("Whisper: dynamo, onnx, executorch", "Moonshine, SpeechT5: dynamo, onnx"),
         js_pipeline="automatic-speech-recognition",
         optimum_class="ORTModelForSpeechSeq2Seq",
     ),
@@ -156,6 +165,7 @@ TASK_TABLE: tuple[Task, ...] = (
         "AutoModelForZeroShotObjectDetection",
         "single",
         "text queries + images",
+        ("OWLv2: dynamo, onnx",),
         modality="text-vision",
     ),
     Task(

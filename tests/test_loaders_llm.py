@@ -72,6 +72,33 @@ def test_a_sliding_window_llm_is_published_as_a_decoder_with_past_and_generates_
         record(outcome, "optimum `ORTModelForCausalLM`", f"fails (not on the card): {why[0]}")
 
 
+@pytest.mark.parametrize("family", ["lfm2", "qwen3-next"])
+def test_a_hybrid_cache_llm_is_published_as_transformers_js_reads_it_and_generates_as_eager(hub, family, tmp_path):
+    """LFM2 (a short conv, then attention) and Qwen3-Next (linear attention's conv and recurrent
+    states, then attention), pushed with ONNX: `model.onnx` takes its states as transformers.js names
+    them (`past_conv.N`, `past_recurrent.N`, beside `past_key_values.N.key`), judged again under those
+    names in ONNX Runtime, and transformers.js's text-generation pipeline — which builds the first
+    step's zero states from the graph's own input shapes — writes eager `generate()`'s text."""
+    folder = tiny_models.hybrid_with_tokenizer(tmp_path / "model", family)
+    repo = f"hybrid-{family}/tiny"
+    api, outcome = push_with_bot(hub, f"hybrid-{family}", repo, folder, "onnx", "none")
+    (onnx,) = outcome["report"]["backends"]
+    assert onnx["layout"] == "decoder-with-past" and onnx["programs"] == {"decode": "model.onnx"}, onnx
+    assert any(c["name"] == "loaders_layout" and c["tokens_equal"] for c in onnx["validation"]["checks"])
+    card = Path(api.hf_hub_download(repo, "README.md", revision=f"refs/pr/{outcome['pr_num']}")).read_text()
+    (js,) = card_blocks(card, "js")
+    ran = run_js(js.replace('"main"]; //', f'"refs/pr/{outcome["pr_num"]}"]; //', 1), tmp_path / "js")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    text = "hfexport validated this file against the original model."
+    ids = eager_continuation(folder, text)
+    assert len(set(ids)) >= 3, ids  # varied tokens: a text that a wrong state would change
+    from transformers import AutoTokenizer
+
+    eager = f"{text} {AutoTokenizer.from_pretrained(folder).decode(ids, skip_special_tokens=True)}"
+    assert ran.stdout.strip() == eager, (ran.stdout[-2000:], eager)
+    record(outcome, "transformers.js `text-generation`", "eager's text")
+
+
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
 def test_a_decoder_llms_executorch_program_writes_eager_text_in_executorchs_own_llm_runner(hub, family, tmp_path):
     """A Llama and a Qwen2 over a byte-level BPE tokenizer, pushed with ExecuTorch (the Llama with

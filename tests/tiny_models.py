@@ -962,3 +962,13 @@ def decoder_with_byte_level_tokenizer(folder: Path, family: str) -> Path:
         config_class = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}[family]
         config = config_class(vocab_size=len(tokenizer), **_DECODER_SIZES, **ids)
     return _scaled_decoder(folder, config, tokenizer, ids)
+
+
+def hybrid_with_tokenizer(folder: Path, family: str) -> Path:
+    """A family whose cache holds conv (and recurrent) states beside keys and values (`lfm2`,
+    `qwen3-next` of `tests/families.py`), with a word-level tokenizer: what transformers.js runs."""
+    import families
+
+    families.BY_NAME[family].build(folder)
+    _save_tokenizer(_word_tokenizer(), folder)
+    return folder

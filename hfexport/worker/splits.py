@@ -600,8 +600,9 @@ class CacheLayout:
     def check_prompt_on_states(self, model) -> None:
         """A cache with states is exported as one decode step of several tokens on a state, and the
         prompt goes through that same step on zero states: the model's own forward must give the same
-        logits that way as from the start. Mamba's and Mamba 2's cached paths take one token at a time
-        (measured: a shape error, and logits 1.09 off), so they are refused here, before any export.
+        logits that way as from the start, on a padded batch as validation's. Mamba's and Mamba 2's
+        cached paths take one token at a time (measured: a shape error; logits 1.09 off on a padded
+        batch), so they are refused here, before any export.
 
         Raises:
             UnsupportedArchitectureError: naming the model, what differed, and the export that works (no cache).
@@ -612,21 +613,24 @@ class CacheLayout:
 
         config = model.config
         low = min(5, config.get_text_config().vocab_size - 1)
-        ids = torch.arange(low, low + 3).clamp(max=config.get_text_config().vocab_size - 1)[None]
-        mask = torch.cat([torch.zeros(1, self.prefix, dtype=torch.long), torch.ones_like(ids)], dim=-1)
+        ids = torch.arange(low, low + 4).clamp(max=config.get_text_config().vocab_size - 1).repeat(2, 1)
+        # Two prompts, the second left-padded, as the validation's batches are.
+        given = torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1]])
+        mask = torch.cat([torch.zeros(2, self.prefix, dtype=torch.long), given], dim=-1)
         why = None
         with torch.no_grad():
-            fresh = model(input_ids=ids).logits
+            fresh = model(input_ids=ids, attention_mask=given, position_ids=positions(given)).logits
             try:
                 stepped = model(
                     input_ids=ids,
                     attention_mask=mask,
                     position_ids=positions(mask)[:, self.prefix :],
                     cache_position=torch.arange(self.prefix, mask.shape[1]),
-                    past_key_values=self.empty(config, 1, fresh.dtype),
+                    past_key_values=self.empty(config, 2, fresh.dtype),
                     use_cache=True,
                 ).logits
-                diff = float((stepped - fresh).abs().max())
+                real = given.bool()  # the padded positions' logits are no one's
+                diff = float((stepped - fresh)[real].abs().max())
                 if not diff <= 1e-3 * max(1.0, float(fresh.abs().max())):
                     why = f"its logits were {diff:.2g} off"
             except Exception as error:  # noqa: BLE001  (the model's own code refusing is the answer)

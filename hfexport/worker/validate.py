@@ -259,9 +259,9 @@ def loaders_run(paths: Mapping[str, Any], config) -> Run:
     (`Layout.DECODER_WITH_PAST`, `Layout.ENCODER_DECODER_WITH_PAST`; `paths`: each component's
     file), each in a plain ONNX Runtime session as those loaders open it: the greedy loop feeds them
     as it feeds the exporter's programs, so the published files are judged too. A cache goes in as
-    `past_key_values.N[.decoder].key/value` and comes back from `present.*`."""
+    `past_key_values.N[.decoder].key/value` (a state as `past_conv.N`, `past_ssm.N` or
+    `past_recurrent.N`) and comes back from `present*`."""
     import onnxruntime as ort
-    from transformers import DynamicCache
 
     sessions = {c: ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]) for c, p in paths.items()}
 
@@ -273,24 +273,48 @@ def loaders_run(paths: Mapping[str, Any], config) -> Run:
         infix = "decoder." if "past_key_values.0.decoder.key" in inputs else ""
         if cache is not None:
             # A float16 graph (`model_fp16.onnx`) takes its cache in float16, as transformers.js feeds it.
-            half = "float16" in inputs[f"past_key_values.0.{infix}key"].type
+            half = any("float16" in i.type for n, i in inputs.items() if n.startswith("past_"))
             for index, layer in enumerate(cache.layers):
-                keys, values = (t.to(torch.float16) if half else t for t in (layer.keys, layer.values))
-                feed[f"past_key_values.{index}.{infix}key"] = keys.numpy()
-                feed[f"past_key_values.{index}.{infix}value"] = values.numpy()
+                leaves = {
+                    f"past_key_values.{index}.{infix}key": getattr(layer, "keys", None),
+                    f"past_key_values.{index}.{infix}value": getattr(layer, "values", None),
+                }
+                # A layer's states (`layouts.state_names`): the conv state, the recurrent one by either name.
+                conv, recurrent = (getattr(layer, kind, None) or {} for kind in ("conv_states", "recurrent_states"))
+                leaves |= {f"past_conv.{index}": conv.get(0)}
+                leaves |= {f"past_{name}.{index}": recurrent.get(0) for name in ("ssm", "recurrent")}
+                for name, leaf in leaves.items():
+                    if name in inputs and leaf is not None:
+                        feed[name] = (leaf.to(torch.float16) if half else leaf).numpy()
         got = dict(zip(outputs, session.run(None, {name: feed[name] for name in inputs})))
-        if not any(name.startswith("present.") for name in outputs):  # an encoder: its outputs by name
+        if not any(name.startswith("present") for name in outputs):  # an encoder: its outputs by name
             return {name: torch.from_numpy(value) for name, value in got.items()}
-        present = DynamicCache()
-        for index in range(sum(name.endswith(f".{infix}key") for name in outputs if name.startswith("present."))):
-            present.update(
-                torch.from_numpy(got[f"present.{index}.{infix}key"]),
-                torch.from_numpy(got[f"present.{index}.{infix}value"]),
-                index,
-            )
-        return {"logits": torch.from_numpy(got["logits"]), "cache": present}
+        return {"logits": torch.from_numpy(got["logits"]), "cache": Present(got, infix)}
 
     return run
+
+
+class Present:
+    """A graph's `present*` outputs as the cache the greedy loop feeds back (`layers[i].keys`,
+    `.values`, `.conv_states[0]`, `.recurrent_states[0]`), read by transformers.js's names."""
+
+    def __init__(self, got: dict, infix: str):
+        import types
+
+        indexes = {int(name.split(".")[1]) for name in got if name.startswith("present")}
+        self.layers = [types.SimpleNamespace(conv_states={}, recurrent_states={}) for _ in range(max(indexes) + 1)]
+        for name, value in got.items():
+            head, _, rest = name.partition(".")
+            if not head.startswith("present"):
+                continue
+            index, _, leaf = rest.partition(".")
+            layer, tensor = self.layers[int(index)], torch.from_numpy(value)
+            if head == "present" and leaf in (f"{infix}key", f"{infix}value"):
+                setattr(layer, "keys" if leaf.endswith("key") else "values", tensor)
+            elif head == "present_conv":
+                layer.conv_states[0] = tensor
+            elif head in ("present_ssm", "present_recurrent"):
+                layer.recurrent_states[0] = tensor
 
 
 def _pick(

@@ -1,0 +1,56 @@
+"""Families published in 2025–26: CI's share of the family sweep (`tests/sweep_families.py`).
+
+Each family marked `ci` in `tests/families.py` is built from its own config class, planned with its
+own head, exported on its CI backends and validated as every family is: on another batch and
+length than traced, a generation family token for token against eager `generate()` on both, a
+single graph on its head's outputs. A backend that cannot take the family refuses it with the words
+the registry names (said before anything is exported), never with a stack trace from mid-lowering.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import families
+from conftest import _exported
+from hfexport.report import Split, Status
+
+CI = [f for f in families.FAMILIES if f.ci]
+
+
+@pytest.mark.parametrize("family", CI, ids=[f.name for f in CI])
+def test_a_new_family_exports_validates_or_is_refused_with_its_reason(workspace, family):
+    _, report = _exported(workspace, f"new-{family.name}", family.build, backends=family.ci)
+    assert report.plan.task == family.task, report.plan.task
+    assert [b.backend for b in report.backends] == family.ci.split(",")
+    for b in report.backends:
+        words = family.refused.get(b.backend)
+        if words is not None:
+            assert b.status != Status.OK and words in (b.error or ""), (b.backend, b.status, b.error)
+            assert not b.files, b.files  # refused before anything was exported
+            continue
+        assert b.status == Status.OK, (b.backend, b.error)
+        checks = {c.name: c for c in b.validation.checks}
+        assert b.validation.passed, checks
+        if report.plan.split == Split.SINGLE:
+            assert set(checks) == {"sample", "other_shape"}, checks
+            assert report.plan.validation.batch != report.plan.sample.batch
+        else:
+            # Another batch and prompt length than traced, eager's tokens on each.
+            other = checks["generation_other_shape"]
+            assert other.error is None and other.tokens_equal, other
+            assert len(other.eager_tokens) == report.plan.validation.batch
+
+
+def test_a_spectrogram_model_takes_recordings_of_any_length(workspace):
+    """wav2vec2-BERT reads a spectrogram as long as the recording (Whisper's is padded to 30 s): the
+    plan reads its time axis off the repo's feature extractor, and the export validates on another
+    number of frames than it was traced on (it was traced static: "Guard failed: input_features.size()[1] == 52")."""
+    from hfexport.pipeline.plan import make_plan
+
+    family = families.BY_NAME["wav2vec2-bert"]
+    folder = family.build(workspace / "model-spectrogram-axes")
+    plan = make_plan(folder, ["onnx"])
+    axes = plan.dynamic_axes["input_features"]
+    assert axes[1].dim == "audio_frames" and axes[1].min < 60 < axes[1].max, axes
+    assert 2 not in axes  # the features per frame are the model's
