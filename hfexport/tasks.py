@@ -111,6 +111,16 @@ TASK_TABLE: tuple[Task, ...] = (
         "audio",
         ("wav2vec2: dynamo, onnx", "wav2vec2-BERT, Parakeet (spectrograms of any length): dynamo, onnx"),
     ),
+    # Before the causal LMs: a model with a vision tower (Gemma 3's Gemma3ForConditionalGeneration) is
+    # listed by AutoModelForCausalLM too, and planned as a text LLM it lost its images.
+    Task(
+        "image-text-to-text",
+        "AutoModelForImageTextToText",
+        "generation",
+        "images + text",
+        ("LLaVA: dynamo, onnx, executorch", "Gemma 3 (vision, sliding window): dynamo, onnx"),
+        modality="image-text",
+    ),
     # Generation with a KV cache: one decoder (and the encoder, for encoder-decoders).
     Task(
         "text-generation-with-past",
@@ -167,14 +177,6 @@ TASK_TABLE: tuple[Task, ...] = (
         "text queries + images",
         ("OWLv2: dynamo, onnx",),
         modality="text-vision",
-    ),
-    Task(
-        "image-text-to-text",
-        "AutoModelForImageTextToText",
-        "generation",
-        "images + text",
-        ("LLaVA: dynamo, onnx, executorch",),
-        modality="image-text",
     ),
     Task(
         "instance-segmentation",

@@ -445,3 +445,97 @@ FAMILIES += [
 ]
 
 BY_NAME = {f.name: f for f in FAMILIES}
+
+
+def _gemma3_vision(folder: Path) -> Path:
+    """Gemma 3 with its vision tower (SigLIP) and its processor: `<start_of_image>` in a prompt becomes
+    the image's soft tokens (4 here) between its begin and end tokens, as the checkpoints' does."""
+    from transformers import (
+        Gemma3Config,
+        Gemma3ForConditionalGeneration,
+        Gemma3ImageProcessorPil,
+        Gemma3Processor,
+        GenerationConfig,
+        PreTrainedTokenizerFast,
+    )
+
+    named = {"boi_token": "<start_of_image>", "image_token": "<image_soft_token>", "eoi_token": "<end_of_image>"}
+    words = tiny_models._word_tokenizer(dict(zip((100, 101, 102), named.values())))
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=words.backend_tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        padding_side="left",
+        extra_special_tokens=named,
+    )
+    torch.manual_seed(0)
+    config = Gemma3Config(
+        text_config=dict(_SIZES, **_SPECIAL, head_dim=8, sliding_window=4, tie_word_embeddings=False),
+        vision_config=dict(_TOWER, image_size=32, patch_size=8),
+        mm_tokens_per_image=4,
+        boi_token_index=100,
+        image_token_index=101,
+        eoi_token_index=102,
+        **_SPECIAL,
+    )
+    model = Gemma3ForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        model.get_output_embeddings().weight.mul_(8)
+    model.generation_config = GenerationConfig(**_SPECIAL)
+    processor = Gemma3Processor(
+        image_processor=Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
+        tokenizer=tokenizer,
+        image_seq_length=4,
+    )
+    processor.save_pretrained(folder)
+    return tiny_models._save(model, folder)
+
+
+FAMILIES += [Family("gemma3-vision", _gemma3_vision, "image-text-to-text", ci="dynamo")]
+BY_NAME = {f.name: f for f in FAMILIES}
+
+
+def _qwen25_vl(folder: Path) -> Path:
+    """Qwen2.5-VL with the processor files its checkpoints ship (an image processor and, through
+    `Qwen2_5_VLProcessor`, a video processor: the one that needs torchvision)."""
+    import json
+
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = Qwen2_5_VLConfig(
+        text_config=dict(_SIZES, **_SPECIAL, rope_scaling={"type": "mrope", "mrope_section": [2, 1, 1]}),
+        vision_config=dict(
+            depth=1,
+            hidden_size=32,
+            intermediate_size=37,
+            num_heads=2,
+            out_hidden_size=32,
+            patch_size=4,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            fullatt_block_indexes=[0],
+        ),
+        image_token_id=100,
+        video_token_id=101,
+        vision_start_token_id=102,
+        **_SPECIAL,
+    )
+    tiny_models._save(Qwen2_5_VLForConditionalGeneration(config).eval(), folder)
+    special = {100: "<|image_pad|>", 101: "<|video_pad|>", 102: "<|vision_start|>"}
+    tiny_models._save_tokenizer(tiny_models._word_tokenizer(special), folder)
+    processor = {
+        "image_processor_type": "Qwen2VLImageProcessor",
+        "processor_class": "Qwen2_5_VLProcessor",
+        "patch_size": 4,
+        "merge_size": 2,
+        "temporal_patch_size": 2,
+    }
+    (folder / "preprocessor_config.json").write_text(json.dumps(processor, indent=2))
+    return folder
+
+
+FAMILIES += [Family("qwen2.5-vl", _qwen25_vl, "image-text-to-text")]
+BY_NAME = {f.name: f for f in FAMILIES}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 import families
-from conftest import _exported
+from conftest import _exported, run_cli
 from hfexport.report import Split, Status
 
 CI = [f for f in families.FAMILIES if f.ci]
@@ -54,3 +54,16 @@ def test_a_spectrogram_model_takes_recordings_of_any_length(workspace):
     axes = plan.dynamic_axes["input_features"]
     assert axes[1].dim == "audio_frames" and axes[1].min < 60 < axes[1].max, axes
     assert 2 not in axes  # the features per frame are the model's
+
+
+def test_a_vision_language_model_whose_processor_needs_torchvision_is_refused_before_anything_runs(tmp_path):
+    """Qwen2.5-VL's processor builds a video processor that needs torchvision, which hfexport does
+    not install: `hfexport export` exits 2 naming the package and how to install it, and writes
+    nothing (it used to fail in every backend's worker with the ImportError)."""
+    folder = families.BY_NAME["qwen2.5-vl"].build(tmp_path / "model")
+    result = run_cli("export", str(folder), "--backends", "onnx", "--out", str(tmp_path / "out"), timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    message = " ".join(result.stderr.split())
+    assert "Qwen2_5_VLForConditionalGeneration's processor" in message and "torchvision" in message, message
+    assert "fix: Install it beside hfexport" in message and "Check out" not in message, message
+    assert not (tmp_path / "out").exists()

@@ -119,6 +119,8 @@ def make_plan(
             "many placeholder tokens an image takes.",
             "Add the model's processor to the repo (processor.save_pretrained(folder)), as its users need it too.",
         )
+    if modality == "image-text":
+        _check_processor_loads(model_dir, model_class.__name__)
     is_enc_dec = bool(getattr(config, "is_encoder_decoder", False))
     # The one place the split is decided; `worker/splits.py` knows what each is made of.
     if mode == "single":
@@ -398,6 +400,30 @@ def refuse_made_up_weights(plan: ExportPlan, missing: list[str]) -> None:
         "Export a task whose weights the checkpoint holds (--task feature-extraction for the bare model), "
         "or fix config.json's architectures to the class the weights were saved from.",
     )
+
+
+def _check_processor_loads(model_dir: Path, model_class: str) -> None:
+    """The repo's processor loads here, before anything is exported: every prompt is built with it.
+    Some need packages hfexport does not install — Qwen2.5-VL's and SmolVLM's video processors need
+    torchvision, SmolVLM's processor num2words (measured: "Qwen2VLVideoProcessor requires the
+    Torchvision library").
+
+    Raises:
+        ConfigError: naming the package the processor asked for, and how to install it.
+    """
+    from transformers import AutoProcessor
+
+    try:
+        AutoProcessor.from_pretrained(model_dir)
+    except ImportError as error:
+        import torch
+
+        first = " ".join(str(error).split()).split(" Check out ")[0][:300]  # its first sentence: what is missing
+        raise ConfigError(
+            f"{model_class}'s processor does not load without a package hfexport does not install: {first}",
+            f"Install it beside hfexport (torchvision: the build for torch {torch.__version__.split('+')[0]}, from "
+            "the same index as torch; num2words: pip install num2words), then export again.",
+        ) from None
 
 
 def _has_processor(model_dir: Path) -> bool:

@@ -278,8 +278,10 @@ def image_text_inputs(
         images = torch.randint(0, 256, (shape.batch, height, width, 3), generator=generator, dtype=torch.uint8)
         images = images.numpy()
     texts = [f"{processor.image_token} {_SENTENCES[(seed + i) % len(_SENTENCES)]}" for i in range(shape.batch)]
-    encoded = processor(images=list(images), text=texts, padding=True, return_tensors="pt")
-    return {k: encoded[k] for k in ("input_ids", "attention_mask", "pixel_values")}
+    # One list of images per prompt: how processors that count each prompt's images take them (Gemma 3).
+    encoded = processor(images=[[image] for image in images], text=texts, padding=True, return_tensors="pt")
+    # Which tokens are the image's, where the processor says (Gemma 3's image tokens attend both ways).
+    return {k: encoded[k] for k in ("input_ids", "attention_mask", "pixel_values", "token_type_ids") if k in encoded}
 
 
 def _load_processor(model_dir: Path, auto_class: str):

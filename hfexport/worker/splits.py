@@ -364,7 +364,11 @@ class ImageTextDecoder(Decoder):
             )
             placeholders = (ids == config.image_token_id).unsqueeze(-1)
             embeds = embeds.masked_scatter(placeholders, features.to(embeds.dtype))
-        return {"inputs_embeds": embeds}
+        # Which tokens are an image's, where the decoder reads it (Gemma 3: its image tokens attend
+        # to each other both ways); the processor marks them so, and no new token is one.
+        image_token = getattr(config, "image_token_id", None) if config is not None else None
+        types = (ids == image_token).long() if image_token is not None else torch.zeros_like(ids)
+        return {"inputs_embeds": embeds, "token_type_ids": types}
 
 
 @register_split(Split.ENCODER_DECODER)
