@@ -588,6 +588,9 @@ class BackendResult:
     trust_remote_code: bool = False
     # A program holding its KV cache (`Layout.LLM_RUNNER`): the positions it holds, prompt and new tokens together.
     max_seq_len: int | None = None
+    # A decoder's cache as the model fills it (`splits.CacheLayout`): each layer's [heads, key dim,
+    # value dim], what the card's block makes its empty cache of; None where a layer holds states.
+    cache_layers: list[list[int]] | None = None
     # The dtype its programs hold, and why it is not the checkpoint's (`Backend.precision`), if not.
     dtype: str | None = None
     dtype_note: str | None = None

@@ -372,7 +372,12 @@ _DECODE_FEED = {
 def _decode_call(report: Report, b: BackendResult) -> list[str] | None:
     """A decoder LLM's one program run on a real prompt: on an empty cache (every layer holding
     zero positions), as it takes any prompt before the tokens that follow it."""
-    if report.plan.split != Split.DECODER or len(b.components) != 1:
+    if report.plan.split != Split.DECODER or len(b.components) != 1 or not b.cache_layers:
+        # No cache of keys and values alone (conv and recurrent states) to print: no block.
+        return None
+    if report.plan.sliding_window is not None and b.backend == "dynamo":
+        # A `.pt2`'s runner matches its input structure exactly, and a sliding layer's token count is
+        # part of it: only the traced count's cache passes (`worker/splits.conform` feeds it so).
         return None
     component = b.components[0]
     traced = b.inputs.get(component)
@@ -387,17 +392,22 @@ def _decode_call(report: Report, b: BackendResult) -> list[str] | None:
         f'inputs = tokenizer([{_PROMPT}], return_tensors="pt")',
         "# One program takes the prompt on an empty cache, then each new token on the cache it returns.",
         "config = AutoConfig.from_pretrained(repo, revision=revision)",
-        "text = config.get_text_config()",
-        'heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads',
-        'head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads',
         "cache = DynamicCache(config=config)",
-        "for layer in range(text.num_hidden_layers):",
-        f"    empty = torch.zeros(1, heads, 0, head_dim{f', dtype={dtype}' if dtype else ''})",
-        "    cache.update(empty, empty.clone(), layer)",
+        "# Each layer's (key/value heads, key width, value width), as the model fills its cache.",
+        f"for layer, (heads, key_dim, value_dim) in enumerate({_layers_literal(b.cache_layers)}):",
+        f"    keys = torch.zeros(1, heads, 0, key_dim{f', dtype={dtype}' if dtype else ''})",
+        f"    values = torch.zeros(1, heads, 0, value_dim{f', dtype={dtype}' if dtype else ''})",
+        "    cache.update(keys, values, layer)",
         'length = inputs["input_ids"].shape[1]',
         f'outputs = model.runners["{component}"]({feed})',
         'print(tuple(outputs.logits.shape), "next token:", tokenizer.decode(outputs.logits[0, -1].argmax()))',
     ]
+
+
+def _layers_literal(layers: list[list[int]]) -> str:
+    """Each layer's cache shape as Python prints it, one repeated shape as `[(8, 64, 64)] * 32`."""
+    shapes = [tuple(shape) for shape in layers]
+    return f"[{shapes[0]}] * {len(shapes)}" if len(set(shapes)) == 1 else str(shapes)
 
 
 def _torch_dtype(b: BackendResult) -> str | None:

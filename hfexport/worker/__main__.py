@@ -242,6 +242,9 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     model = model.eval()
     refuse_made_up_weights(plan, loading.get("missing_keys") or [])
     split.prepare(model)
+    layout = getattr(split, "cache_layout", None)
+    if layout is not None and not layout.states:
+        result.cache_layers = [list(layout.attention[i]) for i in sorted(layout.attention)]
     if backend.llm_runner is not None and split.name == Split.DECODER:
         # The runtime's own LLM runner drives the decoder: it is exported as that runner reads it.
         module, _, function = backend.llm_runner.partition(":")
