@@ -45,24 +45,30 @@ class Family:
     refused: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
+def _generating(model):
+    """`model` as the suite's generating models are: its head scaled (x8) so that greedy tokens vary
+    instead of repeating one id, and the special ids' generation config."""
+    from transformers import GenerationConfig
+
+    with torch.no_grad():
+        model.get_output_embeddings().weight.mul_(8)
+    model.generation_config = GenerationConfig(**_SPECIAL)
+    return model
+
+
 def _llm(config_name: str, model_name: str, **overrides: Any) -> Callable[[Path], Path]:
     """A builder of a random causal LM from the family's own config class, its head scaled as the
     suite's tiny Llama's is (varied greedy tokens)."""
 
     def build(folder: Path) -> Path:
         import transformers
-        from transformers import GenerationConfig
 
         # Untied: a tied head at this size repeats one token, and a loader's text would prove nothing.
         sizes = {**_SIZES, **_SPECIAL, "tie_word_embeddings": False, **overrides}
         sizes = {k: v for k, v in sizes.items() if v is not None}
         torch.manual_seed(0)
         config = getattr(transformers, config_name)(**sizes)
-        model = getattr(transformers, model_name)(config).eval()
-        with torch.no_grad():
-            model.get_output_embeddings().weight.mul_(8)
-        model.generation_config = GenerationConfig(**_SPECIAL)
-        return tiny_models._save(model, folder)
+        return tiny_models._save(_generating(getattr(transformers, model_name)(config).eval()), folder)
 
     build.__name__ = model_name
     return build
@@ -257,6 +263,26 @@ def _model(
     return build
 
 
+# RT-DETR and its v2: a 3-stage ResNet backbone of transformers' own, one encoder layer.
+_RT_DETR = dict(
+    backbone_config=dict(
+        model_type="rt_detr_resnet",
+        embedding_size=8,
+        hidden_sizes=[8, 16, 16],
+        depths=[1, 1, 1],
+        out_features=["stage1", "stage2", "stage3"],
+    ),
+    encoder_hidden_dim=16,
+    encoder_in_channels=[8, 16, 16],
+    encoder_ffn_dim=32,
+    d_model=16,
+    decoder_ffn_dim=32,
+    encoder_layers=1,
+    num_queries=5,
+    num_labels=3,
+    decoder_in_channels=[16, 16, 16],
+    use_pretrained_backbone=False,
+)
 _ENCODER = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37)
 _TOWER = dict(_ENCODER, num_hidden_layers=1)
 
@@ -379,24 +405,8 @@ FAMILIES += [
             "RTDetrConfig",
             "RTDetrForObjectDetection",
             ("RTDetrImageProcessor", dict(size={"height": 64, "width": 64})),
-            backbone_config=dict(
-                model_type="rt_detr_resnet",
-                embedding_size=8,
-                hidden_sizes=[8, 16, 16],
-                depths=[1, 1, 1],
-                out_features=["stage1", "stage2", "stage3"],
-            ),
-            encoder_hidden_dim=16,
-            encoder_in_channels=[8, 16, 16],
-            encoder_ffn_dim=32,
-            d_model=16,
-            decoder_ffn_dim=32,
+            **_RT_DETR,
             decoder_layers=1,
-            encoder_layers=1,
-            num_queries=5,
-            num_labels=3,
-            decoder_in_channels=[16, 16, 16],
-            use_pretrained_backbone=False,
         ),
         "object-detection",
         "dynamo,onnx",
@@ -407,24 +417,8 @@ FAMILIES += [
             "RTDetrV2Config",
             "RTDetrV2ForObjectDetection",
             ("RTDetrImageProcessor", dict(size={"height": 64, "width": 64})),
-            backbone_config=dict(
-                model_type="rt_detr_resnet",
-                embedding_size=8,
-                hidden_sizes=[8, 16, 16],
-                depths=[1, 1, 1],
-                out_features=["stage1", "stage2", "stage3"],
-            ),
-            encoder_hidden_dim=16,
-            encoder_in_channels=[8, 16, 16],
-            encoder_ffn_dim=32,
-            d_model=16,
-            decoder_ffn_dim=32,
+            **_RT_DETR,
             decoder_layers=2,  # its box heads are tied from the second layer on
-            encoder_layers=1,
-            num_queries=5,
-            num_labels=3,
-            decoder_in_channels=[16, 16, 16],
-            use_pretrained_backbone=False,
         ),
         "object-detection",
         "dynamo,onnx",
@@ -455,7 +449,6 @@ def _gemma3_vision(folder: Path) -> Path:
         Gemma3ForConditionalGeneration,
         Gemma3ImageProcessorPil,
         Gemma3Processor,
-        GenerationConfig,
         PreTrainedTokenizerFast,
     )
 
@@ -480,10 +473,7 @@ def _gemma3_vision(folder: Path) -> Path:
         eoi_token_index=102,
         **_SPECIAL,
     )
-    model = Gemma3ForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        model.get_output_embeddings().weight.mul_(8)
-    model.generation_config = GenerationConfig(**_SPECIAL)
+    model = _generating(Gemma3ForConditionalGeneration(config).eval())
     processor = Gemma3Processor(
         image_processor=Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
         tokenizer=tokenizer,

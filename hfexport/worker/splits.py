@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
+from transformers.modeling_outputs import BaseModelOutput
 
 from ..layouts import LoadersNames
 from ..report import Check, ExportPlan, Layout, Shape, Split
@@ -461,23 +462,13 @@ class EncoderDecoder(ExportSplit):
         return call("decode", input_ids=token, cache=cache_of(output), **state)
 
 
-def _encoder_output_class():
-    from dataclasses import dataclass
+@dataclasses.dataclass
+class EncoderOutput(BaseModelOutput):
+    """The encoder's output as a decoder reads it: its hidden states, and no mask of its own where
+    a decoder asks for one (Moonshine reads `encoder_outputs.attention_mask`, its downsampled
+    mask, which a batch without padding does not need)."""
 
-    from transformers.modeling_outputs import BaseModelOutput
-
-    @dataclass
-    class EncoderOutput(BaseModelOutput):
-        """The encoder's output as a decoder reads it: its hidden states, and no mask of its own where
-        a decoder asks for one (Moonshine reads `encoder_outputs.attention_mask`, its downsampled
-        mask, which a batch without padding does not need)."""
-
-        attention_mask: torch.Tensor | None = None
-
-    return EncoderOutput
-
-
-EncoderOutput = _encoder_output_class()
+    attention_mask: torch.Tensor | None = None
 
 
 class MergedDecoder(torch.nn.Module):
