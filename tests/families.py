@@ -160,7 +160,7 @@ FAMILIES: list[Family] = [
         ),
         GEN,
         ci="dynamo",
-        refused={"dynamo": "one token at a time", "onnx": "one token at a time", "executorch": "one token at a time"},
+        refused=dict.fromkeys(("dynamo", "onnx", "executorch"), "run on a state over a prompt, it raised"),
     ),
     Family(
         "mamba2",
@@ -178,7 +178,7 @@ FAMILIES: list[Family] = [
             expand=2,
         ),
         GEN,
-        refused={"executorch": "conv and recurrent states"},
+        refused=dict.fromkeys(("dynamo", "onnx", "executorch"), "over the tokens after a prompt, its logits were"),
     ),
     Family(
         "lfm2",
@@ -243,17 +243,50 @@ FAMILIES: list[Family] = [
 ]
 
 
+def _carrying_signal(model, pixels: tuple[int, ...]):
+    """`model` re-initialised so that an image's signal reaches its heads, as a trained one's does.
+
+    The families' own inits are made for training from scratch, and at these sizes they damp: in
+    RT-DETR (zero-mean convolutions of fan-in 8 behind batch norms at their unit init) the encoder's
+    output had a spread of 4e-8, every query's score tied, and the top-k that picks the decoder's
+    queries was a coin toss between runtimes (ONNX 0.19 off on boxes, the model's fault, not the
+    export's). He-initialised weights, unit norms and batch-norm statistics gathered on four random
+    batches give a spread of about 1 and distinct scores (exported programs then agree to 4e-5).
+    """
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if parameter.dim() > 1:
+                parameter.normal_(0, (2.0 / parameter[0].numel()) ** 0.5)
+            elif name.endswith("weight"):
+                parameter.fill_(1.0)
+        norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+        for norm in norms:
+            norm.reset_running_stats()
+            norm.momentum = None  # a plain average over the batches below
+            norm.train()
+        for _ in range(4):
+            model(pixel_values=torch.randn(4, *pixels[1:]))
+    return model.eval()
+
+
 def _model(
-    config_name: str, model_name: str, preprocessor: tuple[str, dict] | None = None, **config: Any
+    config_name: str,
+    model_name: str,
+    preprocessor: tuple[str, dict] | None = None,
+    pixels: tuple[int, ...] | None = None,
+    **config: Any,
 ) -> Callable[[Path], Path]:
     """A builder of any random model from its family's config class (sub-configs as dicts), with
-    the preprocessor its repos ship (`(class name, its settings)`), as a real repo has it."""
+    the preprocessor its repos ship (`(class name, its settings)`), as a real repo has it; `pixels`
+    (an image batch's shape): re-initialised to carry an image's signal (`_carrying_signal`)."""
 
     def build(folder: Path) -> Path:
         import transformers
 
         torch.manual_seed(0)
         model = getattr(transformers, model_name)(getattr(transformers, config_name)(**config)).eval()
+        if pixels is not None:
+            model = _carrying_signal(model, pixels)
         if preprocessor is not None:
             name, settings = preprocessor
             getattr(transformers, name)(**settings).save_pretrained(folder)
@@ -380,6 +413,7 @@ FAMILIES += [
         _model(
             "Siglip2Config",
             "Siglip2Model",
+            ("Siglip2ImageProcessor", dict(patch_size=8, max_num_patches=16)),
             text_config=dict(_TOWER, vocab_size=128),
             vision_config=dict(_TOWER, num_patches=16, patch_size=8),
         ),
@@ -405,11 +439,12 @@ FAMILIES += [
             "RTDetrConfig",
             "RTDetrForObjectDetection",
             ("RTDetrImageProcessor", dict(size={"height": 64, "width": 64})),
+            (1, 3, 64, 64),
             **_RT_DETR,
             decoder_layers=1,
         ),
         "object-detection",
-        "dynamo,onnx",
+        ci="dynamo",
     ),
     Family(
         "rt-detr-v2",
@@ -417,11 +452,11 @@ FAMILIES += [
             "RTDetrV2Config",
             "RTDetrV2ForObjectDetection",
             ("RTDetrImageProcessor", dict(size={"height": 64, "width": 64})),
+            (1, 3, 64, 64),
             **_RT_DETR,
             decoder_layers=2,  # its box heads are tied from the second layer on
         ),
         "object-detection",
-        "dynamo,onnx",
     ),
     Family(
         "owlv2",
@@ -487,45 +522,104 @@ FAMILIES += [Family("gemma3-vision", _gemma3_vision, "image-text-to-text", ci="d
 BY_NAME = {f.name: f for f in FAMILIES}
 
 
-def _qwen25_vl(folder: Path) -> Path:
-    """Qwen2.5-VL with the processor files its checkpoints ship (an image processor and, through
-    `Qwen2_5_VLProcessor`, a video processor: the one that needs torchvision)."""
-    import json
+def _vlm(
+    config_name: str, model_name: str, special: dict[int, str], processor: dict[str, Any], **config: Any
+) -> Callable[[Path], Path]:
+    """A builder of a vision-language model with the processor files its checkpoints ship, written as
+    JSON: their processors build a video processor that needs torchvision, which hfexport does not
+    install (and which does not import beside torch 2.13's CPU build), so no class can write them here."""
 
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+    def build(folder: Path) -> Path:
+        import json
 
-    torch.manual_seed(0)
-    config = Qwen2_5_VLConfig(
-        text_config=dict(_SIZES, **_SPECIAL, rope_scaling={"type": "mrope", "mrope_section": [2, 1, 1]}),
-        vision_config=dict(
-            depth=1,
-            hidden_size=32,
-            intermediate_size=37,
-            num_heads=2,
-            out_hidden_size=32,
-            patch_size=4,
-            spatial_merge_size=2,
-            temporal_patch_size=2,
-            fullatt_block_indexes=[0],
+        import transformers
+
+        torch.manual_seed(0)
+        model = getattr(transformers, model_name)(getattr(transformers, config_name)(**config, **_SPECIAL))
+        tiny_models._save(model.eval(), folder)
+        tiny_models._save_tokenizer(tiny_models._word_tokenizer(special), folder)
+        (folder / "preprocessor_config.json").write_text(json.dumps(processor, indent=2))
+        return folder
+
+    build.__name__ = model_name
+    return build
+
+
+_VISION_TOWER = dict(_TOWER, image_size=32, patch_size=8)
+
+FAMILIES += [
+    Family(
+        "qwen2.5-vl",
+        _vlm(
+            "Qwen2_5_VLConfig",
+            "Qwen2_5_VLForConditionalGeneration",
+            {100: "<|image_pad|>", 101: "<|video_pad|>", 102: "<|vision_start|>"},
+            {
+                "image_processor_type": "Qwen2VLImageProcessor",
+                "processor_class": "Qwen2_5_VLProcessor",
+                "patch_size": 4,
+                "merge_size": 2,
+                "temporal_patch_size": 2,
+            },
+            text_config=dict(_SIZES, **_SPECIAL, rope_scaling={"type": "mrope", "mrope_section": [2, 1, 1]}),
+            vision_config=dict(
+                depth=1,
+                hidden_size=32,
+                intermediate_size=37,
+                num_heads=2,
+                out_hidden_size=32,
+                patch_size=4,
+                spatial_merge_size=2,
+                temporal_patch_size=2,
+                fullatt_block_indexes=[0],
+            ),
+            image_token_id=100,
+            video_token_id=101,
+            vision_start_token_id=102,
         ),
-        image_token_id=100,
-        video_token_id=101,
-        vision_start_token_id=102,
-        **_SPECIAL,
-    )
-    tiny_models._save(Qwen2_5_VLForConditionalGeneration(config).eval(), folder)
-    special = {100: "<|image_pad|>", 101: "<|video_pad|>", 102: "<|vision_start|>"}
-    tiny_models._save_tokenizer(tiny_models._word_tokenizer(special), folder)
-    processor = {
-        "image_processor_type": "Qwen2VLImageProcessor",
-        "processor_class": "Qwen2_5_VLProcessor",
-        "patch_size": 4,
-        "merge_size": 2,
-        "temporal_patch_size": 2,
-    }
-    (folder / "preprocessor_config.json").write_text(json.dumps(processor, indent=2))
-    return folder
-
-
-FAMILIES += [Family("qwen2.5-vl", _qwen25_vl, "image-text-to-text")]
+        "image-text-to-text",
+        refused=dict.fromkeys(("dynamo", "onnx", "executorch"), "torchvision"),
+    ),
+    Family(
+        "smolvlm",
+        _vlm(
+            "SmolVLMConfig",
+            "SmolVLMForConditionalGeneration",
+            {100: "<image>", 101: "<fake_token_around_image>", 102: "<global-img>"},
+            {
+                "image_processor_type": "SmolVLMImageProcessor",
+                "processor_class": "SmolVLMProcessor",
+                "size": {"longest_edge": 64},
+                "max_image_size": {"longest_edge": 32},
+            },
+            text_config=dict(_SIZES, model_type="llama"),
+            vision_config=_VISION_TOWER,
+            image_token_id=100,
+            scale_factor=2,
+        ),
+        "image-text-to-text",
+        refused=dict.fromkeys(("dynamo", "onnx", "executorch"), "processor does not load"),
+    ),
+    Family(
+        "llava-onevision",
+        _vlm(
+            "LlavaOnevisionConfig",
+            "LlavaOnevisionForConditionalGeneration",
+            {100: "<image>", 101: "<video>"},
+            {
+                "image_processor_type": "LlavaOnevisionImageProcessor",
+                "processor_class": "LlavaOnevisionProcessor",
+                "size": {"height": 32, "width": 32},
+                "image_grid_pinpoints": [[32, 32], [32, 64]],
+            },
+            text_config=dict(_SIZES, model_type="qwen2"),
+            vision_config=dict(_VISION_TOWER, model_type="siglip_vision_model"),
+            image_token_index=100,
+            video_token_index=101,
+            image_grid_pinpoints=[[32, 32], [32, 64]],
+        ),
+        "image-text-to-text",
+        refused=dict.fromkeys(("dynamo", "onnx", "executorch"), "processor does not load"),
+    ),
+]
 BY_NAME = {f.name: f for f in FAMILIES}

@@ -237,3 +237,40 @@ def test_an_image_text_model_is_published_as_transformers_js_reads_it_and_its_cl
         else:  # int8 of random weights: its greedy tokens are eager's by chance (plumbing_only)
             assert len(got) == 1 and len(got[0]) == len(eager), (revision, dtype, got)
             record(outcome, loader, "loads the three int8 graphs, generates")
+
+
+def test_gemma3_with_its_images_generates_in_transformers_js_as_eager(hub, tmp_path):
+    """Gemma 3 with its vision tower (`tests/families.py`), pushed with ONNX: transformers.js reads
+    it with its LLaVA code (`Gemma3ForConditionalGeneration extends LlavaForConditionalGeneration`,
+    4.3.2) and, fed the Python processor's ids and pixels for two prompts of an image each (the
+    image's soft tokens between its begin and end tokens), generates eager `generate()`'s tokens
+    from the PR: its vision encoder takes both prompts' images in one call, as transformers.js feeds
+    them (traced on one, it refused: "Got invalid dimensions for input: pixel_values")."""
+    import torch
+    from PIL import Image
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    import families
+
+    folder = families.BY_NAME["gemma3-vision"].build(tmp_path / "model")
+    repo = "vlm-owner/tiny-gemma3"
+    api, outcome = push_with_bot(hub, "vlm-owner", repo, folder, "onnx", "none")
+    (onnx,) = outcome["report"]["backends"]
+    assert onnx["layout"] == "image-text-decoder-with-past", onnx["layout"]
+    processor, model = AutoProcessor.from_pretrained(folder), AutoModelForImageTextToText.from_pretrained(folder)
+    images = [[Image.new("RGB", (96, 64), "teal")], [Image.new("RGB", (64, 64), "orange")]]
+    texts = ["<start_of_image> hfexport validated this file", "<start_of_image> a second and longer prompt here"]
+    prompt = processor(images=images, text=texts, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        eager = model.generate(**prompt, max_new_tokens=8, do_sample=False)[:, prompt["input_ids"].shape[1] :].tolist()
+    assert max(len(set(row)) for row in eager) >= 3, eager  # varied tokens: a decoder that ignored its cache would show
+    feed = {
+        "input_ids": prompt["input_ids"].tolist(),
+        "attention_mask": prompt["attention_mask"].tolist(),
+        "pixel_values": {"dims": list(prompt["pixel_values"].shape), "data": prompt["pixel_values"].flatten().tolist()},
+    }
+    got = node_script(
+        "image_text.mjs", tmp_path / "js", hub.url, repo, f"refs/pr/{outcome['pr_num']}", "fp32", json.dumps(feed), "8"
+    )
+    assert got == eager, (got, eager)
+    record(outcome, "transformers.js `AutoModelForImageTextToText` (Gemma 3)", "eager's tokens")

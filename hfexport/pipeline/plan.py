@@ -419,10 +419,13 @@ def _check_processor_loads(model_dir: Path, model_class: str) -> None:
         import torch
 
         first = " ".join(str(error).split()).split(" Check out ")[0][:300]  # its first sentence: what is missing
+        if "torchvision" in first.lower():
+            how = f"torchvision's build for torch {torch.__version__.split('+')[0]}, from the index torch came from"
+        else:
+            how = "the package it names (pip install <name>)"
         raise ConfigError(
             f"{model_class}'s processor does not load without a package hfexport does not install: {first}",
-            f"Install it beside hfexport (torchvision: the build for torch {torch.__version__.split('+')[0]}, from "
-            "the same index as torch; num2words: pip install num2words), then export again.",
+            f"Install {how} beside hfexport, then export again.",
         ) from None
 
 
@@ -486,6 +489,21 @@ def _processed_to_one_size(model_dir: Path) -> bool:
     return bool(settings.get("do_resize")) and one_size(settings.get("size")) and not settings.get("do_pad")
 
 
+def _patch_sequences(model_dir: Path) -> bool:
+    """Whether the repo's image processor hands the model each image as a sequence of patches at its
+    own aspect ratio (SigLIP 2's NaFlex: `max_num_patches` in its `preprocessor_config.json`), with
+    `pixel_attention_mask` and `spatial_shapes` beside the pixels: their image axis is the batch, the
+    patch axis the processor's padded length (one for every image)."""
+    path = Path(model_dir) / "preprocessor_config.json"
+    try:
+        return "max_num_patches" in (json.loads(path.read_text()) if path.exists() else {})
+    except (OSError, ValueError):
+        return False
+
+
+_PATCH_INPUTS = ("pixel_values", "pixel_attention_mask", "spatial_shapes")
+
+
 def _max_positions(config) -> int:
     for key in ("max_position_embeddings", "n_positions", "max_target_positions", "max_source_positions"):
         value = getattr(config, key, None)
@@ -525,6 +543,8 @@ def _dynamic_axes(plan: ExportPlan, config, max_batch: int, main_input: str, mod
     """The axes a user varies, with bounds from the config. Only those; every other axis stays static."""
     batch = Axis("batch", 1, max_batch)
     if plan.modality == "vision":
+        if _patch_sequences(model_dir):
+            return {name: {0: batch} for name in _PATCH_INPUTS}
         if _fixed_image_size(config) or _processed_to_one_size(model_dir):
             return {"pixel_values": {0: batch}}
         # A convolutional model (DETR, SegFormer, GLPN) takes images of any size: its processor
@@ -541,7 +561,10 @@ def _dynamic_axes(plan: ExportPlan, config, max_batch: int, main_input: str, mod
             text = {name: {0: queries, 1: seq} for name in ("input_ids", "attention_mask")}
             return {**text, "pixel_values": {0: batch}}
         text = {name: {0: batch, 1: seq} for name in ("input_ids", "attention_mask")}
-        return {**text, "pixel_values": {0: Axis("images", 1, max_batch)}}
+        images = Axis("images", 1, max_batch)
+        if _patch_sequences(model_dir):
+            return {**text, **{name: {0: images} for name in _PATCH_INPUTS}}
+        return {**text, "pixel_values": {0: images}}
     if plan.modality == "image-text":
         # The vision encoder takes one image at a time (its features come out as one tensor per
         # image, which torch.export cannot keep dynamic in their number); the prompt is text.

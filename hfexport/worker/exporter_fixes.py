@@ -8,6 +8,7 @@ needed it (named in its docstring) says whether it still holds.
 
 from __future__ import annotations
 
+import torch
 from transformers.exporters.utils import register_patch
 
 
@@ -35,5 +36,50 @@ def _one_tensor_list_return(original):
             return original(self, node)
         finally:
             node.meta["val"] = value
+
+    return patch
+
+
+@register_patch("dynamo", "builtins.len")
+@register_patch("onnx", "builtins.len")
+@register_patch("executorch", "builtins.len")
+def _a_tensors_length_stays_symbolic(original):
+    """Keep a dynamic batch through `batch_size = len(source_flatten)`.
+
+    RT-DETR's encoder-decoder bridge (`modeling_rt_detr.py:1661` in transformers 5.24, and the same
+    line in RT-DETR v2, D-FINE, DEIMv2, PP-DocLayout) takes the batch as `len()` of a tensor; the
+    builtin must return an `int`, so under torch.export it guards the symbolic batch to the traced
+    one: "Constraints violated (batch)". Called as a function (as these models do), a tensor whose
+    first axis is symbolic answers that symbol — what `tensor.shape[0]` answers; anything else, the
+    builtin. Needed by (the `rt-detr` case of)
+    `tests/test_new_families.py::test_a_new_family_exports_validates_or_is_refused_with_its_reason`.
+    """
+
+    def patch(obj):
+        if isinstance(obj, torch.Tensor) and obj.dim() > 0 and isinstance(obj.shape[0], torch.SymInt):
+            return obj.shape[0]
+        return original(obj)
+
+    return patch
+
+
+@register_patch(
+    "executorch", "executorch.backends.xnnpack.partition.config.node_configs.MaxDimConfig.check_constraints"
+)
+def _max_over_a_last_axis_stays_portable(original):
+    """Keep `max(dim=-1)` of a 4-d tensor out of the XNNPACK delegate, which cannot lower it.
+
+    XNNPACK's partitioner (executorch 1.4.1, `MaxDimConfig.check_constraints`) takes `max.dim` of
+    any 4-d tensor; its lowering (`op_max_dim.py:47`, `MaxDim.define_node`) pools over dim 2 or 3
+    as written and raises on anything else, -1 included. gpt-oss's attention sinks take
+    `max(dim=-1, keepdim=True)` of its 4-d scores: "amax.default only supports dim == 2 or dim == 3"
+    mid-lowering. Claimed only where the lowering takes it, the op runs on ExecuTorch's portable
+    kernel instead. Needed by the `gpt-oss` case of
+    `tests/test_new_families.py::test_a_new_family_exports_validates_or_is_refused_with_its_reason`.
+    """
+
+    def patch(self, node, ep):
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        return dim in (2, 3) and original(self, node, ep)
 
     return patch

@@ -171,7 +171,9 @@ def vision_inputs(
             images = torch.randint(0, 256, (shape.batch, height, width, 3), generator=generator, dtype=torch.uint8)
             images = images.numpy()
         try:
-            return {"pixel_values": processor(images=list(images), return_tensors="pt")["pixel_values"]}
+            encoded = processor(images=list(images), return_tensors="pt")
+            # Patch sequences (SigLIP 2's NaFlex) come with their mask and each image's patch grid.
+            return {k: encoded[k] for k in ("pixel_values", "pixel_attention_mask", "spatial_shapes") if k in encoded}
         except Exception:
             pass  # an unusual processor: fall back to the config's sizes
     channels = getattr(vision, "num_channels", 3)

@@ -112,12 +112,18 @@ def export(model, path: Path, seq_len: int) -> None:
     """`model` (a decoder LLM) as the runner's program at `path`, its cache `seq_len` positions."""
     import copy
 
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
+    from transformers.exporters.exporter_executorch import prepare_for_xnnpack
+    from transformers.exporters.utils import apply_patches
     from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
 
+    from . import exporter_fixes  # noqa: F401  (registers them with the exporter's patches)
+
     constants = metadata(model, seq_len)
+    # The exporter's own XNNPACK preparation: on CPU, MoE experts as batched matmuls (XNNPACK has no
+    # grouped one: gpt-oss's "Missing out variants: {'transformers::grouped_mm_fallback'}").
+    model, _, partitioner = prepare_for_xnnpack(model, {})
     saved = model.generation_config
     # transformers' exportable module sizes its static cache from the generation config.
     model.generation_config = copy.deepcopy(saved)
@@ -136,16 +142,18 @@ def export(model, path: Path, seq_len: int) -> None:
             )
     finally:
         model.generation_config = saved
-    lowered = to_edge_transform_and_lower(
-        {"forward": program},
-        partitioner=[XnnpackPartitioner()],
-        compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True),
-        constant_methods=constants,
-    ).to_executorch(
-        config=ExecutorchBackendConfig(
-            extract_delegate_segments=True, memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False)
+    # Lowered under the ExecuTorch patches the exporter lowers every other program under (ours among them).
+    with apply_patches("executorch"):
+        lowered = to_edge_transform_and_lower(
+            {"forward": program},
+            partitioner=partitioner,
+            compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True),
+            constant_methods=constants,
+        ).to_executorch(
+            config=ExecutorchBackendConfig(
+                extract_delegate_segments=True, memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False)
+            )
         )
-    )
     with open(path, "wb") as file:
         lowered.write_to_file(file)
 

@@ -332,13 +332,29 @@ class ImageTextDecoder(Decoder):
 
         token_inputs = {"input_ids": sample["input_ids"]}
         graphs = {
-            "vision_encoder": x.one(ImageFeatures(model), {"pixel_values": sample["pixel_values"][:1]}, x.config()),
+            "vision_encoder": self.export_images(x, ImageFeatures(model), sample["pixel_values"]),
             "embed_tokens": x.one(TokenEmbeddings(model), token_inputs, x.config(token_inputs)),
             "decode": self.export_program(x, model, sample, self.program_config(x, sample)).components["decode"],
         }
         return ExportedModel(
             graphs, x.exporter.export_format, config=model.config, generation_config=model.generation_config
         )
+
+    def export_images(self, x: Exporting, features: ImageFeatures, pixels: torch.Tensor) -> Any:
+        """The vision encoder over any number of images, as transformers.js feeds it every image of a
+        batch's prompts in one call (measured on Gemma 3 traced on one: "Got invalid dimensions for
+        input: pixel_values … Got: 2 Expected: 1"); over one image where the model's features come out
+        as a tensor per image (LLaVA-NeXT's tiles) and torch.export cannot keep their number dynamic."""
+        from torch.export import Dim
+
+        batch = self.plan.dynamic_axes.get("input_ids", {}).get(0)
+        images = x.dims.setdefault("images", Dim("images", min=1, max=batch.max if batch else 64))
+        if pixels.shape[0] > 1:
+            try:
+                return x.one(features, {"pixel_values": pixels}, x.backend.make_config({"pixel_values": {0: images}}))
+            except Exception as error:  # noqa: BLE001  (the per-image program below is the answer)
+                print(f"vision_encoder: one image per call ({type(error).__name__}: {str(error)[:200]})")
+        return x.one(features, {"pixel_values": pixels[:1]}, x.config())
 
     def decode_inputs(self, model, inputs: dict) -> dict:
         # Fed the embeddings of its ids instead: the decoder of an image-text model reads embeddings,
@@ -512,16 +528,17 @@ class MergedDecoder(torch.nn.Module):
 
 
 class ImageFeatures(torch.nn.Module):
-    """One image's features as the language model reads them: the vision tower, the layer and
-    tokens the config selects, the projector (`get_image_features`). One image per call: the
-    model returns a tensor per image, and torch.export cannot keep their number dynamic."""
+    """Images' features as the language model reads them: the vision tower, the layer and tokens
+    the config selects, the projector (`get_image_features`), `[images, tokens, hidden]`. A model
+    that returns a tensor per image is stacked (and exported one image per call)."""
 
     def __init__(self, model):
         super().__init__()
         self.model = model
 
     def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
-        return torch.stack(list(self.model.get_image_features(pixel_values=pixel_values).pooler_output))
+        features = self.model.get_image_features(pixel_values=pixel_values).pooler_output
+        return features if isinstance(features, torch.Tensor) else torch.stack(list(features))
 
 
 class TokenEmbeddings(torch.nn.Module):
@@ -595,9 +612,10 @@ class CacheLayout:
     def check_prompt_on_states(self, model) -> None:
         """A cache with states is exported as one decode step of several tokens on a state, and the
         prompt goes through that same step on zero states: the model's own forward must give the same
-        logits that way as from the start, on a padded batch as validation's. Mamba's and Mamba 2's
-        cached paths take one token at a time (measured: a shape error; logits 1.09 off on a padded
-        batch), so they are refused here, before any export.
+        logits that way as from the start, on a padded batch as validation's, and again for the
+        tokens after it, on the state the prompt left. Mamba's cached path takes one token at a time
+        (measured: a shape error); Mamba 2's continues its state 13 off its forward from the start
+        (transformers 5.24, eager, one token or several), so both are refused here, before any export.
 
         Raises:
             UnsupportedArchitectureError: naming the model, what differed, and the export that works (no cache).
@@ -607,36 +625,43 @@ class CacheLayout:
         from ..errors import UnsupportedArchitectureError
 
         config = model.config
-        low = min(5, config.get_text_config().vocab_size - 1)
-        ids = torch.arange(low, low + 4).clamp(max=config.get_text_config().vocab_size - 1).repeat(2, 1)
-        # Two prompts, the second left-padded, as the validation's batches are.
-        given = torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1]])
+        vocab = config.get_text_config().vocab_size
+        low = min(5, vocab - 1)
+        ids = torch.arange(low, low + 6).clamp(max=vocab - 1).repeat(2, 1)
+        # Two prompts, the second left-padded, as the validation's batches are; two tokens after them.
+        given = torch.tensor([[1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1]])
         mask = torch.cat([torch.zeros(2, self.prefix, dtype=torch.long), given], dim=-1)
+        where = positions(mask)
         why = None
         with torch.no_grad():
             fresh = model(input_ids=ids, attention_mask=given, position_ids=positions(given)).logits
+            cache = self.empty(config, 2, fresh.dtype)
+            scale = 1e-3 * max(1.0, float(fresh.abs().max()))
             try:
-                stepped = model(
-                    input_ids=ids,
-                    attention_mask=mask,
-                    position_ids=positions(mask)[:, self.prefix :],
-                    cache_position=torch.arange(self.prefix, mask.shape[1]),
-                    past_key_values=self.empty(config, 2, fresh.dtype),
-                    use_cache=True,
-                ).logits
-                real = given.bool()  # the padded positions' logits are no one's
-                diff = float((stepped - fresh)[real].abs().max())
-                if not diff <= 1e-3 * max(1.0, float(fresh.abs().max())):
-                    why = f"its logits were {diff:.2g} off"
+                for what, start, stop in (("a prompt", 0, 4), ("the tokens after a prompt", 4, 6)):
+                    end = self.prefix + stop
+                    step = model(
+                        input_ids=ids[:, start:stop],
+                        attention_mask=mask[:, :end],
+                        position_ids=where[:, self.prefix + start : end],
+                        cache_position=torch.arange(self.prefix + start, end),
+                        past_key_values=cache,
+                        use_cache=True,
+                    )
+                    cache = step.past_key_values
+                    real = given[:, start:stop].bool()  # the padded positions' logits are no one's
+                    diff = float((step.logits - fresh[:, start:stop])[real].abs().max())
+                    if not diff <= scale:
+                        why = f"{what}, its logits were {diff:.2g} off its forward from the start"
+                        break
             except Exception as error:  # noqa: BLE001  (the model's own code refusing is the answer)
-                why = f"it raised {type(error).__name__}: {str(error)[:160]}"
+                why = f"{what}, it raised {type(error).__name__}: {str(error)[:160]}"
         if why is not None:
             raise UnsupportedArchitectureError(
-                f"{type(model).__name__}'s cache holds states that its forward updates one token at a time: run "
-                f"over a prompt on a state, {why} against its forward from the start, so no decode program over "
-                "its cache can take a prompt.",
+                f"{type(model).__name__}'s cache holds states that its own cached forward does not carry: run on a "
+                f"state over {why}; no decode program over its cache can be right.",
                 "Export it as one graph without a cache (--task text-generation), or with a transformers "
-                "release whose cached forward takes several tokens.",
+                "release whose cached forward matches its full one.",
             )
 
     def empty(self, config, batch: int, dtype: torch.dtype = torch.float32):
