@@ -222,7 +222,6 @@ FAMILIES: list[Family] = [
             shared_expert_intermediate_size=16,
         ),
         GEN,
-        ci="dynamo",
         refused={"executorch": "conv and recurrent states"},
     ),
     Family(
@@ -274,11 +273,14 @@ def _model(
     model_name: str,
     preprocessor: tuple[str, dict] | None = None,
     pixels: tuple[int, ...] | None = None,
+    tokenizer: Callable[[Path], None] | None = None,
+    generating: bool = False,
     **config: Any,
 ) -> Callable[[Path], Path]:
     """A builder of any random model from its family's config class (sub-configs as dicts), with
-    the preprocessor its repos ship (`(class name, its settings)`), as a real repo has it; `pixels`
-    (an image batch's shape): re-initialised to carry an image's signal (`_carrying_signal`)."""
+    the preprocessor its repos ship (`(class name, its settings)`) and its `tokenizer` (a writer),
+    as a real repo has them; `pixels` (an image batch's shape): re-initialised to carry an image's
+    signal (`_carrying_signal`); `generating`: its head scaled as the suite's generators' (`_generating`)."""
 
     def build(folder: Path) -> Path:
         import transformers
@@ -287,13 +289,34 @@ def _model(
         model = getattr(transformers, model_name)(getattr(transformers, config_name)(**config)).eval()
         if pixels is not None:
             model = _carrying_signal(model, pixels)
+        if generating:
+            model = _generating(model)
         if preprocessor is not None:
             name, settings = preprocessor
             getattr(transformers, name)(**settings).save_pretrained(folder)
+        if tokenizer is not None:
+            tokenizer(folder)
         return tiny_models._save(model, folder)
 
     build.__name__ = model_name
     return build
+
+
+def _words(folder: Path) -> None:
+    """A word-level tokenizer over the 128 ids of a tiny generating model (`tiny_models`)."""
+    tiny_models._save_tokenizer(tiny_models._word_tokenizer(), folder)
+
+
+def _letters(folder: Path) -> None:
+    """A CTC model's character tokenizer over its 12 ids, as wav2vec2-style checkpoints ship one
+    (`vocab.json`): the blank (pad) first, `|` between words."""
+    import json
+
+    from transformers import Wav2Vec2CTCTokenizer
+
+    letters = ["<pad>", "<s>", "</s>", "<unk>", "|", "e", "t", "a", "o", "n", "s", "h"]
+    (folder / "vocab.json").write_text(json.dumps({c: i for i, c in enumerate(letters)}))
+    Wav2Vec2CTCTokenizer(str(folder / "vocab.json")).save_pretrained(folder)
 
 
 # RT-DETR and its v2: a 3-stage ResNet backbone of transformers' own, one encoder layer.
@@ -327,6 +350,7 @@ FAMILIES += [
             "Wav2Vec2BertConfig",
             "Wav2Vec2BertForCTC",
             ("SeamlessM4TFeatureExtractor", dict(feature_size=8, num_mel_bins=8)),
+            tokenizer=_letters,
             **_ENCODER,
             vocab_size=12,
             feature_projection_input_dim=16,
@@ -344,6 +368,7 @@ FAMILIES += [
             "ParakeetCTCConfig",
             "ParakeetForCTC",
             ("ParakeetFeatureExtractor", dict(feature_size=16)),
+            tokenizer=_letters,
             vocab_size=12,
             encoder_config=dict(
                 **_ENCODER,
@@ -393,6 +418,9 @@ FAMILIES += [
                 "Wav2Vec2FeatureExtractor",
                 dict(feature_size=1, padding_value=0.0, do_normalize=False, return_attention_mask=True),
             ),
+            tokenizer=_words,
+            generating=True,
+            tie_word_embeddings=False,  # tied, the scaled head scales the input embeddings too
             vocab_size=128,
             hidden_size=32,
             intermediate_size=37,
@@ -419,6 +447,7 @@ FAMILIES += [
         ),
         "zero-shot-image-classification",
         "dynamo,onnx",
+        ci="dynamo",
     ),
     Family(
         "mobilenet-v2",

@@ -1,5 +1,5 @@
-"""Encoder-decoders and multimodal generators as their loaders read them: T5, BART, Marian, Whisper
-and LLaVA pushed to the local Hub, then transformers.js and optimum (each as its users run it, from
+"""Encoder-decoders and multimodal generators as their loaders read them: T5, BART, Marian, Whisper,
+Moonshine, LLaVA and Gemma 3 pushed to the local Hub, then transformers.js and optimum (each as its users run it, from
 the PR, in a fresh cache) generate what eager `generate()` does (tests/card_runs.py runs them)."""
 
 from __future__ import annotations
@@ -274,3 +274,34 @@ def test_gemma3_with_its_images_generates_in_transformers_js_as_eager(hub, tmp_p
     )
     assert got == eager, (got, eager)
     record(outcome, "transformers.js `AutoModelForImageTextToText` (Gemma 3)", "eager's tokens")
+
+
+def test_moonshine_transcribes_in_transformers_js_as_eager(hub, tmp_path):
+    """Moonshine (raw audio into an encoder-decoder: no spectrogram, no attention mask in
+    transformers.js), as `tests/families.py` builds it with its feature extractor and tokenizer,
+    pushed with ONNX: transformers.js's automatic-speech-recognition pipeline, fed a waveform of
+    1.3 s from the PR, writes the text transformers' own pipeline writes eagerly. (The CTC families,
+    wav2vec2-BERT and Parakeet, wait on a `tokenizer.json`: transformers.js reads no other, and
+    their checkpoints ship a `vocab.json`.)"""
+    import numpy as np
+    from transformers import pipeline
+
+    import families
+
+    family = "moonshine"
+    folder = families.BY_NAME[family].build(tmp_path / "model")
+    repo = f"asr-owner/tiny-{family}"
+    api, outcome = push_with_bot(hub, "asr-owner", repo, folder, "onnx", "none")
+    (onnx,) = outcome["report"]["backends"]
+    assert onnx["status"] == "ok", onnx["error"]
+    rate = 16000
+    time = np.arange(int(1.3 * rate)) / rate
+    chirp = (0.5 * np.sin(2 * np.pi * (200 + 300 * time) * time)).astype(np.float32)
+    eager = pipeline("automatic-speech-recognition", model=str(folder))
+    expected = eager(chirp, generate_kwargs={"max_new_tokens": 8, "do_sample": False})
+    (tmp_path / "audio.json").write_text(json.dumps(chirp.tolist()))
+    revision = f"refs/pr/{outcome['pr_num']}"
+    got = node_script("asr.mjs", tmp_path / "js", hub.url, repo, revision, "fp32", str(tmp_path / "audio.json"), "8")
+    assert len(set(expected["text"].split())) >= 3, expected  # varied: a decoder that ignored its cache would show
+    assert got.strip() == expected["text"].strip(), (got, expected)
+    record(outcome, "transformers.js `automatic-speech-recognition` (Moonshine)", "eager's text")

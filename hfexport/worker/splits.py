@@ -272,7 +272,8 @@ class Decoder(ExportSplit):
                 model, dict(inputs), generation_config=model.generation_config, multi_token_decode=True
             )
         decoder, decoder_inputs = stages["decode"]
-        program = x.exporter.export(decoder, self.decode_inputs(model, decoder_inputs), config)
+        decoder_inputs = self.decode_inputs(model, decoder_inputs)
+        program = x.exporter.export(decoder, decoder_inputs, varying_axes(config, decoder, decoder_inputs))
         program.components = {"decode": program.components["model"]}
         program.generation_config = model.generation_config
         return program
@@ -437,7 +438,8 @@ class EncoderDecoder(ExportSplit):
             prompt = sample["decoder_input_ids"]
             filled = decoder(input_ids=prompt, cache=self.empty(len(prompt)), **state)["cache"]
         tokens = torch.cat([prompt, prompt[:, :1]], dim=-1)
-        graphs["decode"] = x.one(decoder, {"input_ids": tokens, "cache": filled, **state}, x.config())
+        inputs = {"input_ids": tokens, "cache": filled, **state}
+        graphs["decode"] = x.one(decoder, inputs, varying_axes(x.config(), model, inputs))
         return ExportedModel(
             graphs, x.exporter.export_format, config=model.config, generation_config=model.generation_config
         )
@@ -550,6 +552,42 @@ class TokenEmbeddings(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.embeddings(input_ids)
+
+
+def varying_axes(config, model, inputs: dict):
+    """`config` with the dynamic shapes of a generation program's `inputs` marked where they vary,
+    instead of every axis of every input (what the exporter marks given none: its cache is a pytree).
+
+    The exporter's own `Dim.AUTO` spec, narrowed to the axes a runtime changes: a cache's leaves vary
+    in their batch (axis 0) and, for keys and values `[batch, heads, positions, dim]`, their length
+    (axis 2); heads, widths, conv kernels and state sizes are the model's. Embeddings' width is the
+    model's too. Every other axis of every other input stays `Dim.AUTO`: one too many is only slower,
+    one too few would fix a size users vary. (The exporter's own warning says this "exports
+    significantly faster"; measured in bench/export_speed.py.)"""
+    from transformers.cache_utils import Cache
+    from transformers.exporters.exporter_dynamo import get_auto_dynamic_shapes, register_cache_pytrees_for_model
+    from transformers.exporters.utils import _OUTPUT_FLAGS
+
+    if getattr(config, "dynamic_shapes", None) is not None or not getattr(config, "dynamic", False):
+        return config
+    register_cache_pytrees_for_model(model)  # the spec mirrors the cache's pytree, as the export's
+
+    def narrowed(spec: Any) -> Any:
+        if isinstance(spec, dict):  # one leaf tensor's axes
+            return {axis: dim for axis, dim in spec.items() if axis == 0 or (axis == 2 and len(spec) == 4)}
+        if isinstance(spec, (list, tuple)):
+            return type(spec)(narrowed(child) for child in spec)
+        return spec
+
+    # The exporter takes its output flags (`use_cache`, `return_dict`) out of the inputs it traces.
+    inputs = {name: value for name, value in inputs.items() if name not in _OUTPUT_FLAGS}
+    spec = get_auto_dynamic_shapes(inputs)
+    for name, value in inputs.items():
+        if isinstance(value, Cache):
+            spec[name] = narrowed(spec[name])
+        elif name == "inputs_embeds" and isinstance(spec.get(name), dict):
+            spec[name] = {axis: dim for axis, dim in spec[name].items() if axis != value.dim() - 1}
+    return dataclasses.replace(config, dynamic_shapes=spec)
 
 
 # ── Caches and positions, as `generate()` builds them ────────────────────────
