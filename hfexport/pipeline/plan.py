@@ -475,11 +475,7 @@ def _processed_to_one_size(model_dir: Path) -> bool:
     height and a width (RT-DETR: 640 x 640), where a shortest edge would keep the aspect ratio (DETR).
     Such models' own code may fix the size it was traced at (MobileNetV2's TF padding measured:
     "Constraints violated (height, width)"), and their users never feed another."""
-    path = Path(model_dir) / "preprocessor_config.json"
-    try:
-        settings = json.loads(path.read_text()) if path.exists() else {}
-    except (OSError, ValueError):
-        return False
+    settings = _processor_settings(model_dir)
 
     def one_size(size) -> bool:
         return isinstance(size, int) or (isinstance(size, dict) and {"height", "width"} <= set(size))
@@ -494,11 +490,18 @@ def _patch_sequences(model_dir: Path) -> bool:
     own aspect ratio (SigLIP 2's NaFlex: `max_num_patches` in its `preprocessor_config.json`), with
     `pixel_attention_mask` and `spatial_shapes` beside the pixels: their image axis is the batch, the
     patch axis the processor's padded length (one for every image)."""
+    return "max_num_patches" in _processor_settings(model_dir)
+
+
+def _processor_settings(model_dir: Path) -> dict:
+    """The repo's `preprocessor_config.json` as written (no code run); empty where it has none or
+    it does not parse."""
     path = Path(model_dir) / "preprocessor_config.json"
     try:
-        return "max_num_patches" in (json.loads(path.read_text()) if path.exists() else {})
+        settings = json.loads(path.read_text()) if path.exists() else {}
     except (OSError, ValueError):
-        return False
+        return {}
+    return settings if isinstance(settings, dict) else {}
 
 
 _PATCH_INPUTS = ("pixel_values", "pixel_attention_mask", "spatial_shapes")
