@@ -110,6 +110,32 @@ def test_a_published_graph_keeps_no_exporter_debug_records(tmp_path):
     assert records == {"owner.note": "kept"}, records
 
 
+def test_a_published_graph_declares_the_shapes_of_its_inputs_and_outputs_only(tmp_path):
+    """The shapes onnxscript recorded inside the graph are left out of what is published (ONNX Runtime,
+    given them, fuses a kernel that runs slower: `layouts._drop_intermediate_shapes`); the graph's
+    own inputs and outputs keep theirs, and the graph computes what it did."""
+    import numpy as np
+    import onnxruntime as ort
+
+    model = _decoder()
+    for value in (n.outputs[0] for n in model.graph):
+        value.dtype = onnx_ir.DataType.FLOAT
+    kept = {v.name: str(v.shape) for v in [*model.graph.inputs, *model.graph.outputs]}
+    (written,) = write_onnx(model, tmp_path, "model.onnx")
+    proto = onnx.load(str(written))
+    assert [v.name for v in proto.graph.value_info] == []
+    assert {
+        v.name: str(onnx_ir.serde.deserialize_value_info_proto(v, None).shape)
+        for v in [*proto.graph.input, *proto.graph.output]
+    } == kept
+    ids = np.array([[3]])
+    cache = np.zeros((1, 2, 0, 8), np.float32)
+    feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    feed |= {"input.cache.layers.0.keys": cache, "input.cache.layers.0.values": cache}
+    logits = ort.InferenceSession(str(written), providers=["CPUExecutionProvider"]).run(["logits"], feed)[0]
+    assert logits.shape == (1, 1, 16) and (logits == 3.0).all()
+
+
 def test_a_graph_with_its_weights_in_a_file_is_written_self_contained_a_tensor_at_a_time(tmp_path, monkeypatch):
     """The exporter's graph + `.onnx.data`, loaded lazily (weights mapped, not read), written as the
     loaders download it: one file, every weight inside with the bytes it had; past the limit,
