@@ -18,6 +18,7 @@ backend registered outside hfexport works as long as its module is importable th
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,6 +69,9 @@ class Backend:
     # Offered only when its packages are installed (OpenVINO); others are always listed.
     optional: bool = False
     runner_device: str | None = None
+    # `module:function` returning the runner options (`ExportedModel.from_pretrained`'s) a program is
+    # opened with where its outputs are only checked, never timed; None: the runner's defaults.
+    checking_options: str | None = None
     # `layout(out_dir, components, loaders) -> (Layout, {old file: new})`: rewrite the validated files
     # as the ecosystem's loaders read them (`hfexport.layouts`), in the worker, after validation;
     # `loaders`: how the loaders name the split's files (`ExportSplit.loaders`, a `layouts.LoadersNames`).
@@ -90,6 +94,15 @@ class Backend:
     # `float32_because` says why (in the report and on the card).
     dtypes: tuple[str, ...] = ("float32",)
     float32_because: str | None = None
+
+    def checking_runner_options(self) -> dict[str, Any]:
+        """The runner options of a program opened only to check its outputs (`checking_options`,
+        imported here: in the worker, never the parent)."""
+        if self.checking_options is None:
+            return {}
+        module, _, function = self.checking_options.partition(":")
+        options: dict[str, Any] = getattr(importlib.import_module(module), function)()
+        return options
 
     def precision(self, stored: str) -> tuple[str, str | None]:
         """The dtype a checkpoint stored in `stored` is exported in by this backend, and why it is
@@ -280,6 +293,7 @@ def _dynamo(dynamic_shapes):
     snippet_tensors="np",
     packages=("onnx", "onnxscript", "onnxruntime"),
     layout=onnx_layout,
+    checking_options="hfexport.worker.validate:ort_checking_options",
     ecosystem_loaders=True,
     runtime_ops_note="`{file}` runs ONNX Runtime's own operators ({ops}): it loads in ONNX Runtime (Python, node, "
     "web), not in other ONNX runtimes.",

@@ -47,14 +47,16 @@ SELF_CONTAINED_LIMIT = int(1.8e9)
 _DEBUG_NODE_METADATA = ("namespace", "pkg.torch.onnx.")
 
 
-def write_onnx(model, out_dir: Path, file: str) -> list[Path]:
+def write_onnx(model, out_dir: Path, file: str, consume: bool = False) -> list[Path]:
     """`model` (an `onnx_ir.Model`; its weights in memory or still in the files it was loaded from)
     as `file` in `out_dir`: one self-contained file under `SELF_CONTAINED_LIMIT` bytes of weights,
     else `file` + `<file>_data` (transformers.js and optimum's naming), without the exporter's
     per-node debug records or its intermediate shapes (`_drop_intermediate_shapes`). Either way
     the weights stream to disk one tensor at a time: no copy of the whole graph is ever held (a
     protobuf `SerializeToString` of a self-contained 1.45 GB graph held two more, +2.9 GB on a
-    362 M model). Returns the files written."""
+    362 M model). `consume`: the files `model` was loaded from are not read again, so a weights
+    file it reads whole may be moved rather than copied (`_move_weights_file`). Returns the files
+    written."""
     import onnx_ir
 
     for node in model.graph.all_nodes():
@@ -63,11 +65,57 @@ def write_onnx(model, out_dir: Path, file: str) -> list[Path]:
     _drop_intermediate_shapes(model)
     weights = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
     if weights > SELF_CONTAINED_LIMIT:
-        onnx_ir.save(model, out_dir / file, external_data=f"{file}_data")
+        if not (consume and _move_weights_file(model, out_dir, file)):
+            onnx_ir.save(model, out_dir / file, external_data=f"{file}_data")
         _release(model)
         return [out_dir / file, out_dir / f"{file}_data"]
     _save_self_contained(model, out_dir / file)
     return [out_dir / file]
+
+
+# Weights a graph may carry inline beside a reused weights file (constants its renaming added).
+_INLINE_LIMIT = 64 * 2**20
+
+
+def _move_weights_file(model, out_dir: Path, file: str) -> bool:
+    """Write `model` as `file` with its weights in `<file>_data` by moving the one file they are
+    already in (the exporter's `.onnx.data`) to that name instead of copying them; False (nothing
+    written) where they are not all in one such file on this filesystem, or where that file holds
+    bytes the graph no longer reads. Moved, not linked: onnx refuses weights in a file of several
+    links ("a potential hardlink attack").
+
+    Why: at 1.24 B parameters, streaming the 4.9 GB of weights into a new file took 21 s of a
+    144 s ONNX export (`docs/benchmarks-scale.md`); the graph alone is written in under a second."""
+    import os
+
+    import onnx_ir
+
+    values = [v for graph in model.graphs() for v in graph.initializers.values() if v.const_value is not None]
+    external = [v for v in values if isinstance(v.const_value, onnx_ir.ExternalTensor)]
+    sources = {Path(v.const_value.path).resolve() for v in external}
+    inline = sum(v.const_value.nbytes for v in values if not isinstance(v.const_value, onnx_ir.ExternalTensor))
+    if len(sources) != 1 or inline > _INLINE_LIMIT:
+        return False
+    (source,) = sources
+    if sum(v.const_value.length or 0 for v in external) < source.stat().st_size:
+        return False
+    target = out_dir / f"{file}_data"
+    if os.stat(source).st_dev != os.stat(out_dir).st_dev:  # another filesystem: streamed instead
+        return False
+    os.replace(source, target)
+    for value in external:
+        tensor = value.const_value
+        value.const_value = onnx_ir.ExternalTensor(
+            target.name,
+            tensor.offset,
+            tensor.length,
+            tensor.dtype,
+            shape=tensor.shape,
+            name=tensor.name,
+            base_dir=out_dir,
+        )
+    onnx_ir.save(model, out_dir / file)
+    return True
 
 
 def _drop_intermediate_shapes(model) -> None:
@@ -297,7 +345,7 @@ def onnx_layout(
         model = onnx_ir.load(graph)
         staged = out_dir / ".layout"
         staged.mkdir()
-        written = write_onnx(model, staged, graph.name)
+        written = write_onnx(model, staged, graph.name, consume=True)
         del model
         (staged / f"{graph.name}.data").write_bytes(b"")  # ExportedModel asks for it; nothing reads it
         # Renamed over the old files, never rewritten in place: a session may still map the old weights.
@@ -341,7 +389,7 @@ def _loaders_layout(out_dir: Path, loaders: LoadersNames) -> dict[str, str]:
             name = stem + graph.name.removeprefix(component)
             staged = out_dir / ".layout"
             staged.mkdir()
-            written = write_onnx(model, staged, name)
+            written = write_onnx(model, staged, name, consume=True)
             del model
             for path in written:
                 path.replace(out_dir / path.name)

@@ -3,6 +3,8 @@ decoder with past, and a graph written as they download it, on a small graph bui
 
 from __future__ import annotations
 
+import shutil
+
 import onnx
 import onnx_ir
 from onnx import TensorProto, helper
@@ -175,7 +177,32 @@ def test_a_graph_with_its_weights_in_a_file_is_written_self_contained_a_tensor_a
     large.mkdir()
     files = write_onnx(onnx_ir.load(source / "model.onnx"), large, "model.onnx")
     assert [p.name for p in files] == ["model.onnx", "model.onnx_data"]
+    assert (source / "model.onnx.data").exists()  # copied: the graph's own files may be read again
     reloaded = onnx.load(str(files[0]))
     assert {t.name: onnx.numpy_helper.to_array(t).tobytes() for t in reloaded.graph.initializer} == {
         name: a.tobytes() for name, a in weights.items()
     }
+    # Told its files are done with (the layout's rewrite), the one weights file the graph reads
+    # whole is moved under the loaders' name, not copied.
+    kept = tmp_path / "kept"
+    shutil.copytree(source, kept)
+    inode = (kept / "model.onnx.data").stat().st_ino
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    files = write_onnx(onnx_ir.load(kept / "model.onnx"), moved, "model.onnx", consume=True)
+    assert files[1].stat().st_ino == inode and not (kept / "model.onnx.data").exists()
+    reloaded = onnx.load(str(files[0]))
+    assert {t.name: onnx.numpy_helper.to_array(t).tobytes() for t in reloaded.graph.initializer} == {
+        name: a.tobytes() for name, a in weights.items()
+    }
+
+    # A file that also holds bytes the graph no longer reads is not published: the weights are streamed.
+    pruned = onnx_ir.load(source / "model.onnx")
+    pruned.graph.initializers.pop("w0")
+    pruned.graph.remove(next(n for n in pruned.graph if n.inputs[0].name == "w0"), safe=False)
+    pruned.graph.outputs.pop(0)
+    smaller = tmp_path / "smaller"
+    smaller.mkdir()
+    files = write_onnx(pruned, smaller, "model.onnx", consume=True)
+    assert (source / "model.onnx.data").exists()
+    assert files[1].stat().st_size == 2 * weights["w1"].nbytes

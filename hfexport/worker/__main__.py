@@ -297,12 +297,16 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     # A pickled program, or a config that names the repo's code (trusted to get this far), needs trust.
     result.trust_remote_code = exporter.requires_trust_remote_code
 
-    def load_exported():
+    def load_exported(**options):
         return ExportedModel.from_pretrained(
-            out_dir, trust_remote_code=result.trust_remote_code or plan.trust_remote_code, device=backend.runner_device
+            out_dir,
+            trust_remote_code=result.trust_remote_code or plan.trust_remote_code,
+            device=backend.runner_device,
+            **options,
         )
 
-    loaded = load_exported()
+    # Opened to check its outputs, not to time them (`Backend.checking_options`).
+    loaded = load_exported(**backend.checking_runner_options())
     validation = Validation(tolerance=backend.tolerance[result.dtype])
     validation.checks.extend(split.validate(reference, loaded, traced, sample, other))
     validate_seconds = time.perf_counter() - started

@@ -254,6 +254,20 @@ def greedy_loop(
     return torch.cat(tokens, dim=-1), logits_per_step
 
 
+def ort_checking_options() -> dict[str, Any]:
+    """ONNX Runtime sessions that only check outputs skip prepacking the weights of the CPU's matrix
+    kernels: prepacking is a copy of every weight made when the session opens, which pays off over a
+    served model's many runs, not over a validation's few. Measured on a 1.24 B Llama's graph: opening
+    17.0 s -> 2.2 s, the process's peak 5.8 -> 2.1 GB; a 16-token prompt 0.38 -> 0.87 s. The same
+    kernels compute either way. Sessions that are timed (a variant against its fp32 graph) keep the
+    defaults, as served."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.disable_prepacking", "1")
+    return {"session_options": options}
+
+
 def loaders_run(paths: Mapping[str, Any], config) -> Run:
     """`run(component, **kwargs)` over graphs laid out for optimum and transformers.js
     (`Layout.DECODER_WITH_PAST`, `Layout.ENCODER_DECODER_WITH_PAST`; `paths`: each component's
@@ -263,7 +277,8 @@ def loaders_run(paths: Mapping[str, Any], config) -> Run:
     `past_recurrent.N`) and comes back from `present*`."""
     import onnxruntime as ort
 
-    sessions = {c: ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]) for c, p in paths.items()}
+    options = ort_checking_options()["session_options"]  # the loaders' files are checked here, not timed
+    sessions = {c: ort.InferenceSession(str(p), options, providers=["CPUExecutionProvider"]) for c, p in paths.items()}
 
     def run(component: str, cache=None, **kwargs):
         session = sessions[component]
