@@ -60,8 +60,7 @@ def write_onnx(model, out_dir: Path, file: str, consume: bool = False) -> list[P
     import onnx_ir
 
     for node in model.graph.all_nodes():
-        for key in [k for k in node.metadata_props if k.startswith(_DEBUG_NODE_METADATA)]:
-            del node.metadata_props[key]
+        _drop_debug_records(node.metadata_props)
     _drop_intermediate_shapes(model)
     weights = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
     if weights > SELF_CONTAINED_LIMIT:
@@ -73,7 +72,7 @@ def write_onnx(model, out_dir: Path, file: str, consume: bool = False) -> list[P
     return [out_dir / file]
 
 
-# Weights a graph may carry inline beside a reused weights file (constants its renaming added).
+# Weights a graph may carry inline beside a moved weights file (constants its renaming added).
 _INLINE_LIMIT = 64 * 2**20
 
 
@@ -84,8 +83,9 @@ def _move_weights_file(model, out_dir: Path, file: str) -> bool:
     bytes the graph no longer reads. Moved, not linked: onnx refuses weights in a file of several
     links ("a potential hardlink attack").
 
-    Why: at 1.24 B parameters, streaming the 4.9 GB of weights into a new file took 21 s of a
-    144 s ONNX export (`docs/benchmarks-scale.md`); the graph alone is written in under a second."""
+    Why: at 1.24 B parameters (`bench/scale.py`'s `1b`, `--variants none`), streaming the 4.9 GB of
+    weights into a new file made the layout stage 21.0 s of a 144 s ONNX export; moved, 8.5 s, most
+    of it the loaders' run that checks the files."""
     import os
 
     import onnx_ir
@@ -134,8 +134,13 @@ def _drop_intermediate_shapes(model) -> None:
             if not value.is_graph_output():
                 value.type = None
                 value.shape = None
-                for key in [k for k in value.metadata_props if k.startswith(_DEBUG_NODE_METADATA)]:
-                    del value.metadata_props[key]
+                _drop_debug_records(value.metadata_props)
+
+
+def _drop_debug_records(metadata_props) -> None:
+    """torch.onnx's debug records (`_DEBUG_NODE_METADATA`) out of a node's or value's metadata, in place."""
+    for key in [k for k in metadata_props if k.startswith(_DEBUG_NODE_METADATA)]:
+        del metadata_props[key]
 
 
 def _save_self_contained(model, path: Path) -> None:
