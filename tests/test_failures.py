@@ -104,6 +104,35 @@ def _worker_processes() -> list[int]:
     return pids
 
 
+def _worker_python(timeout: float = 30.0) -> int:
+    """The pid of the Python running `-m hfexport.worker` under this test process: the sandbox's
+    `unshare` child once it has exec'd it, or the direct child where the machine gives no sandbox."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        parents, argvs = {}, {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+                argvs[int(stat.parent.name)] = (stat.parent / "cmdline").read_bytes().split(b"\0")
+            except (OSError, IndexError, ValueError):
+                continue
+
+        def ours(pid: int) -> bool:
+            while pid > 1:
+                pid = parents.get(pid, 0)
+                if pid == os.getpid():
+                    return True
+            return False
+
+        found = [pid for pid, argv in argvs.items() if argv[1:3] == [b"-m", b"hfexport.worker"] and ours(pid)]
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError("no `python -m hfexport.worker` started under this test")
+
+
 def test_one_worker_process_imports_ahead_and_none_is_left_behind(tmp_path, tiny_bert_folder):
     """The worker process starts before the plan exists, so its imports overlap it: one process
     whatever the number of backends (each backend's is forked from it when its job is handed over),
@@ -139,8 +168,9 @@ def test_a_backend_whose_worker_process_died_before_its_job_ends_at_once_with_th
 
     plan = make_plan(tiny_bert_folder, ["onnx"])
     with BackendWorkers(["onnx"], jobs=1) as workers:
-        (pid,) = _worker_processes()
-        os.kill(pid, signal.SIGKILL)
+        # The OOM killer picks the big Python, not the sandbox's `unshare` around it. Killing `unshare`
+        # itself in the moment before its child asked for PDEATHSIG left that child running the job.
+        os.kill(_worker_python(), signal.SIGKILL)
         with workers.take() as worker:
             worker.hand(WorkerJob("onnx", "hfexport.backends", plan, str(tiny_bert_folder), str(tmp_path), True))
             assert worker.process.wait(timeout=30) == -signal.SIGKILL

@@ -37,7 +37,7 @@ from ..proc import (
     worker_user,
 )
 from ..report import BackendResult, ExportPlan, Status, WorkerJob
-from ..sandbox import wrap
+from ..sandbox import exit_code, wrap
 from .fetch import FetchedModel
 
 DEFAULT_TIMEOUT_S = 1800
@@ -296,7 +296,7 @@ class _Forks:
                     if child is not None:
                         child.ended(int(code))
         # It ended: a child it forked died with it (SIGKILL, set when forked).
-        code = self.process.wait()
+        code = exit_code(self.process.wait())
         with self._lock:
             self._gone = code
             left = [*self._by_pid.values(), *self._by_dir.values()]
