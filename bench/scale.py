@@ -139,13 +139,24 @@ def run(sizes: list[str], backends: list[str]) -> list[dict]:
                 "disk_bytes": folder_bytes(out) if out.exists() else None,
                 **worker_profile(out, backend),
             }
+            shutil.rmtree(out, ignore_errors=True)  # 1-5 GB each
+            if backend == "onnx":
+                # The same export with no variant: what optimum-cli's export alone is compared with.
+                ours = measure([*command, "--variants", "none"], env={"HFEXPORT_JOBS": "1"})
+                row["no_variants"] = {**ours, **worker_profile(out, backend)}
+                shutil.rmtree(out, ignore_errors=True)
             if backend == "onnx" and optimum is not None:
-                theirs = WORK / f"optimum-{size}"
+                theirs, quantized = WORK / f"optimum-{size}", WORK / f"optimum-{size}-quantized"
                 shutil.rmtree(theirs, ignore_errors=True)
+                shutil.rmtree(quantized, ignore_errors=True)
                 task = ["--task", "text-generation-with-past"]
                 row["optimum"] = measure([str(optimum), "export", "onnx", "--model", str(folder), *task, str(theirs)])
+                # Its own int8 step, what a user runs after the export for a smaller file (dynamic,
+                # per tensor: `--avx2` is the instruction set every x86-64 CPU here has).
+                quantize = [str(optimum), "onnxruntime", "quantize", "--onnx_model", str(theirs), "--avx2"]
+                row["optimum_quantize"] = measure([*quantize, "-o", str(quantized)])
                 shutil.rmtree(theirs, ignore_errors=True)
-            shutil.rmtree(out, ignore_errors=True)  # 1-5 GB each
+                shutil.rmtree(quantized, ignore_errors=True)
             rows.append(row)
             print(f"  {size} {backend}: {json.dumps(row)}", file=sys.stderr, flush=True)
     return rows
@@ -222,6 +233,7 @@ def render(data: dict) -> str:
         "the rest of the wall time but the variants (loading, validation, the loaders' layout, saving, the parent's "
         "planning and packaging); *vs optimum*: hfexport's wall time without the variants over optimum-cli's.",
         "",
+        *earlier_rows(rows, data["date"]),
         "![cost against size](benchmarks-scale.png)",
         "",
         "| model | parameters | backend | wall | exporter | own | own / exporter | variants | vs optimum "
@@ -229,17 +241,21 @@ def render(data: dict) -> str:
         "| optimum-cli peak |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def mark(row: dict) -> str:
+        return " †" if row.get("date", data["date"]) != data["date"] else ""
+
     for r in rows:
         opt, fp32 = r.get("optimum"), r["fp32_bytes"]
         if r["rc"] == 2:
             text.append(
-                f"| {r['size']} | {r['parameters'] / 1e6:.0f} M | {r['backend']} | refused by the preflight: "
+                f"| {r['size']} | {r['parameters'] / 1e6:.0f} M | {r['backend']}{mark(r)} | refused by the preflight: "
                 f"estimated {r['estimate_bytes'] / 1e9:.1f} GB | - | - | - | - | - | - | - | - | - | - | - |"
             )
             continue
         if r["rc"] != 0:  # exported and measured, but it failed (its validation: exit 1)
             text.append(
-                f"| {r['size']} | {r['parameters'] / 1e6:.0f} M | {r['backend']} | {r['wall_s']:.0f} s, "
+                f"| {r['size']} | {r['parameters'] / 1e6:.0f} M | {r['backend']}{mark(r)} | {r['wall_s']:.0f} s, "
                 f"failed (exit {r['rc']}) | - | - | - | - | - | {_gb(r['peak_rss_mb'])} "
                 f"| {r['peak_rss_mb'] * MIB / fp32:.2f}x | - | - | - | - |"
             )
@@ -249,13 +265,14 @@ def render(data: dict) -> str:
         versus = f"{(r['wall_s'] - variants) / opt['wall_s']:.2f}x" if opt and opt["rc"] == 0 else "-"
         before = peak_before_variants(r)
         text.append(
-            f"| {r['size']} | {r['parameters'] / 1e6:.0f} M | {r['backend']} | {r['wall_s']:.0f} s "
+            f"| {r['size']} | {r['parameters'] / 1e6:.0f} M | {r['backend']}{mark(r)} | {r['wall_s']:.0f} s "
             f"| {exporter:.0f} s | {own:.0f} s | {own / exporter if exporter else 0:.2f}x | {variants:.0f} s "
             f"| {versus} "
             f"| {_gb(r['peak_rss_mb'])} | {r['peak_rss_mb'] * MIB / fp32:.2f}x "
             f"| {before * MIB / fp32 if before else 0:.2f}x | {(r['disk_bytes'] or 0) / 1e9:.2f} GB "
             + (f"| {opt['wall_s']:.0f} s | {_gb(opt['peak_rss_mb'])} |" if opt else "| - | - |")
         )
+    text += against_optimum(rows)
     text += [
         "",
         "The line through the sizes, per backend, as fitted; `hfexport/pipeline/preflight.py`'s `COSTS` holds it "
@@ -273,6 +290,51 @@ def render(data: dict) -> str:
         ),
     ]
     return "\n".join(text) + "\n"
+
+
+def earlier_rows(rows: list[dict], today: str) -> list[str]:
+    """The line saying which rows (marked †) an earlier run measured, and a blank after it; none if none."""
+    earlier = sorted({r["date"] for r in rows if r.get("date", today) != today})
+    if not earlier:
+        return []
+    return [f"Rows marked † are from the run of {', '.join(earlier)}; this run measured the others.", ""]
+
+
+def against_optimum(rows: list[dict]) -> list[str]:
+    """The ONNX rows against optimum-cli, run after each other on the same model: hfexport's export and
+    validation with no variant against `optimum-cli export onnx` (no validation of its own beyond its
+    default check), and with its default variants against that export plus `optimum-cli onnxruntime
+    quantize` (issue 43's targets: ≤ 2.0x, ≤ 1.0x at 1.2 B, ≤ 3.0x with variants)."""
+    measured = [r for r in rows if r["backend"] == "onnx" and r.get("no_variants") and r.get("optimum")]
+    if not measured:
+        return []
+    text = [
+        "",
+        "ONNX against optimum-cli on the same model, each command run after the other in this one run: "
+        "*`--variants none`* is `hfexport export --backends onnx --variants none` (export, validation on "
+        "other shapes, the loaders' layout) against `optimum-cli export onnx`; *default* is the row above "
+        "(its default variants, each judged against eager) against that export plus `optimum-cli "
+        "onnxruntime quantize --avx2`.",
+        "",
+        "| model | `--variants none` | optimum-cli export | ratio | default variants | optimum-cli export + quantize "
+        "| ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+
+    def wall(result: dict | None) -> float | None:
+        return result["wall_s"] if result and result["rc"] == 0 else None
+
+    for r in measured:
+        none, theirs, quantize = wall(r["no_variants"]), wall(r["optimum"]), wall(r.get("optimum_quantize"))
+        default = wall(r)
+        both = theirs + quantize if theirs is not None and quantize is not None else None
+        text.append(
+            f"| {r['size']} | {f'{none:.0f} s' if none else 'failed'} | {f'{theirs:.0f} s' if theirs else 'failed'} "
+            f"| {f'{none / theirs:.2f}x' if none and theirs else '-'} "
+            f"| {f'{default:.0f} s' if default else 'failed'} | {f'{both:.0f} s' if both else 'failed'} "
+            f"| {f'{default / both:.2f}x' if default and both else '-'} |"
+        )
+    return text
 
 
 def plot(data: dict, path: Path) -> None:
@@ -327,8 +389,16 @@ def main() -> int:
         data["costs"] = fitted(data["rows"])
     else:
         WORK.mkdir(parents=True, exist_ok=True)
-        rows = run(args.sizes.split(","), args.backends.split(","))
-        data = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "rows": rows, "costs": fitted(rows)}
+        backends, today = args.backends.split(","), time.strftime("%Y-%m-%d")
+        rows = [{**row, "date": today} for row in run(args.sizes.split(","), backends)]
+        # The other backends' rows of the last run stay, each marked with its own date (`render`).
+        last = report.with_suffix(".json")
+        if last.exists():
+            earlier = json.loads(last.read_text())
+            rows += [{"date": earlier["date"], **r} for r in earlier["rows"] if r["backend"] not in backends]
+        order = {name: index for index, name in enumerate(SHAPES)}
+        rows.sort(key=lambda r: (order.get(r["size"], 99), r["backend"] != "onnx", r["backend"]))
+        data = {"date": today, "cores": os.cpu_count(), "rows": rows, "costs": fitted(rows)}
         data["note"] = args.note
         report.with_suffix(".json").write_text(json.dumps(data, indent=2))
     report.write_text(render(data))
