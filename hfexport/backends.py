@@ -69,6 +69,9 @@ class Backend:
     # Offered only when its packages are installed (OpenVINO); others are always listed.
     optional: bool = False
     runner_device: str | None = None
+    # Its files are what transformers.js runs in browsers: each is run on onnxruntime-web's wasm
+    # backend too (`worker/web_check.py`), and the card says where it runs.
+    runs_in_browsers: bool = False
     # `module:function` returning the runner options (`ExportedModel.from_pretrained`'s) a program is
     # opened with where its outputs are only checked, never timed; None: the runner's defaults.
     checking_options: str | None = None
@@ -294,6 +297,7 @@ def _dynamo(dynamic_shapes):
     packages=("onnx", "onnxscript", "onnxruntime"),
     layout=onnx_layout,
     checking_options="hfexport.worker.validate:ort_checking_options",
+    runs_in_browsers=True,
     ecosystem_loaders=True,
     runtime_ops_note="`{file}` runs ONNX Runtime's own operators ({ops}): it loads in ONNX Runtime (Python, node, "
     "web), not in other ONNX runtimes.",

@@ -381,6 +381,30 @@ class Validation:
 
 
 @dataclass
+class WebRuntimes:
+    """Where a published file set runs among the web runtimes transformers.js users have
+    (`hfexport/web`): run on onnxruntime-web's wasm backend, fed as transformers.js feeds it, and
+    held to the figures and thresholds the set was already judged by."""
+
+    # Within its thresholds there; False: not (`wasm_note` says how); None: not run (`wasm_note` says why).
+    wasm: bool | None = None
+    wasm_note: str | None = None  # what failed there, or why it was not run
+    # What it measured there: `max_abs_diff` (and `tokens_equal`, 1.0 or 0.0) for the float
+    # programs, a variant's own figures (`Figure`) for a variant.
+    figures: dict[str, float] = field(default_factory=dict)
+    version: str | None = None  # onnxruntime-web's, where it ran
+
+    def cell(self) -> str:
+        """Where it runs, in the card's words: `ORT CPU ✓ · wasm ✓`, `… · wasm ✗ (cause)`,
+        `… · wasm not checked` (validation ran it in ONNX Runtime for CPU)."""
+        if self.wasm is None:
+            wasm = "wasm not checked"
+        else:
+            wasm = "wasm ✓" if self.wasm else f"wasm ✗ ({one_line(self.wasm_note or 'failed', 120)})"
+        return f"ORT CPU ✓ · {wasm}"
+
+
+@dataclass
 class VariantResult:
     """One smaller or faster variant of a backend's export, judged against eager fp32."""
 
@@ -412,10 +436,14 @@ class VariantResult:
     # only when one misses the floors): `8-bit, int8 compute`, `4-bit HQQ, float compute`.
     settings: str | None = None
     error: str | None = None
+    # Its files on the web runtimes (`WebRuntimes`); None: not an ONNX variant, or not published.
+    web: WebRuntimes | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
         self.kind = VariantKind(self.kind)
+        if isinstance(self.web, dict):
+            self.web = WebRuntimes(**self.web)
 
     @property
     def ok(self) -> bool:
@@ -594,10 +622,14 @@ class BackendResult:
     # The dtype its programs hold, and why it is not the checkpoint's (`Backend.precision`), if not.
     dtype: str | None = None
     dtype_note: str | None = None
+    # Its float programs on the web runtimes (`WebRuntimes`); None: not a backend browsers run.
+    web: WebRuntimes | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
         self.layout = Layout(self.layout)
+        if isinstance(self.web, dict):
+            self.web = WebRuntimes(**self.web)
 
     @property
     def published_variants(self) -> list[VariantResult]:
@@ -642,6 +674,7 @@ class BackendResult:
         data["size_bytes"] = self.size_bytes
         data["validation"] = self.validation.to_dict() if self.validation is not None else None
         data["variants"] = [v.to_dict() for v in self.variants]
+        data["web"] = asdict(self.web) if self.web is not None else None
         return data
 
     @classmethod
@@ -771,6 +804,7 @@ class Row:
     export_seconds: str
     peak_rss: str
     error: str
+    runs_on: str = "-"
 
     @property
     def outcome(self) -> str:
@@ -793,6 +827,7 @@ HEADERS = {
     "tolerance": "tolerance",
     "export_seconds": "export s",
     "peak_rss": "peak RSS",
+    "runs_on": "runs on",
 }
 
 
@@ -818,6 +853,7 @@ def rows(report: Report) -> list[Row]:
                 export_seconds=f"{b.export_seconds:.1f}" if b.export_seconds is not None else "-",
                 peak_rss=f"{b.peak_rss_mb:.0f} MB" if b.peak_rss_mb else "-",
                 error=one_line(b.error) if b.error else "",
+                runs_on=b.web.cell() if b.web else "-",
             )
         )
     return table
@@ -849,6 +885,7 @@ class VariantRow:
     quality: str
     speed: str
     error: str
+    runs_on: str = "-"
 
     @property
     def outcome(self) -> str:
@@ -865,6 +902,7 @@ VARIANT_HEADERS = {
     "share": "of fp32",
     "quality": "quality vs eager fp32",
     "speed": "speed vs fp32",
+    "runs_on": "runs on",
 }
 
 
@@ -884,6 +922,7 @@ def variant_rows(report: Report) -> list[VariantRow]:
             if v.speedup is not None
             else "-",
             error=one_line(v.error) if v.error else "",
+            runs_on=v.web.cell() if v.web else "-",
         )
         for b in report.backends
         for v in b.variants

@@ -19,6 +19,7 @@ processes it starts (`quiet_noise`), and tests set others per test. Defaults liv
 | `HFEXPORT_TESTING`, `HFEXPORT_FAULT` | the fault-injection test hook, live only with TESTING=1 | off |
 | `HFEXPORT_WEBHOOK_SECRET`, `HFEXPORT_READ_TOKEN` | `hfexport serve`'s secret and read token | (none) |
 | `HFEXPORT_ACTION_DIR` | where the Action's entrypoint lives | `action/` beside the package |
+| `HFEXPORT_ONNXRUNTIME_WEB` | onnxruntime-web's folder (the browser's runtime) | `hfexport/web/node_modules/...` |
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ FAULT = "HFEXPORT_FAULT"
 WEBHOOK_SECRET = "HFEXPORT_WEBHOOK_SECRET"
 READ_TOKEN = "HFEXPORT_READ_TOKEN"
 ACTION_DIR = "HFEXPORT_ACTION_DIR"
+ONNXRUNTIME_WEB = "HFEXPORT_ONNXRUNTIME_WEB"
 
 LIMITS_MB = {MAX_SUPPORT_FILE_MB: 100, MAX_DOWNLOAD_MB: 200_000}
 
@@ -115,3 +117,10 @@ def faults() -> str:
 def action_dir() -> Path | None:
     value = os.environ.get(ACTION_DIR)
     return Path(value) if value else None
+
+
+def onnxruntime_web_dir() -> Path:
+    """onnxruntime-web's package folder: where `npm ci --prefix hfexport/web` installs the version
+    hfexport/web/package.json pins, unless `HFEXPORT_ONNXRUNTIME_WEB` names another."""
+    named = os.environ.get(ONNXRUNTIME_WEB)
+    return Path(named) if named else Path(__file__).parent / "web" / "node_modules" / "onnxruntime-web"

@@ -223,6 +223,16 @@ def variants_of(backend: str, names: list[str], generates: bool = False) -> list
     return [VARIANTS[(backend, kind)] for kind in kinds]
 
 
+def default_kinds(names: list[str], backend: str, generates: bool) -> set[VariantKind]:
+    """The kinds of `backend` that `names` ask for only through `default` (not also by name): what
+    a push chose for the user rather than what the user chose."""
+    if DEFAULT not in names:
+        return set()
+    chosen = {v.kind for v in variants_of(backend, [DEFAULT], generates)}
+    named = {v.kind for v in variants_of(backend, [n for n in names if n != DEFAULT], generates)}
+    return chosen - named
+
+
 def why_not(variant: Variant, generates: bool, backend: str) -> str | None:
     """Why `variant` is not derived from an export that `generates` (or not), or None: it is."""
     if generates and not variant.generation:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from loader_table import TABLE
+from loader_table import TABLE, record_web
 from hfexport.hub.card import END, START
 
 
@@ -82,15 +82,20 @@ def run_js(code: str, home: Path) -> subprocess.CompletedProcess:
     return subprocess.run(["node", str(home / "card.mjs")], capture_output=True, text=True, timeout=600, cwd=home)
 
 
-def node_script(script: str, cache: Path, *args: str):
+# transformers.js's runtime in a browser (tests/js/runtime.mjs): onnxruntime-web's wasm backend.
+WEB = "onnxruntime-web"
+
+
+def node_script(script: str, cache: Path, *args: str, runtime: str | None = None):
     """`tests/js/<script>` (transformers.js as its users run it) with a fresh cache of its own:
-    what it printed on its last line, read as JSON."""
+    what it printed on its last line, read as JSON. `runtime=WEB`: on the browser's runtime,
+    onnxruntime-web's wasm backend, instead of onnxruntime-node."""
     run = subprocess.run(
         ["node", str(JS / script), *args],
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "TRANSFORMERS_JS_CACHE": str(cache)},
+        env={**os.environ, "TRANSFORMERS_JS_CACHE": str(cache), "TRANSFORMERS_JS_RUNTIME": runtime or ""},
     )
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
@@ -198,7 +203,9 @@ def push_with_bot(
     finally:
         hub.settings.lfs = was
     assert result.returncode == 0, result.stderr[-3000:]
-    return api, json.loads(result.stdout)
+    outcome = json.loads(result.stdout)
+    record_web(outcome["report"])
+    return api, outcome
 
 
 def eager_continuation(folder: Path, text: str, new_tokens: int = 8) -> list[int]:

@@ -39,7 +39,7 @@ os.environ["HFEXPORT_TESTING"] = "1"
 
 sys.path.insert(0, str(Path(__file__).parent))
 import tiny_models  # noqa: E402
-from loader_table import END, START, TABLE, TABLE_DOC, LoaderTable  # noqa: E402
+from loader_table import END, START, TABLE, TABLE_DOC, LoaderTable, record_web  # noqa: E402
 
 ALL_CPU = "dynamo,onnx,executorch"
 
@@ -162,6 +162,7 @@ def _exported(workspace: Path, name: str, build, backends: str = ALL_CPU, **kwar
             else f"`ExportedModel` ({b.backend})"
         )
         TABLE.record(report.plan.architecture, report.plan.task, loader, result, v.max_abs_diff)
+    record_web(report.to_dict())  # and each file on the browser's runtime, onnxruntime-web's wasm backend
     return folder, report
 
 

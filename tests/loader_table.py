@@ -98,3 +98,37 @@ class LoaderTable:
 
 
 TABLE = LoaderTable()
+
+
+# A variant's figure on wasm as the loader table shows it: 1 − the figure its floor holds, by what it judges.
+_WEB_FIGURES = (
+    ("forced_top1_agreement", "1 − teacher-forced top-1 as eager"),
+    ("cosine_mean", "1 − cosine mean to eager"),
+    ("top1_agreement", "1 − top-1 agreement with eager"),
+)
+
+
+def record_web(report: dict) -> None:
+    """The loader table's rows of hfexport's own run of each published ONNX file on onnxruntime-web's
+    wasm backend (`report["backends"][i]["web"]`, and each variant's), one per family × dtype."""
+    plan = report["plan"]
+    for b in report["backends"]:
+        published = [(b.get("dtype") or "float32", b.get("web"), None)]
+        published += [(v["kind"], v.get("web"), v) for v in b.get("variants", []) if v["status"] == "ok"]
+        for dtype, web, variant in published:
+            if not web:
+                continue
+            loader = f"onnxruntime-web (wasm), hfexport's run (`{dtype}`)"
+            figures = web.get("figures") or {}
+            if web["wasm"] is None:
+                result, difference = f"not run: {web['wasm_note']}", None
+            elif not web["wasm"]:
+                result, difference = "misses its thresholds", None
+            elif variant is None:
+                tokens = figures.get("tokens_equal") == 1.0
+                result = "eager's tokens; logits max abs diff" if tokens else "max abs diff"
+                difference = figures.get("max_abs_diff")
+            else:
+                name, result = next(((n, r) for n, r in _WEB_FIGURES if n in figures), ("", "within its thresholds"))
+                difference = 1 - figures[name] if name else None
+            TABLE.record(plan["architecture"], plan["task"], loader, result, difference)

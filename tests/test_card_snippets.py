@@ -15,6 +15,7 @@ import json
 import re
 import shutil
 import zipfile
+from itertools import product
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ import tiny_models
 from card_runs import (
     TEXTS,
     JS,
+    WEB,
     record,
     card_blocks,
     run_js,
@@ -99,25 +101,42 @@ def _eager(texts: list[str]):
 )
 def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub, tmp_path):
     """transformers.js fetches `onnx/model.onnx` alone (fp32) or `onnx/model_quantized.onnx` (q8) from
-    the PR's revision, as from any Hub repo: fp32 embeddings match eager to cosine >= 0.9999, q8's to 0.98."""
+    the PR's revision, as from any Hub repo, on onnxruntime-node and on the browser's runtime
+    (onnxruntime-web's wasm backend): fp32 embeddings match eager to cosine >= 0.9999, q8's to 0.98 —
+    which is what the card's "runs on" cells say of both files, from hfexport's own wasm run."""
     import torch
 
-    _, outcome = pushed
+    api, outcome = pushed
     revision = f"refs/pr/{outcome['pr_num']}"
     eager = _eager(TEXTS)
-    for dtype, floor in (("fp32", 0.9999), ("q8", 0.98)):
+    for runtime, (dtype, floor) in product((None, WEB), (("fp32", 0.9999), ("q8", 0.98))):
         got = torch.tensor(
-            node_script("embed.mjs", tmp_path / dtype, hub.url, REPO, revision, dtype, json.dumps(TEXTS))
+            node_script(
+                "embed.mjs",
+                tmp_path / f"{dtype}-{runtime}",
+                hub.url,
+                REPO,
+                revision,
+                dtype,
+                json.dumps(TEXTS),
+                runtime=runtime,
+            )
         )
         cosine = torch.nn.functional.cosine_similarity(got, eager, dim=-1)
-        print(f"transformers.js {dtype}: cosine to eager {[round(float(c), 6) for c in cosine]}")
-        assert got.shape == eager.shape and float(cosine.min()) >= floor, (dtype, cosine)
-        record(
-            pushed[1],
-            f"transformers.js `feature-extraction` (`dtype: '{dtype}'`)",
-            "1 − cosine to eager",
-            1 - float(cosine.min()),
-        )
+        print(f"transformers.js {dtype} on {runtime or 'onnxruntime-node'}: cosine to eager {cosine.tolist()}")
+        assert got.shape == eager.shape and float(cosine.min()) >= floor, (dtype, runtime, cosine)
+        on = " on onnxruntime-web (wasm)" if runtime else ""
+        loader = f"transformers.js{on} `feature-extraction` (`dtype: '{dtype}'`)"
+        record(pushed[1], loader, "1 − cosine to eager", 1 - float(cosine.min()))
+    # hfexport's own run of both files on wasm, as the card says it.
+    onnx = next(b for b in outcome["report"]["backends"] if b["backend"] == "onnx")
+    (int8,) = onnx["variants"]
+    assert onnx["web"]["wasm"] is True and int8["web"]["wasm"] is True, (onnx["web"], int8["web"])
+    assert int8["web"]["figures"]["cosine_mean"] >= 0.99, int8["web"]
+    card = Path(api.hf_hub_download(REPO, "README.md", revision=revision)).read_text()
+    rows = [line for line in card.splitlines() if line.startswith("| onnx |")]
+    assert len(rows) == 2 and all(row.endswith("| ORT CPU ✓ · wasm ✓ |") for row in rows), rows
+    assert "wasm is onnxruntime-web 1.31.0" in card
 
 
 def test_every_card_snippet_runs_after_the_merge_as_printed(pushed, tmp_path):

@@ -12,6 +12,8 @@ import pytest
 
 import tiny_models
 from card_runs import (
+    WEB,
+    node_script,
     record,
     card_blocks,
     run_python,
@@ -225,6 +227,22 @@ def test_a_trained_llms_default_push_publishes_weight_only_files_its_loaders_run
         written = ran.stdout.strip()
         assert ran.returncode == 0 and written.startswith(text) and len(written) > len(text), ran.stderr[-2000:]
         record(outcome, f"transformers.js `text-generation` (`dtype: '{dtype}'`)", "generates")
+    # The browser's runtime: hfexport ran the fp32 graph and every variant on onnxruntime-web's wasm
+    # backend, fed as transformers.js feeds it and held to the same floors, and the card says so.
+    assert b["web"]["wasm"] is True and b["web"]["figures"]["tokens_equal"] == 1.0, b["web"]
+    assert all(v["web"]["wasm"] is True and v["web"]["figures"] for v in variants.values()), variants
+    rows = [line for line in card.splitlines() if line.startswith("| onnx |")]
+    assert len(rows) == 4 and all(row.endswith("| ORT CPU ✓ · wasm ✓ |") for row in rows), rows
+    # And it is true of transformers.js on that runtime (tests/js/runtime.mjs): from the fp32 graph the
+    # text it writes on onnxruntime-node (eager's tokens, above), a continuation from each 4-bit file.
+    for dtype in ("fp32", "q4", "q4f16"):
+        args = (hub.url, repo, pr, "text-generation", dtype, text, "8")
+        written = node_script("generate.mjs", tmp_path / f"web-{dtype}", *args, runtime=WEB)
+        assert written.startswith(text) and len(written) > len(text), (dtype, written)
+        if dtype == "fp32":
+            assert written == node_script("generate.mjs", tmp_path / "node-fp32", *args), written
+        result = "onnxruntime-node's text" if dtype == "fp32" else "generates"
+        record(outcome, f"transformers.js on onnxruntime-web (wasm) `text-generation` (`dtype: '{dtype}'`)", result)
     call = 'ORTModelForCausalLM.from_pretrained(repo, file_name="model_w8.onnx")'
     assert f"`onnx/model_w8.onnx` (w8) — optimum: `{call}`" in card
     assert "`onnx/model_w8.onnx` runs ONNX Runtime's own operators (GatherBlockQuantized, MatMulNBits)" in card

@@ -114,6 +114,23 @@ def precision_notes(report: Report) -> list[str]:
     return notes
 
 
+def web_notes(report: Report) -> list[str]:
+    """What the "runs on" cells mean, and why a file was not checked on wasm, once."""
+    checked = [w for b in report.succeeded for w in (b.web, *(v.web for v in b.variants)) if w is not None]
+    if not checked:
+        return []
+    version = next((w.version for w in checked if w.version), None)
+    notes = [
+        "*runs on*: ORT CPU is ONNX Runtime for CPU, where validation ran each file; wasm is onnxruntime-web"
+        + (f" {version}" if version else "")
+        + "'s wasm backend, the runtime transformers.js runs in browsers, fed as transformers.js feeds it and "
+        "held to the same thresholds (run under node)."
+    ]
+    skipped = sorted({w.wasm_note for w in checked if w.wasm is None and w.wasm_note})
+    notes += [f"wasm {why}." for why in skipped]
+    return notes
+
+
 def published_only(report: Report) -> Report:
     """The report as the card shows it: the exports that succeeded, each with the variants it
     publishes. A failed or skipped backend or variant is said in the PR's description and the report
@@ -127,6 +144,8 @@ def render_section(
 ) -> str:
     sha = report.source.sha
     report = published_only(report)
+    # Where each file runs, where a backend's files are the browsers' too (`WebRuntimes`).
+    web = ["runs_on"] if any(b.web for b in report.backends) else []
     lines = [
         START,
         "## Exports",
@@ -137,13 +156,13 @@ def render_section(
         "",
         *markdown_table(
             report,
-            ["backend", "source", "folder", "files", "size", "precision", "max_abs_diff", "tolerance"],
+            ["backend", "source", "folder", "files", "size", "precision", "max_abs_diff", "tolerance"] + web,
         ),
     ]
-    notes = [*notes, *precision_notes(report)]
+    notes = [*notes, *precision_notes(report), *web_notes(report)]
     if notes:
         lines += ["", *(f"- {note}" for note in notes)]
-    variants = markdown_variant_table(report, ["backend", "variant", "file", "size", "share", "quality", "speed"])
+    variants = markdown_variant_table(report, ["backend", "variant", "file", "size", "share", "quality", "speed"] + web)
     if variants:
         lines += [
             "",

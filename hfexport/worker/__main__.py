@@ -215,6 +215,8 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     from ..pipeline.plan import refuse_made_up_weights
     from .splits import Exporting, split_for
     from .validate import Reference, compare_generation, loaders_run
+    from .web_check import check_on_web
+    from ..variants import default_kinds
 
     torch.manual_seed(0)
     plan = job.plan
@@ -343,6 +345,17 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
             if variant.file:
                 variant.file = renamed.get(variant.file, variant.file)
             variant.files = [renamed.get(f, f) for f in variant.files]
+        origin = {new: old for old, new in renamed.items()}
+
+        def variant_paths(variant) -> dict[str, Path] | None:
+            """Each component's file of a variant, as the loaders read it (None: not published so)."""
+            published_files = variant.published_files
+            if len(components) == 1 and len(published_files) == 1:
+                return {components[0]: out_dir / published_files[0]}
+            if not published_files or not all(f in origin for f in published_files):
+                return None
+            return {next(c for c in components if origin[f].startswith(f"{c}_")): out_dir / f for f in published_files}
+
         if result.layout.for_loaders:
             # The graphs the loaders read have other names than the ones validated: run them as they do.
             paths = {c: out_dir / file for c, file in result.programs.items()}
@@ -350,20 +363,22 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
             validation.checks.append(compare_generation("loaders_layout", reference, split, run, traced, other))
             del run  # one session at a time: each variant's below is loaded where the fp32 one was
             return_freed()
-            origin = {new: old for old, new in renamed.items()}
             for variant in result.variants:
                 # A variant's own figures, from its published files as the loaders run them.
-                published_files = variant.published_files
-                if variant.ok and published_files and all(f in origin for f in published_files):
-                    swapped = {
-                        next(c for c in components if origin[f].startswith(f"{c}_")): out_dir / f
-                        for f in published_files
-                    }
+                swapped = variant_paths(variant) if variant.ok else None
+                if swapped:
                     published = loaders_run({**paths, **swapped}, reference.config)
                     assert judged is not None
                     rejudge_published(variant, split, published, reference, traced, other, judged, out_dir)
                     del published
                     return_freed()
+        if backend.runs_in_browsers and validation.passed:
+            stage("web runtimes")
+            defaults = default_kinds(plan.variants, backend.name, split.generates)
+            check_on_web(
+                result, split, reference, traced, other, judged, out_dir, validation.tolerance, defaults, variant_paths
+            )
+            return_freed()
         rebase_shares(result.variants, out_dir)
 
     files = sorted(p for p in out_dir.rglob("*") if p.is_file())

@@ -268,17 +268,23 @@ def ort_checking_options() -> dict[str, Any]:
     return {"session_options": options}
 
 
-def loaders_run(paths: Mapping[str, Any], config) -> Run:
+def loaders_run(paths: Mapping[str, Any], config, open_session: Callable[[Any], Any] | None = None) -> Run:
     """`run(component, **kwargs)` over graphs laid out for optimum and transformers.js
     (`Layout.DECODER_WITH_PAST`, `Layout.ENCODER_DECODER_WITH_PAST`; `paths`: each component's
     file), each in a plain ONNX Runtime session as those loaders open it: the greedy loop feeds them
     as it feeds the exporter's programs, so the published files are judged too. A cache goes in as
     `past_key_values.N[.decoder].key/value` (a state as `past_conv.N`, `past_ssm.N` or
-    `past_recurrent.N`) and comes back from `present*`."""
-    import onnxruntime as ort
+    `past_recurrent.N`) and comes back from `present*`. `open_session(path)`: another runtime's
+    session answering as ONNX Runtime's (onnxruntime-web's, `web.wasm.WasmSession`); default ORT for CPU."""
+    if open_session is None:
+        import onnxruntime as ort
 
-    options = ort_checking_options()["session_options"]  # the loaders' files are checked here, not timed
-    sessions = {c: ort.InferenceSession(str(p), options, providers=["CPUExecutionProvider"]) for c, p in paths.items()}
+        options = ort_checking_options()["session_options"]  # the loaders' files are checked here, not timed
+
+        def open_session(path):
+            return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    sessions = {c: open_session(p) for c, p in paths.items()}
 
     def run(component: str, cache=None, **kwargs):
         session = sessions[component]

@@ -3,6 +3,7 @@
 // Python processor made: transformers.js's LlavaProcessor counts one placeholder more per image than
 // a "default"-strategy model has features. Prints the new token ids of each row as JSON.
 //   node image_text.mjs HUB_URL REPO REVISION DTYPE '{"input_ids": …, "attention_mask": …, "pixel_values": …}' NEW_TOKENS
+import { device } from './runtime.mjs';
 import { env, AutoModelForImageTextToText, Tensor } from '@huggingface/transformers';
 
 const [host, repo, revision, dtype, inputs, newTokens] = process.argv.slice(2);
@@ -12,7 +13,7 @@ if (process.env.TRANSFORMERS_JS_CACHE) env.cacheDir = process.env.TRANSFORMERS_J
 
 const { input_ids, attention_mask, pixel_values } = JSON.parse(inputs);
 const integers = (rows) => new Tensor('int64', BigInt64Array.from(rows.flat().map(BigInt)), [rows.length, rows[0].length]);
-const model = await AutoModelForImageTextToText.from_pretrained(repo, { revision, dtype, device: 'cpu' });
+const model = await AutoModelForImageTextToText.from_pretrained(repo, { revision, dtype, ...device });
 const output = await model.generate({
   input_ids: integers(input_ids),
   attention_mask: integers(attention_mask),

@@ -1,0 +1,2 @@
+"""The web runtimes transformers.js users run a published ONNX file on: onnxruntime-web's wasm
+backend, run under node (`wasm`)."""

@@ -1,0 +1,173 @@
+"""Stage "web runtimes": every published ONNX file set run on onnxruntime-web's wasm backend.
+
+The runtime a transformers.js user's browser runs (`hfexport/web/wasm.py`), fed as transformers.js
+feeds it: the same greedy loop and cache names as the loaders' ONNX Runtime check (`loaders_run`),
+or one forward for a single graph. Each set is held to what it was already judged by: the float
+programs to the backend's tolerance (and eager's tokens), a variant to its own floors. What that
+says lands in the report (`WebRuntimes`) and the card's "runs on" cell.
+
+A float program or a variant asked for by name that fails there stays published (it runs in ONNX
+Runtime for CPU) and the card says so; a variant the push chose by default that fails there is
+not published, since a default is what a browser user gets without asking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..report import BackendResult, Check, Status, VariantKind, VariantResult, WebRuntimes
+from .validate import Reference
+
+# The most a file set may weigh to be loaded here: onnxruntime-web holds the fetched bytes and its
+# session's copy in one 32-bit wasm memory (4 GB at most), so past this it would not load in a browser
+# either (issue 44's large graphs are published in chunks for that; this check does not run them).
+WASM_MAX_BYTES = 2 * 10**9
+
+
+def check_on_web(
+    result: BackendResult,
+    split: Any,
+    reference: Reference,
+    traced: dict[str, set[str]],
+    other: dict,
+    judged: Any,
+    out_dir: Path,
+    tolerance: float,
+    defaults: set[VariantKind],
+    variant_paths: Callable[[VariantResult], dict[str, Path] | None],
+) -> None:
+    """Fill `result.web` and each published variant's `web`; unpublish a default variant (`defaults`:
+    their kinds) that fails. `tolerance`: what validation held the float programs to.
+    `variant_paths(v)`: each component's file for a variant, as the loaders read them (None: it has
+    none of its own).
+
+    Never raises: a runtime that fails to start is each set's `wasm_note`.
+    """
+    from ..web.wasm import WasmRuntime, WebRuntimeMissing
+
+    paths = {c: out_dir / f for c, f in result.programs.items()}
+    sets: list[tuple[VariantResult | None, dict[str, Path]]] = [(None, paths)]
+    for published in result.variants:
+        own = variant_paths(published) if published.ok else None
+        if own:
+            sets.append((published, {**paths, **own}))
+    try:
+        runtime = WasmRuntime()
+    except (WebRuntimeMissing, OSError, RuntimeError) as e:
+        for each, _ in sets:
+            _record(result, each, WebRuntimes(wasm=None, wasm_note=f"not run: {e}"))
+        return
+    with runtime:
+        for variant, files in sets:
+            web = _judge(runtime, tolerance, result, split, reference, traced, other, judged, variant, files)
+            _record(result, variant, web)
+            if variant is not None and web.wasm is False and variant.kind in defaults:
+                for file in variant.published_files:
+                    (out_dir / file).unlink(missing_ok=True)
+                variant.status, variant.file, variant.files = Status.FAILED, None, []
+                variant.error = (
+                    f"on onnxruntime-web (wasm), the browser's runtime: {web.wasm_note} (a default: not published)"
+                )
+
+
+def _record(result: BackendResult, variant: VariantResult | None, web: WebRuntimes) -> None:
+    if variant is None:
+        result.web = web
+    else:
+        variant.web = web
+
+
+def _judge(
+    runtime,
+    tolerance: float,
+    result: BackendResult,
+    split,
+    reference: Reference,
+    traced: dict[str, set[str]],
+    other: dict,
+    judged,
+    variant: VariantResult | None,
+    files: dict[str, Path],
+) -> WebRuntimes:
+    from ..variants import misses
+    from .validate import compare_forward, compare_generation, generation_quality, loaders_run, quality_figures
+
+    from ..web.wasm import graph_facts
+
+    weight = sum(
+        p.stat().st_size for f in files.values() for p in [f, *(f.parent / n for n in graph_facts(f)[0])] if p.exists()
+    )
+    if weight > WASM_MAX_BYTES:
+        return WebRuntimes(
+            wasm=None,
+            wasm_note=f"not run: {weight / 1e9:.1f} GB is past the {WASM_MAX_BYTES / 1e9:.0f} GB this check loads "
+            "into a 32-bit wasm memory",
+        )
+    sessions: list = []
+
+    def open_session(path: Path):
+        session = runtime.open(path)
+        sessions.append(session)
+        return session
+
+    try:
+        if split.generates:
+            if not result.layout.for_loaders:
+                return WebRuntimes(wasm=None, wasm_note="not run: its graphs are not laid out for transformers.js")
+            run = loaders_run(files, reference.config, open_session)
+            if variant is None:
+                return _verdict(compare_generation("wasm", reference, split, run, traced, other), tolerance, runtime)
+            figures = generation_quality(reference, split, run, traced, other, judged)
+        else:
+            (path,) = files.values()
+            forward = _forward(open_session(path))
+            if variant is None:
+                return _verdict(compare_forward("wasm", reference, forward, other), tolerance, runtime)
+            with torch.inference_mode():
+                figures = quality_figures(split.plan.task, reference.forward(other), forward(**other), other)
+    except Exception as e:  # the runtime refused the file or a feed: exactly what this stage is for
+        return WebRuntimes(wasm=False, wasm_note=f"{type(e).__name__}: {str(e).strip()[:300]}", version=runtime.version)
+    finally:
+        for session in sessions:
+            try:
+                session.close()
+            except RuntimeError:
+                pass
+    missed = misses(figures, variant.thresholds)
+    note = ", ".join(missed) if missed else None
+    return WebRuntimes(wasm=not missed, wasm_note=note, figures=figures, version=runtime.version)
+
+
+def _forward(session) -> Callable[..., dict[str, torch.Tensor]]:
+    """A single graph's forward on `session`, fed as transformers.js feeds it: the inputs the graph
+    takes, each in the type it declares (a float16 graph's pixels in float16)."""
+    import numpy as np
+
+    kinds = {i.name: i.type for i in session.get_inputs()}
+
+    def forward(**inputs) -> dict[str, torch.Tensor]:
+        feed = {}
+        for name, kind in kinds.items():
+            value = inputs[name].numpy()
+            if kind == "tensor(float16)":
+                value = value.astype(np.float16)
+            feed[name] = value
+        got = session.run(None, feed)
+        return {name: torch.from_numpy(value) for name, value in zip(session.output_names, got)}
+
+    return forward
+
+
+def _verdict(check: Check, tolerance: float, runtime) -> WebRuntimes:
+    """A float program's check on wasm held to the backend's tolerance, as validation held it."""
+    problem = check.error or check.over(tolerance)
+    if problem is None and check.tokens_equal is False:
+        problem = f"tokens differ from eager's: {check.exported_tokens} against {check.eager_tokens}"
+    figures = {"max_abs_diff": check.worst()}
+    if check.tokens_equal is not None:
+        figures["tokens_equal"] = float(check.tokens_equal)
+    return WebRuntimes(wasm=problem is None, wasm_note=problem, figures=figures, version=runtime.version)

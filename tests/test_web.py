@@ -1,0 +1,85 @@
+"""hfexport/web: onnxruntime-web's wasm backend driven from Python, as the worker's web check drives it.
+
+Real graphs (built with onnx's helpers, their weights in an external data file as the exporter
+writes them) through the real package under node; the scenarios that run whole exports through
+it are in test_card_snippets.py (an encoder and its int8 file) and test_loaders_llm.py (a trained
+decoder LLM and its weight-only files)."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from hfexport.report import WebRuntimes
+from hfexport.web import wasm
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("node") is None or not (wasm.SERVER.parent / "node_modules").exists(),
+    reason="onnxruntime-web is installed by `make test` (npm ci --prefix hfexport/web)",
+)
+
+
+def _graph(folder, weight: np.ndarray, name: str = "model.onnx"):
+    """y = x @ weight + 1, float32, its weight in `<name>.data` beside it (as torch.onnx writes)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "one"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", weight.shape[0]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", weight.shape[1]])],
+        [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(np.ones(1, np.float32), "one")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = folder / name
+    onnx.save(model, path, save_as_external_data=True, location=f"{name}.data", size_threshold=0)
+    return path
+
+
+def test_a_graph_with_external_data_runs_on_wasm_as_in_onnx_runtime(tmp_path):
+    """The graph and its external data handed over as bytes, as a browser fetches them; the answer
+    is ONNX Runtime for CPU's to float32 rounding, and the session reads its inputs' types."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(0)
+    path = _graph(tmp_path, rng.standard_normal((16, 8)).astype(np.float32))
+    assert wasm.graph_facts(path) == (["model.onnx.data"], {"x": "tensor(float32)"})
+    x = rng.standard_normal((3, 16)).astype(np.float32)
+    with wasm.WasmRuntime() as runtime:
+        assert runtime.version == wasm.version()
+        session = runtime.open(path)
+        assert [i.type for i in session.get_inputs()] == ["tensor(float32)"]
+        (got,) = session.run(None, {"x": x})
+    (expected,) = ort.InferenceSession(str(path)).run(None, {"x": x})
+    assert got.shape == (3, 8) and np.abs(got - expected).max() < 1e-5
+
+
+def test_a_refused_feed_is_an_error_naming_it_and_the_runtime_goes_on(tmp_path):
+    """A feed of the wrong shape: onnxruntime-web's own message, raised here; the same node process
+    then answers the next call (the worker checks every file in one)."""
+    path = _graph(tmp_path, np.ones((4, 2), np.float32))
+    with wasm.WasmRuntime() as runtime:
+        session = runtime.open(path)
+        with pytest.raises(RuntimeError, match="onnxruntime-web \\(wasm\\)"):
+            session.run(None, {"x": np.ones((1, 5), np.float32)})
+        (got,) = session.run(None, {"x": np.ones((1, 4), np.float32)})
+        assert got.tolist() == [[5.0, 5.0]]
+
+
+def test_without_onnxruntime_web_the_check_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("HFEXPORT_ONNXRUNTIME_WEB", str(tmp_path / "nowhere"))
+    with pytest.raises(wasm.WebRuntimeMissing, match="npm ci --prefix"):
+        wasm.WasmRuntime()
+    assert wasm.version() is None
+
+
+def test_the_cards_cell_says_where_a_file_runs():
+    assert WebRuntimes(wasm=True).cell() == "ORT CPU ✓ · wasm ✓"
+    assert WebRuntimes(wasm=False, wasm_note="cosine_mean 0.41 < 0.99").cell() == (
+        "ORT CPU ✓ · wasm ✗ (cosine_mean 0.41 < 0.99)"
+    )
+    assert WebRuntimes(wasm=None, wasm_note="not run: node is not installed").cell() == "ORT CPU ✓ · wasm not checked"
