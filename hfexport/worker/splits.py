@@ -237,6 +237,11 @@ class SingleGraph(ExportSplit):
         return x.config(sample, deferred=True)
 
     def export_program(self, x: Exporting, model, inputs: dict, config):
+        if x.backend.attention is not None:  # the eager reference then runs it too: one model, judged as exported
+            try:
+                model.set_attn_implementation(x.backend.attention)
+            except ValueError:  # a model without it keeps its own
+                pass
         return x.exporter.export(model, inputs, config)
 
     def validate(
