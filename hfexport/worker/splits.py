@@ -237,6 +237,16 @@ class SingleGraph(ExportSplit):
         return x.config(sample, deferred=True)
 
     def export_program(self, x: Exporting, model, inputs: dict, config):
+        # The backend's attention for an encoder's graph; the eager reference then runs it too: one
+        # model, judged as exported. Not for causal attention: on a left-padded row eager attention and
+        # SDPA answer the fully masked positions differently (a Llama's logits there 0.73 apart), so
+        # the graph would no longer be the model its users load.
+        causal = any(getattr(module, "is_causal", False) for module in model.modules())
+        if x.backend.attention is not None and not causal:
+            try:
+                model.set_attn_implementation(x.backend.attention)
+            except ValueError:  # a model without it keeps its own
+                pass
         return x.exporter.export(model, inputs, config)
 
     def validate(
