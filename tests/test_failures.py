@@ -329,7 +329,7 @@ def test_cuda_backend_is_skipped_with_reason_not_dropped(tmp_path, tiny_bert_fol
 
 def test_doctor_reports_versions_and_backends(hub):
     """`doctor` says the versions, who the token is (never the token), the memory and disk the
-    preflight counts on and the sandbox; reads the exporters' tested versions without importing
+    preflight counts on, the sandbox and the browser runtime; reads the exporters' tested versions without importing
     them; `-v` works anywhere on the line; `--version` answers alone."""
     token = hub.add_user("doctor-user")
     result = run_cli("doctor", "--json", env={"HF_TOKEN": token}, timeout=300)
@@ -342,6 +342,9 @@ def test_doctor_reports_versions_and_backends(hub):
     info = json.loads(result.stdout)
     assert info["token"] == "set: doctor-user (write)" and token not in result.stdout + result.stderr
     assert info["memory_gb"] > 0 and info["disk_free_gb"] > 0 and info["sandbox"] and info["hfexport"]
+    # The browser's runtime the ONNX files are also run on: the version hfexport/web/package.json pins.
+    pinned = json.loads((Path(hfexport.__file__).parent / "web" / "package.json").read_text())
+    assert info["web_runtime"].startswith(f"onnxruntime-web {pinned['dependencies']['onnxruntime-web']} "), info
     version = run_cli("--version", timeout=120)
     assert version.returncode == 0 and version.stdout.startswith(f"hfexport {info['hfexport']} (torch "), version
     packages = {row["package"]: row for row in info["packages"]}

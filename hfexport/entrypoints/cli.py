@@ -215,6 +215,7 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON o
         "memory_gb": round(machine.memory_bytes / 1e9, 1),
         "disk_free_gb": round(machine.disk_bytes / 1e9, 1),
         "sandbox": refusal(worker_user()) or "namespaces (unshare)",
+        "web_runtime": _web_runtime(),
         "cuda": torch.cuda.is_available(),
         "packages": rows,
         "backends": {name: {"available": reason is None, "reason": reason} for name, reason in backends.items()},
@@ -235,9 +236,21 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON o
     err.print(f"Hub token: {info['token']}", highlight=False)
     err.print(f"memory: {info['memory_gb']} GB · free disk for exports: {info['disk_free_gb']} GB", highlight=False)
     err.print(f"sandbox for a repo's code: {info['sandbox']}", highlight=False)
+    err.print(f"browser runtime ONNX files are also run on: {info['web_runtime']}", highlight=False)
     err.print(f"CUDA visible: {'yes' if info['cuda'] else 'no'}")
     for name, reason in backends.items():
         err.print(f"  {badge('ok' if reason is None else 'skipped')} {name}" + (f" — {reason}" if reason else ""))
+
+
+def _web_runtime() -> str:
+    """onnxruntime-web's wasm backend under node (`hfexport/web`): its version, or why it is missing."""
+    from ..web.wasm import WebRuntimeMissing, locate, version
+
+    try:
+        locate()
+    except WebRuntimeMissing as e:
+        return f"none — {e}"
+    return f"onnxruntime-web {version()} (wasm, under node)"
 
 
 def _token_identity() -> str:
