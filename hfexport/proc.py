@@ -200,6 +200,13 @@ def _granted(path: Path, user: WorkerUser, bits: int) -> bool:
 FAULT_ENV = FAULT
 
 
+def injected_web_refusal(kind: str) -> bool:
+    """Whether the test hook makes the browser's runtime refuse a variant of `kind`
+    (HFEXPORT_FAULT="web:int8"): no file of ours fails there on its own, and what happens to one
+    that does (a default left out, a named one published with its ✗) must still be shown."""
+    return testing() and f"web:{kind}" in [item.strip() for item in faults().split(",")]
+
+
 def injected_fault(backend: str) -> str | None:
     """The fault the test hook injects into `backend`'s worker (`crash`, `hang`, `fail`), or into the
     run (`injected_fault("run") == "raise"`), or None."""

@@ -83,3 +83,35 @@ def test_the_cards_cell_says_where_a_file_runs():
         "ORT CPU ✓ · wasm ✗ (cosine_mean 0.41 < 0.99)"
     )
     assert WebRuntimes(wasm=None, wasm_note="not run: node is not installed").cell() == "ORT CPU ✓ · wasm not checked"
+
+
+def test_a_default_variant_the_browsers_runtime_refuses_is_left_out_and_a_named_one_keeps_its_cross(tmp_path):
+    """The real MiniLM with its default int8 and a named fp16, the browser's runtime made to refuse
+    both (the test hook: no file of ours fails there on its own). The fp32 graph passes there; the
+    int8 file, chosen by default, is not published and says why; the fp16 file, asked for by name,
+    stays — it runs in ONNX Runtime for CPU — and the card's cell says where it does not."""
+    import json
+
+    import tiny_models
+    from conftest import run_cli
+
+    from hfexport.hub.card import render_section
+    from hfexport.report import Report
+
+    out = tmp_path / "out"
+    result = run_cli(
+        "export", str(tiny_models.minilm_folder()), "--backends", "onnx", "--variants", "default,fp16",
+        "--out", str(out), env={"HFEXPORT_FAULT": "web:int8,web:fp16"}, timeout=900,
+    )  # fmt: skip
+    report = Report.from_dict(json.loads((out / "hfexport-report.json").read_text()))
+    (onnx,) = report.backends
+    assert result.returncode == 0 and onnx.web is not None and onnx.web.wasm is True, (result.stderr[-2000:], onnx.web)
+    variants = {v.kind: v for v in onnx.variants}
+    int8, fp16 = variants["int8"], variants["fp16"]
+    assert int8.status == "failed" and int8.file is None and "a default: not published" in (int8.error or ""), int8
+    assert not (out / "onnx" / "model_quantized.onnx").exists()
+    assert fp16.ok and fp16.web is not None and fp16.web.wasm is False and (out / "onnx" / "model_fp16.onnx").exists()
+    card = render_section("o/minilm", report)
+    (row,) = [line for line in card.splitlines() if line.startswith("| onnx | fp16 |")]
+    assert "| ORT CPU ✓ · wasm ✗ (onnxruntime-web (wasm): a refusal injected by" in row, row
+    assert "| onnx | int8 |" not in card  # the card lists what is published

@@ -61,8 +61,10 @@ def check_on_web(
         for each, _ in sets:
             _record(result, each, WebRuntimes(wasm=None, wasm_note=f"not run: {e}"))
         return
-    with runtime:
+    try:
         for variant, files in sets:
+            if runtime.process.poll() is not None:  # the last set ended it (out of wasm memory, say): a fresh one
+                runtime = WasmRuntime()
             web = _judge(runtime, tolerance, result, split, reference, traced, other, judged, variant, files)
             _record(result, variant, web)
             if variant is not None and web.wasm is False and variant.kind in defaults:
@@ -72,6 +74,8 @@ def check_on_web(
                 variant.error = (
                     f"on onnxruntime-web (wasm), the browser's runtime: {web.wasm_note} (a default: not published)"
                 )
+    finally:
+        runtime.close()
 
 
 def _record(result: BackendResult, variant: VariantResult | None, web: WebRuntimes) -> None:
@@ -93,6 +97,8 @@ def _judge(
     variant: VariantResult | None,
     files: dict[str, Path],
 ) -> WebRuntimes:
+    from ..proc import injected_web_refusal
+    from ..settings import FAULT
     from ..variants import misses
     from .validate import compare_forward, compare_generation, generation_quality, loaders_run, quality_figures
 
@@ -115,6 +121,8 @@ def _judge(
         return session
 
     try:
+        if variant is not None and injected_web_refusal(variant.kind):
+            raise RuntimeError(f"onnxruntime-web (wasm): a refusal injected by the {FAULT} test hook")
         if split.generates:
             if not result.layout.for_loaders:
                 return WebRuntimes(wasm=None, wasm_note="not run: its graphs are not laid out for transformers.js")
@@ -130,7 +138,9 @@ def _judge(
             with torch.inference_mode():
                 figures = quality_figures(split.plan.task, reference.forward(other), forward(**other), other)
     except Exception as e:  # the runtime refused the file or a feed: exactly what this stage is for
-        return WebRuntimes(wasm=False, wasm_note=f"{type(e).__name__}: {str(e).strip()[:300]}", version=runtime.version)
+        # The runtime's own refusals (`RuntimeError`) already say "onnxruntime-web (wasm): …".
+        said = str(e).strip()[:300] if isinstance(e, RuntimeError) else f"{type(e).__name__}: {str(e).strip()[:300]}"
+        return WebRuntimes(wasm=False, wasm_note=said, version=runtime.version)
     finally:
         for session in sessions:
             try:
