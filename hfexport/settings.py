@@ -20,6 +20,7 @@ processes it starts (`quiet_noise`), and tests set others per test. Defaults liv
 | `HFEXPORT_WEBHOOK_SECRET`, `HFEXPORT_READ_TOKEN` | `hfexport serve`'s secret and read token | (none) |
 | `HFEXPORT_ACTION_DIR` | where the Action's entrypoint lives | `action/` beside the package |
 | `HFEXPORT_ONNXRUNTIME_WEB` | onnxruntime-web's folder (the browser's runtime) | `hfexport/web/node_modules/...` |
+| `HFEXPORT_CHROMIUM` | the Chromium WebGPU placement is read in | `chromium-headless-shell`, `chromium` |
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ WEBHOOK_SECRET = "HFEXPORT_WEBHOOK_SECRET"
 READ_TOKEN = "HFEXPORT_READ_TOKEN"
 ACTION_DIR = "HFEXPORT_ACTION_DIR"
 ONNXRUNTIME_WEB = "HFEXPORT_ONNXRUNTIME_WEB"
+CHROMIUM = "HFEXPORT_CHROMIUM"
 
 LIMITS_MB = {MAX_SUPPORT_FILE_MB: 100, MAX_DOWNLOAD_MB: 200_000}
 
@@ -124,3 +126,8 @@ def onnxruntime_web_dir() -> Path:
     hfexport/web/package.json pins, unless `HFEXPORT_ONNXRUNTIME_WEB` names another."""
     named = os.environ.get(ONNXRUNTIME_WEB)
     return Path(named) if named else Path(__file__).parent / "web" / "node_modules" / "onnxruntime-web"
+
+
+def chromium() -> str | None:
+    """The Chromium named by `HFEXPORT_CHROMIUM` (None: found on PATH by `web.webgpu.chromium`)."""
+    return os.environ.get(CHROMIUM) or None

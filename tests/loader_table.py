@@ -110,7 +110,8 @@ _WEB_FIGURES = (
 
 def record_web(report: dict) -> None:
     """The loader table's rows of hfexport's own run of each published ONNX file on onnxruntime-web's
-    wasm backend (`report["backends"][i]["web"]`, and each variant's), one per family × dtype."""
+    wasm backend (`report["backends"][i]["web"]`, and each variant's), one per family × dtype, and
+    of where its WebGPU provider placed the file's nodes."""
     plan = report["plan"]
     for b in report["backends"]:
         published = [(b.get("dtype") or "float32", b.get("web"), None)]
@@ -132,3 +133,8 @@ def record_web(report: dict) -> None:
                 name, result = next(((n, r) for n, r in _WEB_FIGURES if n in figures), ("", "within its thresholds"))
                 difference = 1 - figures[name] if name else None
             TABLE.record(plan["architecture"], plan["task"], loader, result, difference)
+            if web.get("webgpu") is not None:  # where onnxruntime-web's WebGPU provider placed its nodes
+                loader = f"onnxruntime-web (WebGPU), hfexport's placement (`{dtype}`)"
+                cpu = web.get("webgpu_cpu") or []
+                placed = "every computing node on the GPU" if web["webgpu"] else f"on the CPU: {', '.join(cpu)}"
+                TABLE.record(plan["architecture"], plan["task"], loader, placed if cpu or web["webgpu"] else "fails")

@@ -133,10 +133,15 @@ def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub
     (int8,) = onnx["variants"]
     assert onnx["web"]["wasm"] is True and int8["web"]["wasm"] is True, (onnx["web"], int8["web"])
     assert int8["web"]["figures"]["cosine_mean"] >= 0.99, int8["web"]
+    # On WebGPU (its placement in headless Chromium): the float graph whole on the GPU; the int8 one's
+    # quantized attention and dynamically quantized MatMuls have no kernel there.
+    assert onnx["web"]["webgpu"] is True and int8["web"]["webgpu"] is False, (onnx["web"], int8["web"])
+    assert {"QAttention", "DynamicQuantizeLinear"} <= set(int8["web"]["webgpu_cpu"]), int8["web"]
     card = Path(api.hf_hub_download(REPO, "README.md", revision=revision)).read_text()
-    rows = [line for line in card.splitlines() if line.startswith("| onnx |")]
-    assert len(rows) == 2 and all(row.endswith("| ORT CPU ✓ · wasm ✓ |") for row in rows), rows
-    assert "wasm is onnxruntime-web 1.31.0" in card
+    fp32_row, int8_row = [line for line in card.splitlines() if line.startswith("| onnx |")]
+    assert fp32_row.endswith("| ORT CPU ✓ · wasm ✓ · WebGPU ✓ |"), fp32_row
+    assert int8_row.endswith(f"| ORT CPU ✓ · wasm ✓ · WebGPU ✗ ({', '.join(int8['web']['webgpu_cpu'])}) |"), int8_row
+    assert "wasm is onnxruntime-web 1.31.0" in card and "WebGPU is where its WebGPU provider" in card
 
 
 def test_every_card_snippet_runs_after_the_merge_as_printed(pushed, tmp_path):

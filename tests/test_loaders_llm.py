@@ -231,8 +231,11 @@ def test_a_trained_llms_default_push_publishes_weight_only_files_its_loaders_run
     # backend, fed as transformers.js feeds it and held to the same floors, and the card says so.
     assert b["web"]["wasm"] is True and b["web"]["figures"]["tokens_equal"] == 1.0, b["web"]
     assert all(v["web"]["wasm"] is True and v["web"]["figures"] for v in variants.values()), variants
+    # On WebGPU (its placement in headless Chromium): every computing node of the fp32 graph and of
+    # the weight-only files on the GPU — MatMulNBits and GatherBlockQuantized have kernels there.
+    assert b["web"]["webgpu"] is True and all(v["web"]["webgpu"] is True for v in variants.values()), variants
     rows = [line for line in card.splitlines() if line.startswith("| onnx |")]
-    assert len(rows) == 4 and all(row.endswith("| ORT CPU ✓ · wasm ✓ |") for row in rows), rows
+    assert len(rows) == 4 and all(row.endswith("| ORT CPU ✓ · wasm ✓ · WebGPU ✓ |") for row in rows), rows
     # And it is true of transformers.js on that runtime (tests/js/runtime.mjs): from the fp32 graph the
     # text it writes on onnxruntime-node (eager's tokens, above), a continuation from each 4-bit file.
     for dtype in ("fp32", "q4", "q4f16"):

@@ -78,11 +78,56 @@ def test_without_onnxruntime_web_the_check_says_how_to_install_it(tmp_path, monk
 
 
 def test_the_cards_cell_says_where_a_file_runs():
-    assert WebRuntimes(wasm=True).cell() == "ORT CPU ✓ · wasm ✓"
-    assert WebRuntimes(wasm=False, wasm_note="cosine_mean 0.41 < 0.99").cell() == (
-        "ORT CPU ✓ · wasm ✗ (cosine_mean 0.41 < 0.99)"
+    assert WebRuntimes(wasm=True, webgpu=True).cell() == "ORT CPU ✓ · wasm ✓ · WebGPU ✓"
+    refused = WebRuntimes(wasm=False, wasm_note="cosine_mean 0.41 < 0.99", webgpu=False, webgpu_cpu=["QAttention"])
+    assert refused.cell() == "ORT CPU ✓ · wasm ✗ (cosine_mean 0.41 < 0.99) · WebGPU ✗ (QAttention)"
+    missing = WebRuntimes(wasm=None, wasm_note="not run: node is not installed", webgpu_note="not run: no Chromium")
+    assert missing.cell() == "ORT CPU ✓ · wasm not checked · WebGPU not checked"
+
+
+def test_webgpu_places_an_int8_encoders_quantized_attention_on_the_cpu(tmp_path):
+    """Where onnxruntime-web's WebGPU provider puts each node, read in headless Chromium: a float
+    graph's computing nodes all on the GPU; an int8 encoder's dynamically quantized MatMul and ORT's
+    QAttention kept on the CPU (no kernel), its int64 index arithmetic left out of the answer."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from hfexport.web import webgpu
+
+    try:
+        webgpu.chromium()
+    except wasm.WebRuntimeMissing as e:
+        pytest.skip(str(e))
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((16, 8)).astype(np.float32)
+    plain = _graph(tmp_path, weight)
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "scale", "zero"], name="quantize"),
+        helper.make_node("MatMulInteger", ["q", "w", "zero", "w_zero"], ["acc"], name="matmul"),
+        helper.make_node("Cast", ["acc"], ["acc_f"], to=TensorProto.FLOAT, name="cast"),
+        helper.make_node("Mul", ["acc_f", "scale"], ["y"], name="scale"),
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),  # int64 index arithmetic
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "int8",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8]),
+            helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+        ],
+        [
+            numpy_helper.from_array(rng.integers(-127, 127, (16, 8)).astype(np.int8), "w"),
+            numpy_helper.from_array(np.array(0, np.int8), "w_zero"),
+        ],
     )
-    assert WebRuntimes(wasm=None, wasm_note="not run: node is not installed").cell() == "ORT CPU ✓ · wasm not checked"
+    quantized = tmp_path / "model_quantized.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), quantized)
+    placed = webgpu.placement([plain, quantized])
+    assert all(p.error is None for p in placed), placed
+    assert webgpu.missing_on_webgpu(plain, placed[0]) == [] and placed[0].nodes_on_webgpu == 2, placed[0]
+    missing = webgpu.missing_on_webgpu(quantized, placed[1])
+    assert "MatMulInteger" in missing and "Shape" not in missing, placed[1]
 
 
 def test_a_default_variant_the_browsers_runtime_refuses_is_left_out_and_a_named_one_keeps_its_cross(tmp_path):

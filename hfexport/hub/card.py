@@ -124,10 +124,14 @@ def web_notes(report: Report) -> list[str]:
         "*runs on*: ORT CPU is ONNX Runtime for CPU, where validation ran each file; wasm is onnxruntime-web"
         + (f" {version}" if version else "")
         + "'s wasm backend, the runtime transformers.js runs in browsers, fed as transformers.js feeds it and "
-        "held to the same thresholds (run under node)."
+        "held to the same thresholds (run under node); WebGPU is where its WebGPU provider (transformers.js's "
+        "`device: 'webgpu'`) places each node, read in headless Chromium: ✗ names the operators it has no "
+        "kernel for, which run on the CPU instead, with copies to and from the GPU around them."
     ]
     skipped = sorted({w.wasm_note for w in checked if w.wasm is None and w.wasm_note})
     notes += [f"wasm {why}." for why in skipped]
+    skipped = sorted({w.webgpu_note for w in checked if w.webgpu is None and w.webgpu_note})
+    notes += [f"WebGPU {why}." for why in skipped]
     return notes
 
 

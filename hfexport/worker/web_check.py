@@ -13,6 +13,7 @@ not published, since a default is what a browser user gets without asking.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,7 @@ def check_on_web(
     except (WebRuntimeMissing, OSError, RuntimeError) as e:
         for each, _ in sets:
             _record(result, each, WebRuntimes(wasm=None, wasm_note=f"not run: {e}"))
+        _place_on_webgpu(result, sets)
         return
     try:
         for variant, files in sets:
@@ -76,6 +78,44 @@ def check_on_web(
                 )
     finally:
         runtime.close()
+    _place_on_webgpu(result, [(v, files) for v, files in sets if v is None or v.ok])
+
+
+def _place_on_webgpu(result: BackendResult, sets: list[tuple[VariantResult | None, dict[str, Path]]]) -> None:
+    """Each set's graphs opened on onnxruntime-web's WebGPU provider (`web.webgpu`, one browser for
+    all): a set runs there where every graph opens and none keeps a computing node on the CPU."""
+    from ..web.wasm import WebRuntimeMissing
+    from ..web.webgpu import missing_on_webgpu, placement
+
+    graphs = sorted({path for _, files in sets for path in files.values()})
+    heavy = [g for g in graphs if _weight(g) > WASM_MAX_BYTES]
+    try:
+        placed = dict(zip(graphs, placement([g for g in graphs if g not in heavy])))
+    except (WebRuntimeMissing, OSError, RuntimeError, subprocess.SubprocessError) as e:
+        for variant, _ in sets:
+            web = result.web if variant is None else variant.web
+            if web is not None:
+                web.webgpu_note = f"not run: {e}"
+        return
+    for variant, files in sets:
+        web = result.web if variant is None else variant.web
+        if web is None:
+            continue
+        if any(path in heavy for path in files.values()):
+            web.webgpu_note = f"not run: past the {WASM_MAX_BYTES / 1e9:.0f} GB a browser's wasm memory loads"
+            continue
+        errors = [p.error for path in files.values() if (p := placed[path]).error]
+        missing = [op for path in files.values() for op in missing_on_webgpu(path, placed[path])]
+        web.webgpu = not errors and not missing
+        web.webgpu_cpu = list(dict.fromkeys(missing))
+        web.webgpu_note = errors[0] if errors else None
+
+
+def _weight(graph: Path) -> int:
+    """A graph's bytes with its external data's."""
+    from ..web.wasm import graph_facts
+
+    return sum(p.stat().st_size for p in [graph, *(graph.parent / n for n in graph_facts(graph)[0])] if p.exists())
 
 
 def _record(result: BackendResult, variant: VariantResult | None, web: WebRuntimes) -> None:
@@ -102,11 +142,7 @@ def _judge(
     from ..variants import misses
     from .validate import compare_forward, compare_generation, generation_quality, loaders_run, quality_figures
 
-    from ..web.wasm import graph_facts
-
-    weight = sum(
-        p.stat().st_size for f in files.values() for p in [f, *(f.parent / n for n in graph_facts(f)[0])] if p.exists()
-    )
+    weight = sum(_weight(f) for f in files.values())
     if weight > WASM_MAX_BYTES:
         return WebRuntimes(
             wasm=None,
