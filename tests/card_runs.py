@@ -86,6 +86,29 @@ def run_js(code: str, home: Path) -> subprocess.CompletedProcess:
 WEB = "onnxruntime-web"
 
 
+def webgpu_script(api, repo: str, revision: str, home: Path, task: str, dtype: str, given: str, *more: str):
+    """transformers.js's browser bundle in headless Chromium on WebGPU (`tests/js/webgpu.mjs`),
+    its pipeline over `repo` at `revision`. The page reads the repo's files from a folder the
+    Hub's client fetched (a browser on another origin than the local Hub would need CORS from
+    it). Returns what the pipeline gave, read as JSON; skips where no Chromium is installed."""
+    from hfexport.web.wasm import WebRuntimeMissing
+    from hfexport.web.webgpu import chromium
+
+    try:
+        browser = chromium()
+    except WebRuntimeMissing as e:
+        pytest.skip(str(e))
+    api.snapshot_download(repo, revision=revision, local_dir=home / "models" / "model")
+    run = subprocess.run(
+        ["node", str(JS / "webgpu.mjs"), browser, str(home / "models"), "model", task, dtype, given, *more],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
 def node_script(script: str, cache: Path, *args: str, runtime: str | None = None):
     """`tests/js/<script>` (transformers.js as its users run it) with a fresh cache of its own:
     what it printed on its last line, read as JSON. `runtime=WEB`: on the browser's runtime,

@@ -25,6 +25,7 @@ from card_runs import (
     TEXTS,
     JS,
     WEB,
+    webgpu_script,
     record,
     card_blocks,
     run_js,
@@ -142,6 +143,16 @@ def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub
     assert fp32_row.endswith("| ORT CPU ✓ · wasm ✓ · WebGPU ✓ |"), fp32_row
     assert int8_row.endswith(f"| ORT CPU ✓ · wasm ✓ · WebGPU ✗ ({', '.join(int8['web']['webgpu_cpu'])}) |"), int8_row
     assert "wasm is onnxruntime-web 1.31.0" in card and "WebGPU is where its WebGPU provider" in card
+    # And on WebGPU itself: transformers.js's browser bundle in headless Chromium (SwiftShader), the
+    # PR's files with `device: 'webgpu'`: eager's embeddings from both, the int8 file's CPU nodes too.
+    for dtype, floor in (("fp32", 0.9999), ("q8", 0.98)):
+        given = json.dumps(TEXTS)
+        got = torch.tensor(
+            webgpu_script(api, REPO, revision, tmp_path / f"webgpu-{dtype}", "feature-extraction", dtype, given)
+        )
+        cosine = torch.nn.functional.cosine_similarity(got, eager, dim=-1)
+        print(f"transformers.js {dtype} on WebGPU (SwiftShader): cosine to eager {cosine.tolist()}")
+        assert got.shape == eager.shape and float(cosine.min()) >= floor, (dtype, cosine)
 
 
 def test_every_card_snippet_runs_after_the_merge_as_printed(pushed, tmp_path):

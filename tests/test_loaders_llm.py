@@ -14,6 +14,7 @@ import tiny_models
 from card_runs import (
     WEB,
     node_script,
+    webgpu_script,
     record,
     card_blocks,
     run_python,
@@ -246,6 +247,10 @@ def test_a_trained_llms_default_push_publishes_weight_only_files_its_loaders_run
             assert written == node_script("generate.mjs", tmp_path / "node-fp32", *args), written
         result = "onnxruntime-node's text" if dtype == "fp32" else "generates"
         record(outcome, f"transformers.js on onnxruntime-web (wasm) `text-generation` (`dtype: '{dtype}'`)", result)
+    # And on WebGPU itself: transformers.js's browser bundle in headless Chromium (SwiftShader), the
+    # 4-bit file with `device: 'webgpu'`, greedy: it generates a continuation there too.
+    written = webgpu_script(api, repo, pr, tmp_path / "webgpu-q4", "text-generation", "q4", json.dumps(text), "8")
+    assert written.startswith(text) and len(written) > len(text), written
     call = 'ORTModelForCausalLM.from_pretrained(repo, file_name="model_w8.onnx")'
     assert f"`onnx/model_w8.onnx` (w8) — optimum: `{call}`" in card
     assert "`onnx/model_w8.onnx` runs ONNX Runtime's own operators (GatherBlockQuantized, MatMulNBits)" in card
