@@ -160,3 +160,18 @@ def test_a_default_variant_the_browsers_runtime_refuses_is_left_out_and_a_named_
     (row,) = [line for line in card.splitlines() if line.startswith("| onnx | fp16 |")]
     assert "| ORT CPU ✓ · wasm ✗ (onnxruntime-web (wasm): a refusal injected by" in row, row
     assert "| onnx | int8 |" not in card  # the card lists what is published
+
+
+def test_a_runtime_killed_mid_check_says_it_ended_not_that_the_file_failed(tmp_path):
+    """node killed under a check (the out-of-memory killer's pick, say): the call raises that the
+    runtime ended, and the process is seen gone — which the web check reports as "not run", never
+    as the file's failure (a default variant is unpublished only for a real refusal)."""
+    import signal
+
+    path = _graph(tmp_path, np.ones((4, 2), np.float32))
+    with wasm.WasmRuntime() as runtime:
+        session = runtime.open(path)
+        runtime.process.send_signal(signal.SIGKILL)
+        with pytest.raises(RuntimeError, match="onnxruntime-web \\(node\\) ended"):
+            session.run(None, {"x": np.ones((1, 4), np.float32)})
+        assert runtime.process.poll() is not None

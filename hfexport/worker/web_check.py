@@ -176,6 +176,8 @@ def _judge(
     except Exception as e:  # the runtime refused the file or a feed: exactly what this stage is for
         # The runtime's own refusals (`RuntimeError`) already say "onnxruntime-web (wasm): …".
         said = str(e).strip()[:300] if isinstance(e, RuntimeError) else f"{type(e).__name__}: {str(e).strip()[:300]}"
+        if runtime.process.poll() is not None:  # node itself ended (killed for memory, say): no verdict on the file
+            return WebRuntimes(wasm=None, wasm_note=f"not run: {said}", version=runtime.version)
         return WebRuntimes(wasm=False, wasm_note=said, version=runtime.version)
     finally:
         for session in sessions:
