@@ -139,6 +139,9 @@ def run(sizes: list[str], backends: list[str]) -> list[dict]:
                 "disk_bytes": folder_bytes(out) if out.exists() else None,
                 **worker_profile(out, backend),
             }
+            # The worker's own peak, from its report: a worker killed with its process group at the
+            # end is reaped by no parent of ours, so RUSAGE_CHILDREN may not see it.
+            row["peak_rss_mb"] = max(row["peak_rss_mb"] or 0, max(row.get("stage_peaks_mb", {}).values(), default=0))
             shutil.rmtree(out, ignore_errors=True)  # 1-5 GB each
             if backend == "onnx":
                 # The same export with no variant: what optimum-cli's export alone is compared with.
