@@ -66,7 +66,11 @@ def check_on_web(
     try:
         for variant, files in sets:
             if runtime.process.poll() is not None:  # the last set ended it (out of wasm memory, say): a fresh one
-                runtime = WasmRuntime()
+                try:
+                    runtime = WasmRuntime()
+                except (WebRuntimeMissing, OSError, RuntimeError) as e:
+                    _record(result, variant, WebRuntimes(wasm=None, wasm_note=f"not run: {e}"))
+                    continue
             web = _judge(runtime, tolerance, result, split, reference, traced, other, judged, variant, files)
             _record(result, variant, web)
             if variant is not None and web.wasm is False and variant.kind in defaults:
@@ -105,7 +109,11 @@ def _place_on_webgpu(result: BackendResult, sets: list[tuple[VariantResult | Non
             web.webgpu_note = f"not run: past the {WASM_MAX_BYTES / 1e9:.0f} GB a browser's wasm memory loads"
             continue
         errors = [p.error for path in files.values() if (p := placed[path]).error]
-        missing = [op for path in files.values() for op in missing_on_webgpu(path, placed[path])]
+        try:
+            missing = [op for path in files.values() for op in missing_on_webgpu(path, placed[path])]
+        except Exception as e:  # the graph's types could not be read back: no verdict
+            web.webgpu_note = f"not run: {type(e).__name__}: {str(e).strip()[:200]}"
+            continue
         web.webgpu = not errors and not missing
         web.webgpu_cpu = list(dict.fromkeys(missing))
         web.webgpu_note = errors[0] if errors else None
