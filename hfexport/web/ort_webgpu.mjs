@@ -5,10 +5,10 @@
 // Opens a session on each graph, one browser for all, and prints one JSON line, a list in the same
 // order: where ONNX Runtime placed each node (its verbose log, `VerifyEachNodeIsAssignedToAnEp`),
 // as {"placed": {PROVIDER: [[OP_TYPE, NODE_NAME], ...]}, "counts": {PROVIDER: N}}, or {"error": ...}.
-import { createReadStream, readFileSync } from 'node:fs';
-import http from 'node:http';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { WEBGPU_ARGS, serve } from './chromium.mjs';
 
 const [packageDir, executablePath] = process.argv.slice(2);
 const graphs = JSON.parse(readFileSync(0, 'utf8'));
@@ -19,37 +19,10 @@ graphs.forEach((graph, index) => {
   for (const [name, file] of graph.external ?? []) files.set(`/g${index}/${name}`, file);
 });
 
-// The page, the runtime and the graphs, served from disk on this machine's loopback (in the
-// sandbox, its own namespace's): streamed, since a graph may be gigabytes.
-const server = http.createServer((request, response) => {
-  const url = decodeURIComponent(new URL(request.url, 'http://127.0.0.1').pathname);
-  if (url === '/') {
-    response.writeHead(200, { 'content-type': 'text/html' });
-    response.end('<!doctype html><title>hfexport</title>');
-    return;
-  }
-  const file = url.startsWith('/ort/') ? path.join(dist, path.basename(url)) : files.get(url);
-  if (!file) {
-    response.writeHead(404);
-    response.end();
-    return;
-  }
-  const type = file.endsWith('.mjs') ? 'text/javascript' : file.endsWith('.wasm') ? 'application/wasm' : 'application/octet-stream';
-  response.writeHead(200, { 'content-type': type });
-  createReadStream(file).on('error', () => response.end()).pipe(response);
-});
-await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-const origin = `http://127.0.0.1:${server.address().port}`; // a secure context, as WebGPU requires
-
-// Chromium's WebGPU on SwiftShader, and none of its own network traffic (the machine may have none).
-const browser = await chromium.launch({
-  executablePath,
-  args: [
-    '--no-sandbox', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', '--enable-unsafe-webgpu', '--enable-features=Vulkan',
-    '--use-vulkan=swiftshader', '--use-webgpu-adapter=swiftshader', '--enable-unsafe-swiftshader',
-  ],
-});
+// The page, the runtime and the graphs, from disk on this machine's loopback (in the sandbox, its
+// own namespace's).
+const { origin, close } = await serve((url) => (url.startsWith('/ort/') ? path.join(dist, path.basename(url)) : files.get(url)));
+const browser = await chromium.launch({ executablePath, args: WEBGPU_ARGS });
 const answers = [];
 try {
   const page = await browser.newPage();
@@ -78,7 +51,7 @@ try {
   }
 } finally {
   await browser.close();
-  server.close();
+  close();
 }
 console.log(JSON.stringify(answers));
 

@@ -4,11 +4,11 @@
 //   node webgpu.mjs CHROMIUM MODELS_DIR MODEL TASK DTYPE INPUT_JSON [NEW_TOKENS]
 // feature-extraction: embeddings (mean-pooled, normalized) of the texts in INPUT_JSON;
 // text-generation: the greedy text written after the prompt INPUT_JSON.
-import { createReadStream } from 'node:fs';
-import http from 'node:http';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+// The browser's flags and the page's server, as hfexport's own WebGPU check has them.
+import { WEBGPU_ARGS, serve } from '../../hfexport/web/chromium.mjs';
 
 const [executablePath, models, model, task, dtype, input, newTokens] = process.argv.slice(2);
 // The page is served transformers.js's browser bundle, onnxruntime-web's .wasm and the model.
@@ -19,37 +19,12 @@ const roots = {
   '/models/': models,
 };
 
-const server = http.createServer((request, response) => {
-  const url = decodeURIComponent(new URL(request.url, 'http://127.0.0.1').pathname);
-  if (url === '/') {
-    response.writeHead(200, { 'content-type': 'text/html' });
-    response.end('<!doctype html><title>transformers.js on WebGPU</title>');
-    return;
-  }
+const { origin, close } = await serve((url) => {
   const [prefix, root] = Object.entries(roots).find(([prefix]) => url.startsWith(prefix)) ?? [];
   const file = root && path.join(root, path.normalize(url.slice(prefix.length)));
-  if (!file || !file.startsWith(root)) {
-    response.writeHead(404);
-    response.end();
-    return;
-  }
-  const type = /\.m?js$/.test(file) ? 'text/javascript' : file.endsWith('.wasm') ? 'application/wasm' : file.endsWith('.json') ? 'application/json' : 'application/octet-stream';
-  createReadStream(file)
-    .on('open', () => response.writeHead(200, { 'content-type': type }))
-    .on('error', () => { response.writeHead(404); response.end(); })
-    .pipe(response);
+  return file && file.startsWith(root) ? file : undefined;
 });
-await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-const origin = `http://127.0.0.1:${server.address().port}`; // a secure context, as WebGPU requires
-
-const browser = await chromium.launch({
-  executablePath,
-  args: [
-    '--no-sandbox', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', '--enable-unsafe-webgpu', '--enable-features=Vulkan',
-    '--use-vulkan=swiftshader', '--use-webgpu-adapter=swiftshader', '--enable-unsafe-swiftshader',
-  ],
-});
+const browser = await chromium.launch({ executablePath, args: WEBGPU_ARGS });
 let output;
 try {
   const page = await browser.newPage();
@@ -70,6 +45,6 @@ try {
   }, { model, task, dtype, input, newTokens });
 } finally {
   await browser.close();
-  server.close();
+  close();
 }
 console.log(JSON.stringify(output));
