@@ -21,6 +21,7 @@ processes it starts (`quiet_noise`), and tests set others per test. Defaults liv
 | `HFEXPORT_ACTION_DIR` | where the Action's entrypoint lives | `action/` beside the package |
 | `HFEXPORT_ONNXRUNTIME_WEB` | onnxruntime-web's folder (the browser's runtime) | `hfexport/web/node_modules/...` |
 | `HFEXPORT_CHROMIUM` | the Chromium WebGPU placement is read in | `chromium-headless-shell`, `chromium` |
+| `HFEXPORT_WEB_CHECKS` | run ONNX files on the browser's runtimes ("0": skip; the card then names none) | "1" |
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ READ_TOKEN = "HFEXPORT_READ_TOKEN"
 ACTION_DIR = "HFEXPORT_ACTION_DIR"
 ONNXRUNTIME_WEB = "HFEXPORT_ONNXRUNTIME_WEB"
 CHROMIUM = "HFEXPORT_CHROMIUM"
+WEB_CHECKS = "HFEXPORT_WEB_CHECKS"
 
 LIMITS_MB = {MAX_SUPPORT_FILE_MB: 100, MAX_DOWNLOAD_MB: 200_000}
 
@@ -131,3 +133,9 @@ def onnxruntime_web_dir() -> Path:
 def chromium() -> str | None:
     """The Chromium named by `HFEXPORT_CHROMIUM` (None: found on PATH by `web.webgpu.chromium`)."""
     return os.environ.get(CHROMIUM) or None
+
+
+def web_checks() -> bool:
+    """Whether ONNX files are run on onnxruntime-web (wasm, WebGPU placement) before publishing.
+    Off ("0"), the report and card say nothing of the browser; the export cache keys it."""
+    return os.environ.get(WEB_CHECKS, "1") != "0"

@@ -220,7 +220,8 @@ def push_with_bot(
             variants,
             "--json",
             *extra,
-            env={"HF_TOKEN": bot, **client},
+            # What the browser's runtimes say of each file: the card's cells, the loader table's rows.
+            env={"HF_TOKEN": bot, "HFEXPORT_WEB_CHECKS": "1", **client},
             timeout=1800,
         )
     finally:

@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,10 @@ os.environ["HFEXPORT_JOBS"] = "3"
 os.environ["HFEXPORT_VARIANTS"] = "none"
 # The fault hook (HFEXPORT_FAULT) is live only under this switch.
 os.environ["HFEXPORT_TESTING"] = "1"
+# The browser's runtimes (onnxruntime-web's wasm, WebGPU placement) only where a test reads what they
+# say: the family exports (the loader table's rows), the pushes of tests/card_runs.py and
+# tests/test_web.py turn them on (`web_checks`). Elsewhere they cost 3 s of each ONNX export.
+os.environ["HFEXPORT_WEB_CHECKS"] = "0"
 
 sys.path.insert(0, str(Path(__file__).parent))
 import tiny_models  # noqa: E402
@@ -134,6 +140,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@contextmanager
+def web_checks() -> Iterator[None]:
+    """The browser's runtimes on, for the exports made inside (their workers inherit it)."""
+    os.environ["HFEXPORT_WEB_CHECKS"] = "1"
+    try:
+        yield
+    finally:
+        os.environ["HFEXPORT_WEB_CHECKS"] = "0"
+
+
 @pytest.fixture(scope="session")
 def hub() -> DevHub:
     """The in-process local Hub every client in this session talks to."""
@@ -151,7 +167,8 @@ def _exported(workspace: Path, name: str, build, backends: str = ALL_CPU, **kwar
     folder = build(workspace / f"model-{name}") if build else tiny_models.minilm_folder()
     # Variants are the variant tests' (test_variants.py): these exports judge the fp32 files alone.
     kwargs.setdefault("variants", "none")
-    report = hfexport.export(str(folder), workspace / f"out-{name}", backends=backends, **kwargs)
+    with web_checks():
+        report = hfexport.export(str(folder), workspace / f"out-{name}", backends=backends, **kwargs)
     for b in report.succeeded:  # docs/export.md's loader table: each export reloaded on its own runtime
         v = b.validation
         result = "eager's tokens; logits max abs diff" if v.tokens_equal else "max abs diff"

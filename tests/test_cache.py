@@ -59,6 +59,29 @@ def test_a_request_finds_its_export_and_another_request_does_not(tmp_path, monke
     assert key not in others and len(set(others)) == len(others)
 
 
+def test_an_export_made_without_the_browsers_runtimes_is_not_handed_to_a_run_that_runs_them(tmp_path, monkeypatch):
+    """The web checks' verdicts are part of an export (its report rows, its card cells): with them
+    off (`HFEXPORT_WEB_CHECKS=0`), or on another onnxruntime-web, both keys differ."""
+    from hfexport.pipeline.cache import export_dir
+
+    plan = ExportPlan(
+        "feature-extraction", "BertModel", "BertModel", "bert", "single", "text", False, Split.SINGLE, ["onnx"]
+    )
+    request = ExportRequest("auto", ["int8"])
+    keys = {}
+    for checks, package in (("1", None), ("0", None), ("1", tmp_path / "nowhere")):
+        monkeypatch.setenv("HFEXPORT_WEB_CHECKS", checks)
+        if package is None:
+            monkeypatch.delenv("HFEXPORT_ONNXRUNTIME_WEB", raising=False)
+        else:
+            monkeypatch.setenv("HFEXPORT_ONNXRUNTIME_WEB", str(package))
+        keys[checks, package] = (
+            request_key(_fetched("c1"), ["onnx"], request, False),
+            export_dir(_fetched("c1"), plan),
+        )
+    assert len({k for k, _ in keys.values()}) == 3 and len({d for _, d in keys.values()}) == 3, keys
+
+
 def test_a_remembered_failure_or_a_name_outside_the_cache_is_not_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("HFEXPORT_CACHE", str(tmp_path))
     _kept(tmp_path / "exports" / "failed", Status.FAILED)

@@ -332,7 +332,7 @@ def test_doctor_reports_versions_and_backends(hub):
     preflight counts on, the sandbox and the browser runtime; reads the exporters' tested versions without importing
     them; `-v` works anywhere on the line; `--version` answers alone."""
     token = hub.add_user("doctor-user")
-    result = run_cli("doctor", "--json", env={"HF_TOKEN": token}, timeout=300)
+    result = run_cli("doctor", "--json", env={"HF_TOKEN": token, "HFEXPORT_WEB_CHECKS": "1"}, timeout=300)
     assert result.returncode == 0, result.stderr
     # The libraries' known-harmless lines (torchao's CUDA kernels, pytree deprecations) are not ours to print.
     noise = ("Failed to load", "register_constant() on Enum")
@@ -345,6 +345,8 @@ def test_doctor_reports_versions_and_backends(hub):
     # The browser's runtime the ONNX files are also run on: the version hfexport/web/package.json pins.
     pinned = json.loads((Path(hfexport.__file__).parent / "web" / "package.json").read_text())
     assert info["web_runtime"].startswith(f"onnxruntime-web {pinned['dependencies']['onnxruntime-web']} "), info
+    off = json.loads(run_cli("doctor", "--json", env={"HFEXPORT_WEB_CHECKS": "0"}, timeout=300).stdout)
+    assert off["web_runtime"] == "none — turned off (HFEXPORT_WEB_CHECKS=0)", off
     version = run_cli("--version", timeout=120)
     assert version.returncode == 0 and version.stdout.startswith(f"hfexport {info['hfexport']} (torch "), version
     packages = {row["package"]: row for row in info["packages"]}

@@ -146,7 +146,7 @@ def test_a_default_variant_the_browsers_runtime_refuses_is_left_out_and_a_named_
     out = tmp_path / "out"
     result = run_cli(
         "export", str(tiny_models.minilm_folder()), "--backends", "onnx", "--variants", "default,fp16",
-        "--out", str(out), env={"HFEXPORT_FAULT": "web:int8,web:fp16"}, timeout=900,
+        "--out", str(out), env={"HFEXPORT_FAULT": "web:int8,web:fp16", "HFEXPORT_WEB_CHECKS": "1"}, timeout=900,
     )  # fmt: skip
     report = Report.from_dict(json.loads((out / "hfexport-report.json").read_text()))
     (onnx,) = report.backends

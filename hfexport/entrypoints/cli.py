@@ -244,8 +244,11 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON o
 
 def _web_runtime() -> str:
     """onnxruntime-web's wasm backend under node (`hfexport/web`): its version, or why it is missing."""
+    from ..settings import WEB_CHECKS, web_checks
     from ..web.wasm import WebRuntimeMissing, locate, version
 
+    if not web_checks():
+        return f"none — turned off ({WEB_CHECKS}=0)"
     try:
         locate()
     except WebRuntimeMissing as e:

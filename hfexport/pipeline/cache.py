@@ -25,17 +25,27 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..report import REPORT_FILE, ExportPlan, ExportRequest, Report, Source
-from ..settings import cache_dir, cache_max_bytes
+from ..settings import cache_dir, cache_max_bytes, web_checks
 from ..versions import runtime_versions
+from ..web.wasm import version as web_version
 from .fetch import FetchedModel
 
 # The runtimes whose version changes what an export holds (torch and transformers are pinned with hfexport).
 _KEYED_RUNTIMES = ("executorch", "onnx", "onnxscript", "onnxruntime")
 
 
+def _keyed_runtimes() -> dict[str, str]:
+    """Those versions, and the browser's runtime the ONNX files were run on: its report rows and
+    card cells are part of the export, so an export made with the web checks off (or on another
+    onnxruntime-web) is not handed to a run that wants them."""
+    versions = runtime_versions(_KEYED_RUNTIMES)
+    versions["onnxruntime-web"] = (web_version() or "missing") if web_checks() else "not checked"
+    return versions
+
+
 def export_dir(fetched: FetchedModel, plan: ExportPlan) -> Path:
     """Where the export of `fetched` by `plan` is kept (`settings.cache_dir()/exports/<key>`)."""
-    versions = runtime_versions(_KEYED_RUNTIMES)
+    versions = _keyed_runtimes()
     digest = hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:8]
     return cache_dir() / "exports" / f"{fetched.content_digest[:24]}-{plan.digest()}-{digest}"
 
@@ -48,7 +58,7 @@ def request_key(fetched: FetchedModel, backends: list[str], request: ExportReque
         "backends": sorted(backends),
         "request": request.to_dict(),
         "trust_remote_code": trust_remote_code,
-        "versions": runtime_versions(_KEYED_RUNTIMES),
+        "versions": _keyed_runtimes(),
     }
     return hashlib.sha256(json.dumps(decided, sort_keys=True).encode()).hexdigest()[:32]
 

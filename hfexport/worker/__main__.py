@@ -216,6 +216,7 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
     from .splits import Exporting, split_for
     from .validate import Reference, compare_generation, loaders_run
     from .web_check import check_on_web
+    from ..settings import web_checks
     from ..variants import default_kinds
 
     torch.manual_seed(0)
@@ -372,7 +373,7 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Call
                     rejudge_published(variant, split, published, reference, traced, other, judged, out_dir)
                     del published
                     return_freed()
-        if backend.runs_in_browsers and validation.passed:
+        if backend.runs_in_browsers and validation.passed and web_checks():
             stage("web runtimes")
             defaults = default_kinds(plan.variants, backend.name, split.generates)
             check_on_web(
