@@ -86,11 +86,12 @@ def run_js(code: str, home: Path) -> subprocess.CompletedProcess:
 WEB = "onnxruntime-web"
 
 
-def webgpu_script(api, repo: str, revision: str, home: Path, task: str, dtype: str, given: str, *more: str):
+def webgpu_script(api, repo: str, revision: str, home: Path, task: str, options: dict, given: str, *more: str):
     """transformers.js's browser bundle in headless Chromium on WebGPU (`tests/js/webgpu.mjs`),
-    its pipeline over `repo` at `revision`. The page reads the repo's files from a folder the
-    Hub's client fetched (a browser on another origin than the local Hub would need CORS from
-    it). Returns what the pipeline gave, read as JSON; skips where no Chromium is installed."""
+    its pipeline over `repo` at `revision`, the file picked by `options` (`{"dtype": "q4"}`). The
+    page reads the repo's files from a folder the Hub's client fetched (a browser on another origin
+    than the local Hub would need CORS from it). Returns what the pipeline gave, read as JSON; skips
+    where no Chromium is installed."""
     from hfexport.web.wasm import WebRuntimeMissing
     from hfexport.web.webgpu import chromium
 
@@ -100,13 +101,33 @@ def webgpu_script(api, repo: str, revision: str, home: Path, task: str, dtype: s
         pytest.skip(str(e))
     api.snapshot_download(repo, revision=revision, local_dir=home / "models" / "model")
     run = subprocess.run(
-        ["node", str(JS / "webgpu.mjs"), browser, str(home / "models"), "model", task, dtype, given, *more],
+        [
+            "node",
+            str(JS / "webgpu.mjs"),
+            browser,
+            str(home / "models"),
+            "model",
+            task,
+            json.dumps(options),
+            given,
+            *more,
+        ],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def device_options(js: str) -> dict[str, dict[str, str]]:
+    """The card's transformers.js block's options for each device (`const files = { cpu: { dtype:
+    "fp32" }, webgpu: { … } }`), read back as `{"webgpu": {"dtype": "fp32", "model_file_name": …}}`."""
+    (line,) = [line for line in js.splitlines() if line.startswith("const files = ")]
+    return {
+        device: dict(re.findall(r'(\w+): "([^"]*)"', options))
+        for device, options in re.findall(r"(\w+): \{ ([^}]*) \}", line.removeprefix("const files = "))
+    }
 
 
 def node_script(script: str, cache: Path, *args: str, runtime: str | None = None):

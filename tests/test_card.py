@@ -140,3 +140,32 @@ def test_a_half_precision_checkpoint_is_said_per_export_with_the_reason_where_it
     # A float32 checkpoint: nothing said.
     report.plan.source_dtype = "float32"
     assert "The checkpoint is stored in" not in render_card(None, "o/m", report).text
+
+
+def test_the_transformers_js_block_names_the_smallest_file_each_browser_ran_and_fp32_in_node():
+    """Node (`cpu`) keeps the fp32 graph; wasm and WebGPU each take the smallest published file
+    hfexport ran there: an encoder's int8 (q8) on wasm, its weight-only 8-bit file by
+    `model_file_name` on WebGPU (int8's quantized attention has no kernel there). A float16 file is
+    never chosen for a browser, and without web verdicts no device is named."""
+    from hfexport.hub.snippets import device_files, js_block
+    from hfexport.report import VariantResult, WebRuntimes
+
+    report = _report()
+    onnx = report.backends[0]
+    onnx.web = WebRuntimes(wasm=True, webgpu=True)
+    gpu_less = WebRuntimes(wasm=True, webgpu=False, webgpu_cpu=["QAttention"])
+    onnx.variants = [
+        VariantResult("int8", "ok", file="model_quantized.onnx", size=3, web=gpu_less),
+        VariantResult("w8", "ok", file="model_w8.onnx", size=4, web=WebRuntimes(wasm=True, webgpu=True)),
+        VariantResult("fp16", "ok", file="model_fp16.onnx", size=2, web=WebRuntimes(wasm=True, webgpu=True)),
+    ]
+    w8 = 'dtype: "fp32", model_file_name: "model_w8"'
+    assert device_files(onnx) == {"cpu": 'dtype: "fp32"', "wasm": 'dtype: "q8"', "webgpu": w8}
+    block = "\n".join(js_block("o/m", report, onnx, {"tokenizer.json"}) or [])
+    assert f'const files = {{ cpu: {{ dtype: "fp32" }}, wasm: {{ dtype: "q8" }}, webgpu: {{ {w8} }} }};' in block
+    assert 'const device = "cpu";' in block and "{ revision, device, ...files[device] }" in block
+    # No browser verdicts (the checks off): the block loads the fp32 graph, naming no device.
+    for file in (onnx, *onnx.variants):
+        file.web = None
+    assert device_files(onnx) == {}
+    assert 'dtype: "fp32" });' in "\n".join(js_block("o/m", report, onnx, {"tokenizer.json"}) or [])

@@ -1,6 +1,7 @@
 """The card's "How to load" code runs as printed, and the ecosystem's own loaders read the files.
 
-A real push of MiniLM (dynamo, onnx, executorch, and the int8 ONNX variant) and of a tiny decoder
+A real push of MiniLM (dynamo, onnx, executorch, and the default ONNX variants: int8 and the
+weight-only 8-bit file WebGPU runs) and of a tiny decoder
 LLM with its tokenizer to the local Hub; then every block of the card it wrote — each one a whole
 program, Python or JavaScript (transformers.js from npm) — runs in a process of its own, with a
 fresh cache and no token: against the pull request (the one line the card says to change) and,
@@ -26,6 +27,7 @@ from card_runs import (
     JS,
     WEB,
     webgpu_script,
+    device_options,
     record,
     card_blocks,
     run_js,
@@ -56,9 +58,9 @@ def pushed(hub):
         "--backends",
         "dynamo,onnx,executorch",
         "--variants",
-        "onnx:int8",
+        "default",
         "--json",
-        env={"HF_TOKEN": bot},
+        env={"HF_TOKEN": bot, "HFEXPORT_WEB_CHECKS": "1"},
         timeout=1800,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -77,9 +79,12 @@ def pushed(hub):
     assert "Failed to load" not in result.stderr and "register_constant()" not in result.stderr
     # int8 of the encoder's fused graph: its attention quantized whole (ORT's QAttention), the one
     # most outlier-prone projection kept in float, within 30 % of the fp32 bytes.
-    (int8,) = report["backends"][1]["variants"]
+    int8, w8 = report["backends"][1]["variants"]
     assert int8["status"] == "ok" and "QAttention" in int8["runtime_ops"] and len(int8["kept_in_float"]) == 1, int8
     assert int8["size_share"] <= 0.30 and int8["quality"]["cosine_mean"] >= 0.99, int8
+    # The weight-only 8-bit file: MatMulNBits (WebGPU has kernels for it), nearer eager than int8.
+    assert w8["kind"] == "w8" and w8["status"] == "ok" and "MatMulNBits" in w8["runtime_ops"], w8
+    assert w8["size_share"] <= 0.32 and w8["quality"]["cosine_mean"] >= 0.999, w8
     return api, outcome
 
 
@@ -101,20 +106,25 @@ def _eager(texts: list[str]):
     reason="transformers.js is installed by `make test` (npm ci in tests/js)",
 )
 def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub, tmp_path):
-    """transformers.js fetches `onnx/model.onnx` alone (fp32) or `onnx/model_quantized.onnx` (q8) from
-    the PR's revision, as from any Hub repo, on onnxruntime-node and on the browser's runtime
-    (onnxruntime-web's wasm backend): fp32 embeddings match eager to cosine >= 0.9999, q8's to 0.98 —
-    which is what the card's "runs on" cells say of both files, from hfexport's own wasm run."""
+    """transformers.js fetches `onnx/model.onnx` alone (fp32), `onnx/model_quantized.onnx` (q8) or
+    `onnx/model_w8.onnx` (by `model_file_name`) from the PR's revision, as from any Hub repo, on
+    onnxruntime-node and on the browser's runtime (onnxruntime-web's wasm backend): fp32 embeddings
+    match eager to cosine >= 0.9999, w8's to 0.999, q8's to 0.98 — which is what the card's "runs
+    on" cells say of the files, from hfexport's own wasm run. The card's block names the file each
+    device takes: fp32 in Node, q8 on wasm, and on WebGPU, which runs none of int8's quantized
+    attention, the weight-only file — which transformers.js then runs on WebGPU as eager."""
     import torch
 
     api, outcome = pushed
     revision = f"refs/pr/{outcome['pr_num']}"
     eager = _eager(TEXTS)
-    for runtime, (dtype, floor) in product((None, WEB), (("fp32", 0.9999), ("q8", 0.98))):
+    w8_file = {"dtype": "fp32", "model_file_name": "model_w8"}
+    files = (("fp32", "fp32", 0.9999), ("q8", "q8", 0.98), ("model_w8", json.dumps(w8_file), 0.999))
+    for runtime, (name, dtype, floor) in product((None, WEB), files):
         got = torch.tensor(
             node_script(
                 "embed.mjs",
-                tmp_path / f"{dtype}-{runtime}",
+                tmp_path / f"{name}-{runtime}",
                 hub.url,
                 REPO,
                 revision,
@@ -124,35 +134,56 @@ def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub
             )
         )
         cosine = torch.nn.functional.cosine_similarity(got, eager, dim=-1)
-        print(f"transformers.js {dtype} on {runtime or 'onnxruntime-node'}: cosine to eager {cosine.tolist()}")
-        assert got.shape == eager.shape and float(cosine.min()) >= floor, (dtype, runtime, cosine)
+        print(f"transformers.js {name} on {runtime or 'onnxruntime-node'}: cosine to eager {cosine.tolist()}")
+        assert got.shape == eager.shape and float(cosine.min()) >= floor, (name, runtime, cosine)
         on = " on onnxruntime-web (wasm)" if runtime else ""
-        loader = f"transformers.js{on} `feature-extraction` (`dtype: '{dtype}'`)"
+        picked = f"model_file_name: '{name}'" if name.startswith("model_") else f"dtype: '{name}'"
+        loader = f"transformers.js{on} `feature-extraction` (`{picked}`)"
         record(pushed[1], loader, "1 − cosine to eager", 1 - float(cosine.min()))
-    # hfexport's own run of both files on wasm, as the card says it.
+    # hfexport's own run of the files on wasm, as the card says it.
     onnx = next(b for b in outcome["report"]["backends"] if b["backend"] == "onnx")
-    (int8,) = onnx["variants"]
-    assert onnx["web"]["wasm"] is True and int8["web"]["wasm"] is True, (onnx["web"], int8["web"])
-    assert int8["web"]["figures"]["cosine_mean"] >= 0.99, int8["web"]
-    # On WebGPU (its placement in headless Chromium): the float graph whole on the GPU; the int8 one's
-    # quantized attention and dynamically quantized MatMuls have no kernel there.
-    assert onnx["web"]["webgpu"] is True and int8["web"]["webgpu"] is False, (onnx["web"], int8["web"])
+    int8, w8 = onnx["variants"]
+    assert all(f["web"]["wasm"] is True for f in (onnx, int8, w8)), (onnx["web"], int8["web"], w8["web"])
+    assert int8["web"]["figures"]["cosine_mean"] >= 0.99 and w8["web"]["figures"]["cosine_mean"] >= 0.999, w8["web"]
+    # On WebGPU (its placement in headless Chromium): the float graph and the weight-only one whole on
+    # the GPU; the int8 one's quantized attention and dynamically quantized MatMuls have no kernel there.
+    assert onnx["web"]["webgpu"] is True and w8["web"]["webgpu"] is True, (onnx["web"], w8["web"])
+    assert int8["web"]["webgpu"] is False, int8["web"]
     assert {"QAttention", "DynamicQuantizeLinear"} <= set(int8["web"]["webgpu_cpu"]), int8["web"]
     card = Path(api.hf_hub_download(REPO, "README.md", revision=revision)).read_text()
-    fp32_row, int8_row = [line for line in card.splitlines() if line.startswith("| onnx |")]
-    assert fp32_row.endswith("| ORT CPU ✓ · wasm ✓ · WebGPU ✓ |"), fp32_row
+    fp32_row, int8_row, w8_row = [line for line in card.splitlines() if line.startswith("| onnx |")]
+    assert fp32_row.endswith("| ORT CPU ✓ · wasm ✓ · WebGPU ✓ |") and w8_row.endswith(
+        "| ORT CPU ✓ · wasm ✓ · WebGPU ✓ |"
+    )
     assert int8_row.endswith(f"| ORT CPU ✓ · wasm ✓ · WebGPU ✗ ({', '.join(int8['web']['webgpu_cpu'])}) |"), int8_row
     assert "wasm is onnxruntime-web 1.31.0" in card and "WebGPU is where its WebGPU provider" in card
+    # The card's block: each device's file, as hfexport ran it there.
+    (js,) = card_blocks(card, "js")
+    assert device_options(js) == {"cpu": {"dtype": "fp32"}, "wasm": {"dtype": "q8"}, "webgpu": w8_file}, js
     # And on WebGPU itself: transformers.js's browser bundle in headless Chromium (SwiftShader), the
-    # PR's files with `device: 'webgpu'`: eager's embeddings from both, the int8 file's CPU nodes too.
-    for dtype, floor in (("fp32", 0.9999), ("q8", 0.98)):
+    # PR's files with `device: 'webgpu'`: eager's embeddings from each, the int8 file's CPU nodes too.
+    for name, options, floor in (("fp32", {"dtype": "fp32"}, 0.9999), ("q8", {"dtype": "q8"}, 0.98)):
         given = json.dumps(TEXTS)
         got = torch.tensor(
-            webgpu_script(api, REPO, revision, tmp_path / f"webgpu-{dtype}", "feature-extraction", dtype, given)
+            webgpu_script(api, REPO, revision, tmp_path / f"webgpu-{name}", "feature-extraction", options, given)
         )
         cosine = torch.nn.functional.cosine_similarity(got, eager, dim=-1)
-        print(f"transformers.js {dtype} on WebGPU (SwiftShader): cosine to eager {cosine.tolist()}")
-        assert got.shape == eager.shape and float(cosine.min()) >= floor, (dtype, cosine)
+        print(f"transformers.js {name} on WebGPU (SwiftShader): cosine to eager {cosine.tolist()}")
+        assert got.shape == eager.shape and float(cosine.min()) >= floor, (name, cosine)
+    got = torch.tensor(
+        webgpu_script(
+            api, REPO, revision, tmp_path / "webgpu-card", "feature-extraction", device_options(js)["webgpu"], given
+        )
+    )
+    cosine = torch.nn.functional.cosine_similarity(got, eager, dim=-1)
+    print(f"transformers.js, the card's WebGPU file, on WebGPU (SwiftShader): cosine to eager {cosine.tolist()}")
+    assert got.shape == eager.shape and float(cosine.min()) >= 0.999, cosine
+    record(
+        pushed[1],
+        "transformers.js on WebGPU `feature-extraction` (the card's `model_w8`)",
+        "1 − cosine to eager",
+        1 - float(cosine.min()),
+    )
 
 
 def test_every_card_snippet_runs_after_the_merge_as_printed(pushed, tmp_path):

@@ -427,7 +427,7 @@ def test_a_pasted_hub_url_is_its_repo_and_a_typo_is_not_found_not_a_folder_or_an
 def test_a_variant_no_export_of_the_model_derives_is_refused_before_the_export_and_json_says_so(
     tmp_path, tiny_bert_folder
 ):
-    """`--variants onnx:q4` (decoder LLMs' only) on an encoder: exit 2 at plan time, nothing
+    """`--variants onnx:q4f16` (decoder LLMs' only) on an encoder: exit 2 at plan time, nothing
     exported, and `--json` puts `{"ok": false, "error", "fix", "exit_code"}` on stdout."""
     out = tmp_path / "out"
     result = run_cli(
@@ -436,7 +436,7 @@ def test_a_variant_no_export_of_the_model_derives_is_refused_before_the_export_a
         "--backends",
         "onnx",
         "--variants",
-        "onnx:q4",
+        "onnx:q4f16",
         "--out",
         str(out),
         "--json",
@@ -444,7 +444,7 @@ def test_a_variant_no_export_of_the_model_derives_is_refused_before_the_export_a
     )
     assert result.returncode == 2, result.stderr[-2000:]
     said = json.loads(result.stdout)
-    assert said["ok"] is False and said["exit_code"] == 2 and "q4 is for decoder LLMs" in said["error"], said
+    assert said["ok"] is False and said["exit_code"] == 2 and "q4f16 is for decoder LLMs" in said["error"], said
     assert "default" in said["fix"] and not out.exists()
 
 

@@ -292,15 +292,15 @@ def test_an_encoders_attention_takes_its_padding_as_mask_index_only_where_the_ma
 
 def test_variant_names_choose_kinds_for_every_backend_or_one_backend():
     """`int8` asks every backend that offers int8; `onnx:int8` only ONNX; unknown names are bad input
-    naming what exists; `default` (what a push builds when not told) is the ONNX int8 graph for one
-    graph and the weight-only w8 and q4 files for generation."""
+    naming what exists; `default` (what a push builds when not told) is the ONNX int8 graph and the
+    weight-only w8 one (WebGPU's) for one graph, and the weight-only w8 and q4 files for generation."""
     import pytest
 
     from hfexport.errors import ConfigError
     from hfexport.variants import parse_variants, variants_of
 
     assert parse_variants(None) == ["default"] and parse_variants("default,fp16") == ["default", "fp16"]
-    assert [v.file for v in variants_of("onnx", ["default"])] == ["model_quantized.onnx"]
+    assert [v.file for v in variants_of("onnx", ["default"])] == ["model_quantized.onnx", "model_w8.onnx"]
     assert [v.file for v in variants_of("onnx", ["default", "fp16"], generates=True)] == [
         "model_w8.onnx",
         "model_q4.onnx",

@@ -31,8 +31,8 @@ VariantsOption = Annotated[
     Optional[str],
     typer.Option(
         help="Smaller/faster files derived from the fp32 exports: int8, fp16, optimized, w8, q4, q4f16, 8da4w "
-        "(every backend offering it), backend:kind (onnx:int8), default (onnx:int8 for one graph, onnx:w8 and "
-        "onnx:q4 for generation), or none. Each is judged against eager fp32 and kept only if it passes "
+        "(every backend offering it), backend:kind (onnx:int8), default (onnx:int8 and onnx:w8 for one graph, "
+        "onnx:w8 and onnx:q4 for generation), or none. Each is judged against eager fp32 and kept only if it passes "
         "\\[default: for push the repo's .hfexport.yaml `variants:`, else $HFEXPORT_VARIANTS, else default].",
         show_default=False,
     ),

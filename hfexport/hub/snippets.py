@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..backends import get_backend
-from ..report import BackendResult, Layout, Report, Split, VariantResult
+from ..report import BackendResult, Layout, Report, Split, VariantKind, VariantResult, WebRuntimes
 from ..tasks import TASKS
 from ..variants import VARIANTS
 
@@ -139,13 +139,27 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
         normalize = "true" if pooled.get("normalize") else "false"
         call += f', {{ pooling: "{pooled["pooling"]}", normalize: {normalize} }}'
         show = "console.log(output.dims, output.tolist()[0].slice(0, 4));"
+    per_device = device_files(b)
+    if per_device:
+        options = f"{{ revision, device, ...files[device]{external} }}"
+        files = ", ".join(f"{device}: {{ {option} }}" for device, option in per_device.items())
+        devices = " or ".join(f'"{d}"' for d in per_device if d != "cpu")
+        choice = [
+            "// The file each device takes: the fp32 graph in Node (cpu); in a browser (set `device` to",
+            f"// {devices}), the smallest file hfexport ran there (the card's *runs on*).",
+            f"const files = {{ {files} }};",
+            'const device = "cpu";',
+        ]
+    else:
+        options, choice = f'{{ revision, dtype: "fp32"{external} }}', []
     return [
         "```js",
         f'import {{ {", ".join(["pipeline", *pipe.imports])} }} from "@huggingface/transformers";',
         "",
         f'const [repo, revision] = ["{repo_id}", "main"]; // to try the pull request before it is merged: '
         '"refs/pr/<number>"',
-        f'const pipe = await pipeline("{task}", repo, {{ revision, dtype: "fp32"{external} }});',
+        *choice,
+        f'const pipe = await pipeline("{task}", repo, {options});',
         *pipe.setup,
         f"const output = await pipe({call});",
         show,
@@ -541,7 +555,7 @@ def _variant_list(b: BackendResult, optimum: str | None = None, sentence_transfo
             )
         else:
             files = ", ".join(f"`{b.subfolder}/{f}`" for f in v.published_files)
-            loaders = [f"transformers.js: `dtype: '{dtype}'`"] if (dtype := _js_dtype(b, v)) else []
+            loaders = [f"transformers.js: `{option}`"] if (option := _js_option(b, v)) else []
             if optimum is not None and len(v.published_files) == 1:
                 loaders.append(f'optimum: `{optimum}.from_pretrained(repo, file_name="{v.published_files[0]}")`')
             if sentence_transformers and len(v.published_files) == 1:
@@ -590,6 +604,50 @@ def _image_text_section(b: BackendResult) -> list[str]:
     ]
     published = _variant_list(b)
     return [*lines, *published, ""] if published else lines
+
+
+# The file each device's transformers.js block takes. In Node (`cpu`, onnxruntime-node) the fp32
+# graph, transformers.js's own default there and the file that matches eager; in a browser, where
+# each visitor downloads the file, the smallest published one that ran there (`BackendResult.web`).
+# On the real MiniLM that is int8 (24.7 MB, transformers.js's `q8`, its wasm default) for wasm, and
+# the weight-only 8-bit file (27.0 MB, cosine 0.9996 to eager) for WebGPU, which has no kernel for
+# int8's `DynamicQuantizeLinear`, `QAttention` or `MatMulInteger`; on a decoder LLM, q4 for both.
+# Float16 files are left to be asked for by name: WebGPU runs them only where the adapter has
+# `shader-f16`, which hfexport's check (SwiftShader) cannot stand for.
+BROWSERS = ("wasm", "webgpu")
+_HALF = frozenset({VariantKind.FP16, VariantKind.Q4F16})
+
+
+def device_files(b: BackendResult) -> dict[str, str]:
+    """transformers.js's options picking the file each device runs, where `b` publishes a variant
+    transformers.js can pick: `{"cpu": 'dtype: "fp32"', "wasm": 'dtype: "q8"', "webgpu": 'dtype:
+    "fp32", model_file_name: "model_w8"'}`. A browser is named only where a file ran there; empty:
+    the fp32 graph is the one file."""
+    choices: list[tuple[int, str, WebRuntimes | None]] = []
+    for v in b.published_variants:
+        if v.kind not in _HALF and (option := _js_option(b, v)) is not None:
+            choices.append((v.size or 0, option, v.web))
+    if not choices:
+        return {}
+    choices.append((b.program_bytes, 'dtype: "fp32"', b.web))
+    picked = {"cpu": 'dtype: "fp32"'}
+    for device in BROWSERS:
+        ran = sorted((size, option) for size, option, web in choices if web and getattr(web, device) is True)
+        if ran:
+            picked[device] = ran[0][1]
+    return picked if len(picked) > 1 else {}
+
+
+def _js_option(b: BackendResult, v: VariantResult) -> str | None:
+    """transformers.js's options loading variant `v` of `b`: its `dtype` where the files have
+    transformers.js's names, else its one file by `model_file_name` (read at fp32's `dtype`: no
+    suffix), or None: transformers.js cannot pick it."""
+    if (dtype := _js_dtype(b, v)) is not None:
+        return f'dtype: "{dtype}"'
+    name = Path(v.file or "").name
+    if v.published_files == [name] and name.startswith("model_") and name.endswith(".onnx"):
+        return f'dtype: "fp32", model_file_name: "{name.removesuffix(".onnx")}"'
+    return None
 
 
 def _js_dtype(b: BackendResult, v: VariantResult) -> str | None:

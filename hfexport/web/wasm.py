@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import settings
+from ..settings import ONNXRUNTIME_WEB, onnxruntime_web_dir
 
 SERVER = Path(__file__).with_name("ort_wasm.mjs")
 # What each ONNX element type is called by onnxruntime-web's `Tensor`.
@@ -52,11 +52,11 @@ def locate() -> tuple[str, Path]:
     node = shutil.which("node")
     if node is None:
         raise WebRuntimeMissing("node is not installed (Node.js 18 or newer runs onnxruntime-web)")
-    package = settings.onnxruntime_web_dir()
+    package = onnxruntime_web_dir()
     if not (package / "dist" / "ort.wasm.min.mjs").is_file():
         raise WebRuntimeMissing(
             f"onnxruntime-web is not installed at {package} (`npm ci --prefix {SERVER.parent}`, "
-            f"or {settings.ONNXRUNTIME_WEB} naming its folder)"
+            f"or {ONNXRUNTIME_WEB} naming its folder)"
         )
     return node, package
 

@@ -23,7 +23,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import settings
+from ..settings import chromium as named_chromium
 from .wasm import WebRuntimeMissing, graph_facts, locate
 
 SERVER = Path(__file__).with_name("ort_webgpu.mjs")
@@ -36,7 +36,7 @@ def chromium() -> str:
     Raises:
         WebRuntimeMissing: none is installed; its message says how to get one.
     """
-    named = settings.chromium()
+    named = named_chromium()
     found = named or shutil.which("chromium-headless-shell") or shutil.which("chromium")
     if not found:
         raise WebRuntimeMissing(

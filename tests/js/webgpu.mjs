@@ -1,7 +1,9 @@
 // transformers.js as its browser users run it on WebGPU: its browser bundle, in headless Chromium
 // (SwiftShader, Chromium's software adapter, where the machine has no GPU), a pipeline with
 // `device: 'webgpu'` over a model folder served to the page. Prints the pipeline's output as JSON.
-//   node webgpu.mjs CHROMIUM MODELS_DIR MODEL TASK DTYPE INPUT_JSON [NEW_TOKENS]
+//   node webgpu.mjs CHROMIUM MODELS_DIR MODEL TASK OPTIONS_JSON INPUT_JSON [NEW_TOKENS]
+// OPTIONS_JSON: the pipeline's options picking the file, as the card's block has them for WebGPU
+// (`{"dtype": "q4"}`, `{"dtype": "fp32", "model_file_name": "model_w8"}`).
 // feature-extraction: embeddings (mean-pooled, normalized) of the texts in INPUT_JSON;
 // text-generation: the greedy text written after the prompt INPUT_JSON.
 import { createRequire } from 'node:module';
@@ -10,7 +12,7 @@ import { chromium } from 'playwright-core';
 // The browser's flags and the page's server, as hfexport's own WebGPU check has them.
 import { WEBGPU_ARGS, serve } from '../../hfexport/web/chromium.mjs';
 
-const [executablePath, models, model, task, dtype, input, newTokens] = process.argv.slice(2);
+const [executablePath, models, model, task, options, input, newTokens] = process.argv.slice(2);
 // The page is served transformers.js's browser bundle, onnxruntime-web's .wasm and the model.
 const ortDist = path.dirname(createRequire(import.meta.url).resolve('onnxruntime-web'));
 const roots = {
@@ -29,20 +31,20 @@ let output;
 try {
   const page = await browser.newPage();
   await page.goto(origin + '/');
-  output = await page.evaluate(async ({ model, task, dtype, input, newTokens }) => {
+  output = await page.evaluate(async ({ model, task, options, input, newTokens }) => {
     const { env, pipeline } = await import('/tjs/transformers.js');
     env.allowRemoteModels = false;
     env.allowLocalModels = true;
     env.localModelPath = '/models/';
     env.useBrowserCache = false;
     env.backends.onnx.wasm.wasmPaths = '/ort/'; // the package's own .wasm, not a CDN's
-    const pipe = await pipeline(task, model, { dtype, device: 'webgpu' });
+    const pipe = await pipeline(task, model, { ...JSON.parse(options), device: 'webgpu' });
     if (task === 'feature-extraction') {
       return (await pipe(JSON.parse(input), { pooling: 'mean', normalize: true })).tolist();
     }
     const [written] = await pipe(JSON.parse(input), { max_new_tokens: Number(newTokens), do_sample: false });
     return written.generated_text;
-  }, { model, task, dtype, input, newTokens });
+  }, { model, task, options, input, newTokens });
 } finally {
   await browser.close();
   close();
