@@ -39,6 +39,13 @@ from .report import Layout
 
 # Protobuf refuses messages over 2 GiB; leave room for the graph itself.
 SELF_CONTAINED_LIMIT = int(1.8e9)
+# Past it, the weights go in files of at most this many bytes, as transformers.js reads them in a
+# browser: `<file>_data`, then `<file>_data_1`, `_data_2` … (`use_external_data_format: N` fetches N
+# of them, each into one typed array, and hands them to onnxruntime-web). A browser's fetch and
+# typed arrays, and Node's `readFile`, stop at 2 GiB; a single tensor larger than this is a chunk
+# of its own. ONNX Runtime reads each tensor from the file its graph names: optimum and ORT alone
+# read the chunks once they are downloaded beside the graph (the card's blocks download them).
+EXTERNAL_DATA_CHUNK = 2 * 10**9
 
 
 # What torch.onnx records on every node for debugging (its FX node, stack trace, module scope):
@@ -50,7 +57,8 @@ _DEBUG_NODE_METADATA = ("namespace", "pkg.torch.onnx.")
 def write_onnx(model, out_dir: Path, file: str, consume: bool = False) -> list[Path]:
     """`model` (an `onnx_ir.Model`; its weights in memory or still in the files it was loaded from)
     as `file` in `out_dir`: one self-contained file under `SELF_CONTAINED_LIMIT` bytes of weights,
-    else `file` + `<file>_data` (transformers.js and optimum's naming), without the exporter's
+    else `file` + `<file>_data` (transformers.js and optimum's naming; past `EXTERNAL_DATA_CHUNK`,
+    also `<file>_data_1` …: `data_files`), without the exporter's
     per-node debug records or its intermediate shapes (`_drop_intermediate_shapes`). Either way
     the weights stream to disk one tensor at a time: no copy of the whole graph is ever held (a
     protobuf `SerializeToString` of a self-contained 1.45 GB graph held two more, +2.9 GB on a
@@ -63,6 +71,10 @@ def write_onnx(model, out_dir: Path, file: str, consume: bool = False) -> list[P
         _drop_debug_records(node.metadata_props)
     _drop_intermediate_shapes(model)
     weights = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
+    if weights > EXTERNAL_DATA_CHUNK:
+        chunks = _save_in_chunks(model, out_dir, file)
+        _release(model)
+        return [out_dir / file, *chunks]
     if weights > SELF_CONTAINED_LIMIT:
         if not (consume and _move_weights_file(model, out_dir, file)):
             onnx_ir.save(model, out_dir / file, external_data=f"{file}_data")
@@ -70,6 +82,57 @@ def write_onnx(model, out_dir: Path, file: str, consume: bool = False) -> list[P
         return [out_dir / file, out_dir / f"{file}_data"]
     _save_self_contained(model, out_dir / file)
     return [out_dir / file]
+
+
+def data_files(file: str, chunks: int) -> list[str]:
+    """The names of `file`'s weights in `chunks` files, as transformers.js asks for them:
+    `model.onnx_data`, `model.onnx_data_1`, …"""
+    return [f"{file}_data" + (f"_{i}" if i else "") for i in range(chunks)]
+
+
+# Where each tensor starts in a chunk: a multiple of this, as onnx's own external-data writer aligns.
+_ALIGN = 4096
+# Tensors under this stay in the graph, as onnx's writer keeps them (its `size_threshold`): ONNX
+# Runtime infers shapes from such constants when it loads a graph, and cannot from external ones
+# ("Cannot parse data from external tensors", an `Unsqueeze`'s axes on a 587 M Llama).
+_INLINE_BELOW = 1024
+
+
+def _save_in_chunks(model, out_dir: Path, file: str) -> list[Path]:
+    """Write `model` as `file` with its weights in files of at most `EXTERNAL_DATA_CHUNK` bytes
+    (`data_files`), filled in the graph's order, one tensor read at a time; its initializers then
+    point at them. Returns the chunks written."""
+    import onnx_ir
+
+    values = [v for graph in model.graphs() for v in graph.initializers.values() if v.const_value is not None]
+    chunks: list[Path] = []
+    handle = None
+    try:
+        for value in values:
+            tensor = value.const_value
+            size = tensor.nbytes
+            if size < _INLINE_BELOW:
+                value.const_value = onnx_ir.Tensor(tensor.numpy(), name=value.name)
+                continue
+            offset = handle.tell() if handle is not None else 0
+            offset += -offset % _ALIGN
+            if handle is None or (offset + size > EXTERNAL_DATA_CHUNK and handle.tell() > 0):
+                if handle is not None:
+                    handle.close()
+                chunks.append(out_dir / data_files(file, len(chunks) + 1)[-1])
+                handle, offset = open(chunks[-1], "wb"), 0
+            handle.seek(offset)
+            handle.write(tensor.tobytes())
+            if hasattr(tensor, "release"):
+                tensor.release()
+            value.const_value = onnx_ir.ExternalTensor(
+                chunks[-1].name, offset, size, tensor.dtype, shape=tensor.shape, name=value.name, base_dir=out_dir
+            )
+    finally:
+        if handle is not None:
+            handle.close()
+    onnx_ir.save(model, out_dir / file)
+    return chunks
 
 
 # Weights a graph may carry inline beside a moved weights file (constants its renaming added).

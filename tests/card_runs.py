@@ -154,6 +154,7 @@ class Ran:
     js: dict
     optimum: dict
     python: dict  # every Python block's stdout, by (PR or merged, index)
+    js_blocks: list[str] = dataclasses.field(default_factory=list)
 
 
 def run_every_block(api, repo: str, num: int, tmp_path: Path, printed: str, js_printed: str, on_pr: bool = True) -> Ran:
@@ -190,7 +191,7 @@ def run_every_block(api, repo: str, num: int, tmp_path: Path, printed: str, js_p
         run_all("pr", f"refs/pr/{num}")
     api.merge_pull_request(repo, num)
     run_all("merged", "main")
-    return Ran(blocks, js_output, optimum_output, python_output)
+    return Ran(blocks, js_output, optimum_output, python_output, js_blocks)
 
 
 def plumbing_only(*kinds: str) -> list[str]:

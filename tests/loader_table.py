@@ -122,7 +122,8 @@ def record_web(report: dict) -> None:
             loader = f"onnxruntime-web (wasm), hfexport's run (`{dtype}`)"
             figures = web.get("figures") or {}
             if web["wasm"] is None:
-                result, difference = f"not run: {web['wasm_note']}", None
+                note = web["wasm_note"] or ""
+                result, difference = (note if note.startswith("not run") else f"not run: {note}"), None
             elif not web["wasm"]:
                 result, difference = "misses its thresholds", None
             elif variant is None:

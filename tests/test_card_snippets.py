@@ -109,7 +109,7 @@ def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub
     """transformers.js fetches `onnx/model.onnx` alone (fp32), `onnx/model_quantized.onnx` (q8) or
     `onnx/model_w8.onnx` (by `model_file_name`) from the PR's revision, as from any Hub repo, on
     onnxruntime-node and on the browser's runtime (onnxruntime-web's wasm backend): fp32 embeddings
-    match eager to cosine >= 0.9999, w8's to 0.999, q8's to 0.98 — which is what the card's "runs
+    match eager to cosine >= 0.9999, w8's to 0.995, q8's to 0.98 — which is what the card's "runs
     on" cells say of the files, from hfexport's own wasm run. The card's block names the file each
     device takes: fp32 in Node, q8 on wasm, and on WebGPU, which runs none of int8's quantized
     attention, the weight-only file — which transformers.js then runs on WebGPU as eager."""
@@ -119,7 +119,7 @@ def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub
     revision = f"refs/pr/{outcome['pr_num']}"
     eager = _eager(TEXTS)
     w8_file = {"dtype": "fp32", "model_file_name": "model_w8"}
-    files = (("fp32", "fp32", 0.9999), ("q8", "q8", 0.98), ("model_w8", json.dumps(w8_file), 0.999))
+    files = (("fp32", "fp32", 0.9999), ("q8", "q8", 0.98), ("model_w8", json.dumps(w8_file), 0.995))
     for runtime, (name, dtype, floor) in product((None, WEB), files):
         got = torch.tensor(
             node_script(
@@ -177,7 +177,7 @@ def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub
     )
     cosine = torch.nn.functional.cosine_similarity(got, eager, dim=-1)
     print(f"transformers.js, the card's WebGPU file, on WebGPU (SwiftShader): cosine to eager {cosine.tolist()}")
-    assert got.shape == eager.shape and float(cosine.min()) >= 0.999, cosine
+    assert got.shape == eager.shape and float(cosine.min()) >= 0.995, cosine
     record(
         pushed[1],
         "transformers.js on WebGPU `feature-extraction` (the card's `model_w8`)",

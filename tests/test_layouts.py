@@ -206,3 +206,60 @@ def test_a_graph_with_its_weights_in_a_file_is_written_self_contained_a_tensor_a
     files = write_onnx(pruned, smaller, "model.onnx", consume=True)
     assert (source / "model.onnx.data").exists()
     assert files[1].stat().st_size == 2 * weights["w1"].nbytes
+
+
+def test_weights_past_a_chunk_are_written_in_the_files_transformers_js_fetches_and_both_runtimes_read(
+    tmp_path, monkeypatch
+):
+    """Past `EXTERNAL_DATA_CHUNK` bytes (2 GB; 10 kB here) the weights go in `model.onnx_data`,
+    `model.onnx_data_1`, … — the names transformers.js's `use_external_data_format: N` fetches, none
+    over the chunk unless one tensor is — and ONNX Runtime, and onnxruntime-web's wasm backend
+    handed the chunks as a browser fetches them, compute what the graph did with its weights inline."""
+    import numpy as np
+    import onnxruntime as ort
+
+    import hfexport.layouts as layouts
+    from hfexport.web import wasm
+
+    rng = np.random.default_rng(0)
+    weights = [(rng.standard_normal((16, 16)) / 4).astype(np.float32) for _ in range(9)]  # 1 kB each
+    wide = rng.standard_normal((16, 200)).astype(np.float32)  # 12.8 kB: past a chunk on its own
+    nodes, value = [], "x"
+    for i, w in enumerate(weights):
+        nodes.append(helper.make_node("MatMul", [value, f"w{i}"], [f"h{i}"]))
+        value = f"h{i}"
+    nodes.append(helper.make_node("MatMul", [value, "wide"], ["h"]))
+    nodes.append(helper.make_node("Add", ["h", "bias"], ["y"]))  # 800 bytes: stays in the graph
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 200])],
+        [onnx.numpy_helper.from_array(w, f"w{i}") for i, w in enumerate(weights)]
+        + [onnx.numpy_helper.from_array(wide, "wide"), onnx.numpy_helper.from_array(np.ones(200, np.float32), "bias")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    inline = tmp_path / "inline.onnx"
+    onnx.save(model, inline)
+    monkeypatch.setattr(layouts, "SELF_CONTAINED_LIMIT", 1000)
+    monkeypatch.setattr(layouts, "EXTERNAL_DATA_CHUNK", 10_000)
+    out = tmp_path / "out"
+    out.mkdir()
+    files = write_onnx(onnx_ir.load(inline), out, "model.onnx")
+    names = [p.name for p in files]
+    assert names == ["model.onnx", *layouts.data_files("model.onnx", len(names) - 1)] and len(names) >= 3, names
+    assert names[1:3] == ["model.onnx_data", "model.onnx_data_1"]
+    sizes = [p.stat().st_size for p in files[1:]]
+    assert sum(1 for size in sizes if size > 10_000) <= 1, sizes  # the wide tensor alone, in a chunk of its own
+    stored = {t.name: t.data_location for t in onnx.load(str(files[0]), load_external_data=False).graph.initializer}
+    assert stored["bias"] == TensorProto.DEFAULT and stored["wide"] == TensorProto.EXTERNAL, stored
+    x = rng.standard_normal((2, 16)).astype(np.float32)
+    (expected,) = ort.InferenceSession(str(inline)).run(None, {"x": x})
+    (got,) = ort.InferenceSession(str(files[0])).run(None, {"x": x})
+    np.testing.assert_array_equal(got, expected)
+    if shutil.which("node") is not None and (wasm.SERVER.parent / "node_modules").exists():
+        external, _ = wasm.graph_facts(files[0])
+        assert external == names[1:], external
+        with wasm.WasmRuntime() as runtime:
+            (on_web,) = runtime.open(files[0]).run(None, {"x": x})
+        np.testing.assert_allclose(on_web, expected, rtol=1e-4, atol=1e-5)

@@ -253,7 +253,7 @@ def test_a_trained_llms_default_push_publishes_weight_only_files_its_loaders_run
     written = webgpu_script(api, repo, pr, tmp_path / "webgpu-q4", "text-generation", {"dtype": "q4"}, given, "8")
     assert written.startswith(text) and len(written) > len(text), written
     call = 'ORTModelForCausalLM.from_pretrained(repo, file_name="model_w8.onnx")'
-    by_name = 'transformers.js: `dtype: "fp32", model_file_name: "model_w8"`'
+    by_name = "transformers.js: `dtype: 'fp32', model_file_name: 'model_w8'`"
     assert f"`onnx/model_w8.onnx` (w8) — {by_name}; optimum: `{call}`" in card
     assert "`onnx/model_w8.onnx` runs ONNX Runtime's own operators (GatherBlockQuantized, MatMulNBits)" in card
     (optimum,) = [block for block in card_blocks(card) if "ORTModelForCausalLM" in block]

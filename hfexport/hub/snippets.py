@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import takewhile
 from pathlib import Path
 
 from ..backends import get_backend
+from ..layouts import data_files
 from ..report import BackendResult, Layout, Report, Split, VariantKind, VariantResult, WebRuntimes
 from ..tasks import TASKS
 from ..variants import VARIANTS
@@ -34,15 +36,21 @@ def _header(repo_id: str) -> list[str]:
     return [f'repo, revision = "{repo_id}", "main"  # to try the pull request before it is merged: "refs/pr/<number>"']
 
 
-def _weights_beside(b: BackendResult, *files: str) -> list[str]:
-    """For each of `files` whose weights sit in `<file>_data` (a graph past 2 GB), the line that
-    downloads them first: `hf_hub_download` fetches one file, and ONNX Runtime reads the weights
-    from beside the graph in the same snapshot folder."""
+def data_chunks(b: BackendResult, file: str) -> list[str]:
+    """The files holding `file`'s weights beside it in `b`'s folder (a graph past 2 GB, in the names
+    `layouts.data_files` gives them: `model.onnx_data`, `model.onnx_data_1` …), or none."""
     paths = {f.path for f in b.files}
+    return list(takewhile(lambda name: name in paths, data_files(file, len(paths))))
+
+
+def _weights_beside(b: BackendResult, *files: str) -> list[str]:
+    """For each of `files` whose weights sit beside it (a graph past 2 GB: `data_chunks`), the
+    lines that download them first: `hf_hub_download` fetches one file, and ONNX Runtime reads the
+    weights from beside the graph in the same snapshot folder."""
     return [
-        f'hf_hub_download(repo, "{b.subfolder}/{file}_data", revision=revision)  # its weights, past 2 GB'
+        f'hf_hub_download(repo, "{b.subfolder}/{chunk}", revision=revision)  # its weights, past 2 GB'
         for file in files
-        if f"{file}_data" in paths
+        for chunk in data_chunks(b, file)
     ]
 
 
@@ -130,9 +138,12 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
         or not _has_preprocessor(report, repo_files)
     ):
         return None
-    # Past 2 GB the weights sit in `model.onnx_data`, which transformers.js fetches when told to (it
-    # would read the flag from the repo's config.json, which is the owner's file, not ours).
-    external = ", use_external_data_format: true" if any(f.path.endswith(".onnx_data") for f in b.files) else ""
+    # Past 2 GB the weights sit in `model.onnx_data` (and `_data_1` …), which transformers.js
+    # fetches when told how many there are of each file (it would read that from the repo's
+    # config.json, which is the owner's file, not ours).
+    chunks = {f.path: n for f in b.files if f.path.endswith(".onnx") and (n := len(data_chunks(b, f.path)))}
+    counts = ", ".join(f'"{file}": {n}' for file, n in chunks.items())
+    external = f", use_external_data_format: {{ {counts} }}" if chunks else ""
     call, show = pipe.call, pipe.show
     pooled = report.plan.sentence_transformer
     if pooled is not None and pooled.get("pooling"):  # the repo's own pooling: one embedding a sentence
@@ -270,15 +281,20 @@ def optimum_class(report: Report, b: BackendResult) -> str | None:
     return task.optimum_class if task is not None and _loaders_read(report, b) else None
 
 
-def optimum_block(repo_id: str, report: Report, cls: str) -> list[str]:
+def optimum_block(repo_id: str, report: Report, b: BackendResult, cls: str) -> list[str]:
     """optimum's ORTModel `cls` (`pip install optimum-onnx[onnxruntime]`) finding the folder's files by
-    itself and generating, greedy, from the text prompt or (a speech model) one second of a tone."""
+    itself and generating, greedy, from the text prompt or (a speech model) one second of a tone.
+    Weights past 2 GB are in files of at most 2 GB, of which optimum fetches the first: all are
+    downloaded before it loads."""
     imports, make_inputs = _OPTIMUM_INPUTS[report.plan.modality]
+    chunked = [file for file in b.programs.values() if len(data_chunks(b, file)) > 1]
     return _program(
         [
             *imports,
+            *(["from huggingface_hub import hf_hub_download"] if chunked else []),
             f"from optimum.onnxruntime import {cls}",
             *_header(repo_id),
+            *_weights_beside(b, *chunked),
             "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
             f"model = {cls}.from_pretrained(repo, revision=revision)",
             *make_inputs,
@@ -555,7 +571,8 @@ def _variant_list(b: BackendResult, optimum: str | None = None, sentence_transfo
             )
         else:
             files = ", ".join(f"`{b.subfolder}/{f}`" for f in v.published_files)
-            loaders = [f"transformers.js: `{option}`"] if (option := _js_option(b, v)) else []
+            option = (_js_option(b, v) or "").replace('"', "'")  # as the list's other code spans quote
+            loaders = [f"transformers.js: `{option}`"] if option else []
             if optimum is not None and len(v.published_files) == 1:
                 loaders.append(f'optimum: `{optimum}.from_pretrained(repo, file_name="{v.published_files[0]}")`')
             if sentence_transformers and len(v.published_files) == 1:
@@ -580,7 +597,7 @@ def _encoder_decoder_section(
     if js is not None:
         lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
     if report.plan.modality in _OPTIMUM_INPUTS and _has_preprocessor(report, repo_files):
-        block = optimum_block(repo_id, report, optimum)
+        block = optimum_block(repo_id, report, b, optimum)
         lines += ["With optimum (`pip install optimum-onnx[onnxruntime]`):", "", *block, ""]
     if _INPUT_LINES.get(report.plan.modality) and _has_preprocessor(report, repo_files):
         lines += ["With ONNX Runtime alone, the first step:", "", *encoder_decoder_block(repo_id, b, encoder, decoder)]
@@ -678,7 +695,7 @@ def _decoder_with_past_section(
     if js is not None:
         lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
     if has_tokenizer and not cannot and (cls := optimum_class(report, b)) is not None:
-        block = optimum_block(repo_id, report, cls)
+        block = optimum_block(repo_id, report, b, cls)
         lines += ["With optimum (`pip install optimum-onnx[onnxruntime]`):", "", *block, ""]
     if has_tokenizer:
         lines += ["With ONNX Runtime alone, one step:", "", *decoder_with_past_block(repo_id, b, file), ""]

@@ -24,6 +24,27 @@ def peak_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def available_memory() -> int | None:
+    """The bytes this process and its children may still take: the kernel's `MemAvailable`, or
+    less where a cgroup's limit is nearer (`memory.max` less `memory.current`); None where neither
+    can be read."""
+    from pathlib import Path
+
+    found = []
+    try:
+        meminfo = Path("/proc/meminfo").read_text()
+        found += [int(line.split()[1]) * 1024 for line in meminfo.splitlines() if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            found.append(int(limit) - int(Path("/sys/fs/cgroup/memory.current").read_text().strip()))
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None
+
+
 def free_weights(module) -> None:
     """Free the memory of `module`'s parameters and buffers even where views of them outlive it
     (the exporter's, out of gc's reach): each storage shrunk to nothing, then the module moved to

@@ -21,12 +21,21 @@ from typing import Any
 import torch
 
 from ..report import BackendResult, Check, Status, VariantKind, VariantResult, WebRuntimes
+from .memory import available_memory
 from .validate import Reference
 
-# The most a file set may weigh to be loaded here: onnxruntime-web holds the fetched bytes and its
-# session's copy in one 32-bit wasm memory (4 GB at most), so past this it would not load in a browser
-# either (issue 44's large graphs are published in chunks for that; this check does not run them).
-WASM_MAX_BYTES = 2 * 10**9
+# The most a file set may weigh to be run on wasm: its session holds the weights in one 32-bit wasm
+# memory (4 GiB at most, with ORT's own copies and arena). Measured with onnxruntime-web
+# 1.31.0-dev under node, a graph in 2 GB chunks as `layouts.write_onnx` writes it: 2.4 GB of
+# weights opened in 11 s; 3.0 GB and 3.6 GB failed to allocate (`std::bad_alloc`), as they would
+# in a browser's wasm backend.
+WASM_MAX_BYTES = int(2.5e9)
+# What node holds meanwhile: the fetched chunks and the wasm memory, 2.9x the set's bytes in that
+# run (6.95 GB). A set that would not fit in the memory free now is not run.
+NODE_MEMORY_PER_BYTE = 3
+# WebGPU's placement is read in a headless Chromium on a software adapter, which holds its own
+# copy of every weight besides; past this, it is not read.
+WEBGPU_MAX_BYTES = 2 * 10**9
 
 
 def check_on_web(
@@ -92,7 +101,7 @@ def _place_on_webgpu(result: BackendResult, sets: list[tuple[VariantResult | Non
     from ..web.webgpu import missing_on_webgpu, placement
 
     graphs = sorted({path for _, files in sets for path in files.values()})
-    heavy = [g for g in graphs if _weight(g) > WASM_MAX_BYTES]
+    heavy = [g for g in graphs if _weight(g) > WEBGPU_MAX_BYTES]
     try:
         placed = dict(zip(graphs, placement([g for g in graphs if g not in heavy])))
     except (WebRuntimeMissing, OSError, RuntimeError, subprocess.SubprocessError) as e:
@@ -106,7 +115,7 @@ def _place_on_webgpu(result: BackendResult, sets: list[tuple[VariantResult | Non
         if web is None:
             continue
         if any(path in heavy for path in files.values()):
-            web.webgpu_note = f"not run: past the {WASM_MAX_BYTES / 1e9:.0f} GB a browser's wasm memory loads"
+            web.webgpu_note = f"not run: past the {WEBGPU_MAX_BYTES / 1e9:.0f} GB this check reads placement for"
             continue
         errors = [p.error for path in files.values() if (p := placed[path]).error]
         try:
@@ -154,8 +163,15 @@ def _judge(
     if weight > WASM_MAX_BYTES:
         return WebRuntimes(
             wasm=None,
-            wasm_note=f"not run: {weight / 1e9:.1f} GB is past the {WASM_MAX_BYTES / 1e9:.0f} GB this check loads "
-            "into a 32-bit wasm memory",
+            wasm_note=f"not run: {weight / 1e9:.1f} GB is past the {WASM_MAX_BYTES / 1e9:.1f} GB a 32-bit wasm "
+            "memory loads",
+        )
+    free = available_memory()
+    if free is not None and NODE_MEMORY_PER_BYTE * weight > free:
+        return WebRuntimes(
+            wasm=None,
+            wasm_note=f"not run: it needs ~{NODE_MEMORY_PER_BYTE * weight / 1e9:.1f} GB of memory here, "
+            f"{free / 1e9:.1f} GB is free",
         )
     sessions: list = []
 
