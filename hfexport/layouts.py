@@ -339,7 +339,7 @@ def as_decoder_with_past(model, model_type: str | None = None) -> bool:
             symbol("attention_mask", 1): "total_sequence_length",
         }
     axes.pop(None, None)
-    token = re.compile(r"\b(?:" + "|".join(map(re.escape, axes)) + r")\b") if axes else None
+    token = re.compile(r"\b(?:" + "|".join(re.escape(str(a)) for a in axes) + r")\b") if axes else None
 
     def renamed(dim):
         if not isinstance(dim, onnx_ir.SymbolicDim) or dim.value is None:
@@ -375,8 +375,8 @@ def _passed_through_state(model) -> dict:
         twin = f"output.cache.layers.{match.group(1)}._sliding_window_tensor"
         if not uses:
             found[value.name] = None
-        elif len(uses) == 1 and uses[0].op_type == "Identity" and uses[0].outputs[0] is outputs.get(twin):
-            if len(uses[0].outputs[0].uses()) == 0:
+        elif len(uses) == 1 and uses[0].op_type == "Identity" and uses[0].outputs[0] is (passed := outputs.get(twin)):
+            if passed is not None and len(passed.uses()) == 0:
                 found[value.name], found[twin] = uses[0], None
     return found
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import re
+from typing import Any
 
 _CORE = ("hfexport", "torch", "transformers", "huggingface_hub")
 
@@ -82,7 +83,7 @@ def tested_versions(export_format: str) -> tuple[str, dict[str, str]] | None:
             for node in ast.parse(module.read_text()).body:
                 if not isinstance(node, ast.ClassDef):
                     continue
-                facts = {}
+                facts: dict[str, Any] = {}
                 for statement in node.body:
                     if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
                         target = statement.targets[0]

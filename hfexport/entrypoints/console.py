@@ -8,7 +8,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import Literal, NoReturn
 
 import typer
 from rich.console import Console
@@ -85,10 +85,10 @@ def show(
     if sum(needed) + 3 * len(headers) + 1 <= console.width:  # a cell's padding and border: 3
         table = Table(title=title)
         for header, width in zip(headers, needed):
-            justify = "right" if header in right else "left"
+            justify: Literal["right", "left"] = "right" if header in right else "left"
             table.add_column(header, justify=justify, no_wrap=header not in prose, min_width=width)
-        for row in texts:
-            table.add_row(*row)
+        for line in texts:
+            table.add_row(*line)
         console.print(table)
         return
     console.print(f"[bold]{title}[/]", highlight=False)
@@ -103,7 +103,7 @@ def print_report(report: Report) -> None:
     """The readable table: one row per backend, then each error in full and where the report is."""
     cells = []
     for row in rows(report):
-        values = [str(getattr(row, c)) for c in CLI_COLUMNS]
+        values: list[str] = [str(getattr(row, c)) for c in CLI_COLUMNS]
         values[CLI_COLUMNS.index("status")] = f"{badge(row.status)} {row.status}"
         cells.append(values)
     headers = [HEADERS[c] for c in CLI_COLUMNS]
@@ -112,9 +112,9 @@ def print_report(report: Report) -> None:
     variants = variant_rows(report)
     if variants:
         cells = []
-        for row in variants:
-            values = [str(getattr(row, c)).replace("`", "") for c in VARIANT_COLUMNS]  # Markdown code marks
-            values[VARIANT_COLUMNS.index("status")] = f"{badge(row.status)} {row.status}"
+        for variant in variants:
+            values = [str(getattr(variant, c)).replace("`", "") for c in VARIANT_COLUMNS]  # Markdown code marks
+            values[VARIANT_COLUMNS.index("status")] = f"{badge(variant.status)} {variant.status}"
             cells.append(values)
         show(
             "variants (quality against eager fp32; a failed one is not kept)",

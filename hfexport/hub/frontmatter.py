@@ -156,7 +156,7 @@ def _splice(yaml_text: str, nl: str, current: Any, existing: list, new: list[str
         isinstance(current, list) and not inline and any(_ITEM.match(lines[i]) for i in range(start + 1, end + 1))
     )
     if block_items:
-        first = next(_ITEM.match(lines[i]) for i in range(start + 1, end + 1) if _ITEM.match(lines[i]))
+        first = next(m for i in range(start + 1, end + 1) if (m := _ITEM.match(lines[i])))
         indent, gap = first.group(1), first.group(2)
         added = "".join(f"{indent}-{gap}{_scalar(t)}{nl}" for t in new)
         return "".join(lines[: end + 1]) + added + "".join(lines[end + 1 :])

@@ -499,7 +499,8 @@ def runtime_block(
     path = f'hf_hub_download(repo, "{b.subfolder}/{file}", revision=revision)'
     feed = names if inputs is not None and names else None  # a report from before inputs were recorded has none
     registers = [spec.runtime_ops_import] if runtime_ops and spec.runtime_ops_import else []
-    lines = [*registers, "from huggingface_hub import hf_hub_download", *_header(repo_id), *(inputs if feed else [])]
+    lines = [*registers, "from huggingface_hub import hf_hub_download", *_header(repo_id)]
+    lines += inputs if inputs and feed else []
     lines += _weights_beside(b, file) + spec.snippet(path, feed)
     return _program(lines)
 
@@ -551,8 +552,8 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
         if published:
             # Variants are derived from the first component's program (`Variant.file_for`).
             variant = b.published_variants[0]
-            block = runtime_block(repo_id, report, b, first, variant.file, repo_files, variant.runtime_ops)
-            lines += [*published, "", *(block or []), ""]
+            alone = runtime_block(repo_id, report, b, first, variant.file or "", repo_files, variant.runtime_ops)
+            lines += [*published, "", *(alone or []), ""]
     return lines
 
 
@@ -564,10 +565,11 @@ def _variant_list(b: BackendResult, optimum: str | None = None, sentence_transfo
         return []
     lines = [f"Variants of **{b.backend}**:", ""]
     for v in b.published_variants:
-        if v.published.endswith("/"):  # every component's program with its manifest: loaded as the export above is
+        published = v.published or ""
+        if published.endswith("/"):  # every component's program with its manifest: loaded as the export above is
             lines.append(
-                f"- `{b.subfolder}/{v.published}` ({v.kind}): `ExportedModel.from_pretrained(repo, "
-                f'subfolder="{b.subfolder}/{v.published.rstrip("/")}", revision=revision)`'
+                f"- `{b.subfolder}/{published}` ({v.kind}): `ExportedModel.from_pretrained(repo, "
+                f'subfolder="{b.subfolder}/{published.rstrip("/")}", revision=revision)`'
             )
         else:
             files = ", ".join(f"`{b.subfolder}/{f}`" for f in v.published_files)
@@ -701,7 +703,7 @@ def _decoder_with_past_section(
         lines += ["With ONNX Runtime alone, one step:", "", *decoder_with_past_block(repo_id, b, file), ""]
     published = _variant_list(b, None if cannot else optimum_class(report, b))
     if published:
-        block = decoder_with_past_block(repo_id, b, b.published_variants[0].file) if has_tokenizer else []
+        block = decoder_with_past_block(repo_id, b, b.published_variants[0].file or "") if has_tokenizer else []
         lines += [*published, "", *block, ""]
     return lines
 
@@ -806,7 +808,8 @@ def _llm_runner_section(repo_id: str, b: BackendResult, repo_files: set[str] | N
         ]
         spec = get_backend(b.backend)
         for v in b.published_variants:
-            ops = spec.runtime_ops_note.format(file=v.file, ops=", ".join(v.runtime_ops)) if v.runtime_ops else ""
-            lines.append(f"- `{b.subfolder}/{v.file}` ({v.kind}){': ' + ops if ops and spec.runtime_ops_note else ''}")
+            note = spec.runtime_ops_note
+            ops = note.format(file=v.file, ops=", ".join(v.runtime_ops)) if v.runtime_ops and note else ""
+            lines.append(f"- `{b.subfolder}/{v.file}` ({v.kind}){': ' + ops if ops else ''}")
         lines.append("")
     return lines

@@ -260,6 +260,7 @@ class _Forks:
             self._say(f"kill {pid}")
 
     def _say(self, line: str) -> None:
+        assert self.process.stdin is not None  # started with stdin=PIPE
         try:
             self.process.stdin.write(f"{line}\n".encode())
             self.process.stdin.flush()
@@ -274,13 +275,15 @@ class _Forks:
         self._reader.join()
         for pipe in (self.process.stdin, self.process.stdout):
             try:
-                pipe.close()
+                if pipe is not None:
+                    pipe.close()
             except OSError:
                 pass
         self.log.close()
         self.home.cleanup()
 
     def _read(self) -> None:
+        assert self.process.stdout is not None  # started with stdout=PIPE
         for raw in self.process.stdout:
             word, _, rest = raw.decode(errors="replace").rstrip("\n").partition(" ")
             with self._lock:
@@ -448,7 +451,7 @@ def _kill_group(process: subprocess.Popen | _Forked) -> None:
     process.wait()
 
 
-def _crash_reason(returncode: int, fault: str | None = None) -> str:
+def _crash_reason(returncode: int | None, fault: str | None = None) -> str:
     if returncode is not None and returncode < 0:
         signame = signal.Signals(-returncode).name
         if fault == "crash":

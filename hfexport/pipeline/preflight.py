@@ -15,6 +15,8 @@ and when none fits the run stops with exit 2. `--force-memory` tries anyway.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import TypeVar
 import os
 import shutil
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from ..report import Source
 from ..settings import memory_limit_bytes
 
 GB = 1e9
+_Dtype = TypeVar("_Dtype", bound=str)  # a safetensors header's dtype name ("BF16")
 
 
 @dataclass(frozen=True)
@@ -313,7 +316,7 @@ def weights_of(source: Source, token: str | None = None) -> Weights | None:
         except (SafetensorError, OSError):
             return None
     else:
-        from huggingface_hub import HfApi
+        from huggingface_hub import HfApi, RepoFile
         from huggingface_hub.errors import HfHubHTTPError, NotASafetensorsRepoError, SafetensorsParsingError
 
         from ..hub.retry import retry
@@ -332,6 +335,7 @@ def weights_of(source: Source, token: str | None = None) -> Weights | None:
                     f"read the sizes of {source.ref}'s weights",
                     lambda: api.get_paths_info(source.ref, list(metadata.files_metadata), revision=source.sha),
                 )
+                if isinstance(entry, RepoFile)
             }
         except (NotASafetensorsRepoError, SafetensorsParsingError, HfHubHTTPError):
             return None  # an answer, not a glitch (a gated repo, a bad header): the fetch stage says it
@@ -345,12 +349,12 @@ def weights_of(source: Source, token: str | None = None) -> Weights | None:
     return Weights(parameters=sum(counts.values()), stored_bytes=stored, dtypes=dtypes)
 
 
-def _capped(counts: dict[str, int], size: int | None) -> dict[str, int]:
+def _capped(counts: Mapping[_Dtype, int], size: int | None) -> dict[_Dtype, int]:
     """A file's parameter counts by dtype, scaled down to what `size` bytes can hold where its
     header claims more (measured: an 86-byte file claiming 50 B parameters)."""
     claimed = sum(count * _DTYPE_BYTES.get(dtype, 4) for dtype, count in counts.items())
     if size is None or claimed <= size:
-        return counts
+        return dict(counts)
     return {dtype: count * size // claimed for dtype, count in counts.items()}
 
 

@@ -130,6 +130,8 @@ def _resolve_hub(repo_id: str, revision: str | None, token: str | None, publishi
             f"Cannot reach the Hub at {constants.ENDPOINT} to resolve {repo_id}: {type(e).__name__}.",
             "Check the network or HF_ENDPOINT, or export a local folder instead.",
         ) from e
+    if not info.sha:  # the Hub names the commit of every answer; a mirror that does not is no source
+        raise SourceNotFoundError(f"The Hub answered no commit for {repo_id}.", "Retry later, or check HF_ENDPOINT.")
     return Source("hub", repo_id, info.sha, revision=revision or "main", private=bool(info.private))
 
 

@@ -6,6 +6,7 @@ saying whether a retry may help. Adding one is a class with `run(job) -> dict`.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -15,7 +16,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...backends import get_backend
 from ...errors import ExitCode, retryable_exit
@@ -293,8 +294,11 @@ class HfJobsExecutor:
         from ...hub.retry import retry
 
         api = HfApi(token=self.token)
-        started, sized, launched = {}, {}, time.monotonic()
+        started: dict[str, Any] = {}
+        sized: dict[str, Any] = {}
+        launched = time.monotonic()
         for hardware, backends in hardware_groups(job).items():
+            flavor: str | None
             if hardware == "gpu":
                 flavor = self.gpu_flavor
             else:
@@ -303,7 +307,8 @@ class HfJobsExecutor:
                     flavor, sized[hardware] = sized_flavor(api, job, backends, self.token)
             started[hardware] = retry(
                 f"start the {hardware} HF Job",
-                lambda backends=backends, hardware=hardware: api.run_job(
+                functools.partial(
+                    api.run_job,
                     image=self.image,
                     command=["hfexport", *push_arguments(job, ",".join(backends))],
                     env=dict(self.env),
@@ -322,7 +327,7 @@ class HfJobsExecutor:
         while running:
             for hardware, info in list(running.items()):
                 current = retry(
-                    "follow the HF Job", lambda info=info: api.inspect_job(job_id=info.id, namespace=self.namespace)
+                    "follow the HF Job", functools.partial(api.inspect_job, job_id=info.id, namespace=self.namespace)
                 )
                 stage = str(current.status.stage)
                 if stage.endswith("COMPLETED"):
@@ -345,7 +350,7 @@ class HfJobsExecutor:
             if running and time.monotonic() > deadline:
                 for info in running.values():
                     retry(
-                        "cancel the HF Job", lambda info=info: api.cancel_job(job_id=info.id, namespace=self.namespace)
+                        "cancel the HF Job", functools.partial(api.cancel_job, job_id=info.id, namespace=self.namespace)
                     )
                 raise JobFailed(
                     f"HF Jobs {[i.id for i in running.values()]} ran past {self.timeout_s:g} s and were cancelled",

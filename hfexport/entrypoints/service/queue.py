@@ -319,7 +319,8 @@ class JobQueue:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-            return self.get(row["id"]), token
+            job = self.get(row["id"])
+            return (job, token) if job is not None else None
 
     def renew(self, job_id: int, token: str) -> bool:
         """Extend the lease of a running job (the holder's heartbeat). False: the lease was lost."""
