@@ -301,6 +301,13 @@ def test_variant_names_choose_kinds_for_every_backend_or_one_backend():
 
     assert parse_variants(None) == ["default"] and parse_variants("default,fp16") == ["default", "fp16"]
     assert [v.file for v in variants_of("onnx", ["default"])] == ["model_quantized.onnx", "model_w8.onnx"]
+    # The Action's input says so too (the CLI's help is made from DEFAULTS itself).
+    from pathlib import Path
+
+    from hfexport.variants import DEFAULTS
+
+    said = f"default ({' and '.join(DEFAULTS[False])} for one graph, {' and '.join(DEFAULTS[True])} for generation)"
+    assert said in (Path(__file__).parent.parent / "action.yml").read_text()
     assert [v.file for v in variants_of("onnx", ["default", "fp16"], generates=True)] == [
         "model_w8.onnx",
         "model_q4.onnx",

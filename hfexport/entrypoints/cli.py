@@ -23,6 +23,7 @@ from ..settings import READ_TOKEN, WEBHOOK_SECRET, action_dir, quiet_noise, set_
 from ..backends import DEFAULT_BACKENDS
 from ..errors import ExitCode, HfExportError
 from ..pipeline.export import DEFAULT_TIMEOUT_S
+from ..variants import DEFAULTS
 from ..logs import quiet_known_noise
 from .console import badge, err, fail, print_report, progress_callback, show
 
@@ -31,8 +32,9 @@ VariantsOption = Annotated[
     Optional[str],
     typer.Option(
         help="Smaller/faster files derived from the fp32 exports: int8, fp16, optimized, w8, q4, q4f16, 8da4w "
-        "(every backend offering it), backend:kind (onnx:int8), default (onnx:int8 and onnx:w8 for one graph, "
-        "onnx:w8 and onnx:q4 for generation), or none. Each is judged against eager fp32 and kept only if it passes "
+        "(every backend offering it), backend:kind (onnx:int8), default "
+        f"({' and '.join(DEFAULTS[False])} for one graph, {' and '.join(DEFAULTS[True])} for generation), or none. "
+        "Each is judged against eager fp32 and kept only if it passes "
         "\\[default: for push the repo's .hfexport.yaml `variants:`, else $HFEXPORT_VARIANTS, else default].",
         show_default=False,
     ),
