@@ -18,9 +18,9 @@ from hfexport.report import (
     Status,
     Validation,
     format_diff,
-    format_size,
     without_local_paths,
 )
+from hfexport.table import format_size
 
 
 def _report() -> Report:
@@ -184,7 +184,7 @@ def test_the_log_at_80_columns_cuts_no_identifier_or_figure(tmp_path):
     import os
     import sys
 
-    from hfexport.report import rows
+    from hfexport.table import rows
     from hfexport.tasks import TASK_TABLE
 
     report = _report()
@@ -226,7 +226,7 @@ def test_the_cards_tables_escape_pipes_list_every_variant_file_and_no_empty_one(
     `|Δ log-prob|` figure is an escaped pipe, not a cell border (nor a `/`); a 0-byte
     `.onnx_data` beside a graph is not listed; the fp32 row's size is its own files', not its
     variants' too."""
-    from hfexport.report import markdown_table, markdown_variant_table
+    from hfexport.table import markdown_table, markdown_variant_table
 
     report = _report()
     onnx = report.backends[0]

@@ -1,5 +1,5 @@
 """What the terminal shows, for every entry point that prints (the CLI and the demo): errors with
-their fix, progress lines, and the report's table — formatted from `report.rows()`, like every
+their fix, progress lines, and the report's table — formatted from `table.rows()`, like every
 other surface that shows it."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import HfExportError
-from ..report import HEADERS, REPORT_FILE, VARIANT_HEADERS, Report, Status, rows, variant_rows
+from ..report import REPORT_FILE, Report, Status
+from ..table import HEADERS, VARIANT_HEADERS, rows, variant_rows
 
 err = Console(stderr=True)
 

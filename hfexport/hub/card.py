@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass
 
 from ..backends import get_backend
-from ..report import Report, markdown_table, markdown_variant_table
+from ..report import Report
+from ..table import markdown_table, markdown_variant_table
 from . import frontmatter
 from .snippets import js_block, load_section
 

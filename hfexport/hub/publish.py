@@ -67,6 +67,7 @@ from typing import Any
 
 from ..backends import get_backend
 from ..errors import TOKEN_FIX, AuthError
+from ..table import markdown_table, markdown_variant_table
 from ..report import (
     REPORT_FILE,
     ArtifactFile,
@@ -76,8 +77,6 @@ from ..report import (
     PublishResult,
     Report,
     Status,
-    markdown_table,
-    markdown_variant_table,
 )
 from ..versions import installed
 from .card import START, RenderedCard, opted_out, render_card
