@@ -65,7 +65,7 @@ def warm_vs_cold(jobs: int, gap_s: float) -> dict:
 
     from hfexport.entrypoints.service.executors import LocalExecutor
     from hfexport.entrypoints.service.queue import Job, JobStatus
-    from hfexport.report import JobPlan
+    from hfexport.messages import JobPlan
 
     owner, bot = hub.add_user("owner"), hub.add_user("bot")
     api = HfApi(endpoint=hub.url, token=owner)

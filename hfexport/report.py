@@ -144,7 +144,7 @@ class Source:
 
     @classmethod
     def from_dict(cls, data: dict) -> Source:
-        return cls(**_known(cls, data))
+        return cls(**known_fields(cls, data))
 
 
 @dataclass
@@ -220,7 +220,7 @@ class ExportPlan:
 
     @classmethod
     def from_dict(cls, data: dict) -> ExportPlan:
-        known = _known(cls, data)
+        known = known_fields(cls, data)
         known.setdefault("split", _split_of_schema_2(data))
         data = known
         data["sample"] = Shape(**data["sample"])
@@ -325,7 +325,7 @@ class Check:
 
     @classmethod
     def from_dict(cls, data: dict) -> Check:
-        data = _known(cls, data)
+        data = known_fields(cls, data)
         data["max_abs_diff"] = {k: float(v) for k, v in (data.get("max_abs_diff") or {}).items()}
         data["scale"] = {k: float(v) for k, v in (data.get("scale") or {}).items()}
         return cls(**data)
@@ -479,110 +479,7 @@ class VariantResult:
 
     @classmethod
     def from_dict(cls, data: dict) -> VariantResult:
-        return cls(**_known(cls, data))
-
-
-@dataclass(frozen=True)
-class WorkerJob:
-    """What the parent hands one backend's worker (`job.json`): the other direction of the process
-    boundary is the `BackendResult` it writes back."""
-
-    backend: str
-    backend_module: str  # imported first in the worker: a backend registered outside hfexport is found
-    plan: ExportPlan
-    model_dir: str
-    out_dir: str
-    use_safetensors: bool = True
-
-    def to_json(self) -> str:
-        return json.dumps({**{f.name: getattr(self, f.name) for f in fields(self)}, "plan": self.plan.to_dict()})
-
-    @classmethod
-    def from_json(cls, text: str) -> WorkerJob:
-        data = _known(cls, json.loads(text))
-        return cls(**{**data, "plan": ExportPlan.from_dict(data["plan"])})
-
-
-@dataclass(frozen=True)
-class ExportRequest:
-    """What a push was asked beyond its backends: the task, the variants and their quality
-    thresholds. With the source sha it decides each backend's export (`publish.request_key`), so an
-    unchanged rerun is recognised before anything is downloaded."""
-
-    task: str = "auto"
-    variants: list[str] = field(default_factory=list)
-    min_quality: dict[str, dict[str, float]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class JobPlan:
-    """What the webhook service exports of every repo it watches: the backends, the task and
-    whether a repo's own code may run (in the sandbox, `hfexport/sandbox.py`). A queued job keeps
-    it as the text `"onnx,dynamo|auto"` (`"…|auto|trust-remote-code"`; `str`, `parse`), part of
-    its dedup key."""
-
-    backends: tuple[str, ...]
-    task: str = "auto"
-    trust_remote_code: bool = False
-
-    def __str__(self) -> str:
-        return f"{','.join(self.backends)}|{self.task}" + ("|trust-remote-code" if self.trust_remote_code else "")
-
-    @classmethod
-    def parse(cls, text: str) -> JobPlan:
-        backends, _, rest = text.partition("|")
-        task, _, trust = rest.partition("|")
-        names = tuple(name for name in backends.split(",") if name)
-        return cls(names, task or "auto", trust == "trust-remote-code")
-
-
-@dataclass(frozen=True)
-class PlanRequest:
-    """What the parent asks `python -m hfexport.worker.plan` (on its stdin) for a model whose
-    config runs the repo's code; the other direction is a `PlanAnswer`."""
-
-    model_dir: str
-    backends: list[str]
-    task: str
-    trust_remote_code: bool
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> PlanRequest:
-        return cls(**_known(cls, json.loads(text)))
-
-
-@dataclass(frozen=True)
-class ErrorInfo:
-    """An `HfExportError` across a process boundary: its class name, cause and fix."""
-
-    type: str
-    cause: str
-    fix: str
-
-
-@dataclass(frozen=True)
-class PlanAnswer:
-    """The planning child's answer, the last line of its stdout: the plan, or the error it raised."""
-
-    plan: ExportPlan | None = None
-    error: ErrorInfo | None = None
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {"plan": self.plan.to_dict() if self.plan else None, "error": asdict(self.error) if self.error else None}
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> PlanAnswer:
-        data = json.loads(text)
-        plan, error = data.get("plan"), data.get("error")
-        return cls(ExportPlan.from_dict(plan) if plan else None, ErrorInfo(**error) if error else None)
+        return cls(**known_fields(cls, data))
 
 
 @dataclass
@@ -693,7 +590,7 @@ class BackendResult:
     def from_dict(cls, data: dict) -> BackendResult:
         if "trust_remote_code" not in data:  # schema 2 did not record it: only pickled programs needed it
             data = {**data, "trust_remote_code": any(f["path"].endswith(".pt2") for f in data.get("files", []))}
-        data = _known(cls, data)
+        data = known_fields(cls, data)
         data["files"] = [ArtifactFile(**f) for f in data.get("files", [])]
         if data.get("validation") is not None:
             data["validation"] = Validation.from_dict(data["validation"])
@@ -790,7 +687,7 @@ class PublishResult:
 
     @classmethod
     def from_dict(cls, data: dict) -> PublishResult:
-        data = _known(cls, data)
+        data = known_fields(cls, data)
         if data.get("report") is not None:
             data["report"] = Report.from_dict(data["report"])
         return cls(**data)
@@ -840,7 +737,7 @@ def _split_of_schema_2(plan: dict) -> Split:
     return Split.DECODER if len(components) == 1 else Split.IMAGE_TEXT_DECODER
 
 
-def _known(cls, data: dict) -> dict[str, Any]:
+def known_fields(cls, data: dict) -> dict[str, Any]:
     """The keys of `data` that are fields of `cls` (derived keys such as `ok` are written for readers)."""
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in data.items() if k in names}

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from hfexport.pipeline.cache import by_request, cached, remember, request_key
 from hfexport.pipeline.fetch import FetchedModel
-from hfexport.report import REPORT_FILE, BackendResult, ExportPlan, ExportRequest, Report, Source, Split, Status
+from hfexport.report import REPORT_FILE, BackendResult, ExportPlan, Report, Source, Split, Status
+from hfexport.messages import ExportRequest
 
 
 def _kept(folder, status: Status) -> None:

@@ -164,7 +164,7 @@ def test_a_backend_whose_worker_process_died_before_its_job_ends_at_once_with_th
 
     from hfexport.pipeline.export import BackendWorkers, _crash_reason
     from hfexport.pipeline.plan import make_plan
-    from hfexport.report import WorkerJob
+    from hfexport.messages import WorkerJob
 
     plan = make_plan(tiny_bert_folder, ["onnx"])
     with BackendWorkers(["onnx"], jobs=1) as workers:

@@ -180,7 +180,7 @@ def test_the_service_refuses_to_start_with_a_weak_secret(tmp_path, secret):
 def test_child_commands_read_the_repo_id_after_the_end_of_options():
     from hfexport.entrypoints.service.executors import push_arguments
     from hfexport.entrypoints.service.queue import Job, JobStatus
-    from hfexport.report import JobPlan
+    from hfexport.messages import JobPlan
 
     job = Job(
         id=1,

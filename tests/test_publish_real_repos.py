@@ -14,7 +14,7 @@ import torch
 
 from hfexport import push
 from hfexport.hub.publish import request_key
-from hfexport.report import ExportRequest
+from hfexport.messages import ExportRequest
 
 from conftest import run_cli
 import tiny_models

@@ -130,7 +130,7 @@ def test_an_error_is_described_by_its_first_line_and_its_causes():
 
 
 def test_a_worker_job_crosses_the_process_boundary_whole():
-    from hfexport.report import WorkerJob
+    from hfexport.messages import WorkerJob
 
     job = WorkerJob("onnx", "hfexport.backends", _report().plan, "/models/m", "/out/onnx", use_safetensors=False)
     assert WorkerJob.from_json(job.to_json()) == job

@@ -21,7 +21,7 @@ import pytest
 
 from hfexport.entrypoints.service.executors import HfJobsExecutor
 from hfexport.entrypoints.service.queue import Job, JobStatus
-from hfexport.report import JobPlan
+from hfexport.messages import JobPlan
 
 import tiny_models
 

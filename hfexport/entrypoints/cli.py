@@ -571,7 +571,7 @@ def serve(
     from huggingface_hub import HfApi
 
     from ..backends import parse_backends
-    from ..report import JobPlan
+    from ..messages import JobPlan
     from .service import QueueWorkers, ServiceConfig, branch_head, create_app
     from ..pipeline.preflight import Machine
     from .service.budget import MemoryBudget

@@ -68,16 +68,8 @@ from typing import Any
 from ..backends import get_backend
 from ..errors import TOKEN_FIX, AuthError
 from ..table import markdown_table, markdown_variant_table
-from ..report import (
-    REPORT_FILE,
-    ArtifactFile,
-    BackendResult,
-    ExportRequest,
-    PublishAction,
-    PublishResult,
-    Report,
-    Status,
-)
+from ..report import REPORT_FILE, ArtifactFile, BackendResult, PublishAction, PublishResult, Report, Status
+from ..messages import ExportRequest
 from ..versions import installed
 from .card import START, RenderedCard, opted_out, render_card
 from .retry import retry

@@ -24,7 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..report import REPORT_FILE, ExportPlan, ExportRequest, Report, Source
+from ..report import REPORT_FILE, ExportPlan, Report, Source
+from ..messages import ExportRequest
 from ..settings import cache_dir, cache_max_bytes, web_checks
 from ..versions import runtime_versions
 from ..web.wasm import version as web_version

@@ -36,7 +36,8 @@ from ..proc import (
     sandboxed,
     worker_user,
 )
-from ..report import BackendResult, ExportPlan, Status, WorkerJob
+from ..report import BackendResult, ExportPlan, Status
+from ..messages import WorkerJob
 from ..sandbox import exit_code, wrap
 from .fetch import FetchedModel
 

@@ -30,7 +30,8 @@ from pathlib import Path
 
 from ..backends import parse_backends
 from ..errors import ConfigError, RemoteCodeError, UnsupportedArchitectureError
-from ..report import Axis, DynamicAxes, ExportPlan, Modality, PlanAnswer, PlanRequest, Shape, Split
+from ..report import Axis, DynamicAxes, ExportPlan, Modality, Shape, Split
+from ..messages import PlanAnswer, PlanRequest
 from ..tasks import TASKS, Task, auto_classes_of, supported_tasks, task_of_head
 
 __all__ = ["TASKS", "Task", "ExportPlan", "Shape", "check_request", "make_plan"]

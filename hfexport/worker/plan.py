@@ -2,7 +2,7 @@
 
 Reading such a config (`auto_map`, trusted by the user) imports the repo's Python: it happens here,
 in a process started with no token or secret in its environment (`proc.child_env`), never in the
-parent that holds them. Reads a `report.PlanRequest` on stdin, writes a `report.PlanAnswer` (the
+parent that holds them. Reads a `messages.PlanRequest` on stdin, writes a `messages.PlanAnswer` (the
 plan, or the error) as the last line of stdout.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..report import ErrorInfo, PlanAnswer, PlanRequest
+from ..messages import ErrorInfo, PlanAnswer, PlanRequest
 
 
 def main() -> int:

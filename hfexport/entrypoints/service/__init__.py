@@ -32,7 +32,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ...pipeline.resolve import is_repo_id
-from ...report import JobPlan, without_local_paths
+from ...report import without_local_paths
+from ...messages import JobPlan
 from .budget import Busy
 from .executors import JobFailed
 from .queue import JobQueue

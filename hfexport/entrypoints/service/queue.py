@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from ...report import JobPlan, without_local_paths
+from ...report import without_local_paths
+from ...messages import JobPlan
 
 
 class JobStatus(StrEnum):

@@ -1,0 +1,115 @@
+"""The messages that cross a process boundary beside the report: the job a worker is handed
+(`WorkerJob`, `job.json`) and the plan it is asked for (`PlanRequest` → `PlanAnswer`, or the
+`ErrorInfo` of why not), a push's request (`ExportRequest`), and the service queue's job plan
+(`JobPlan`). Each is written by one process and read back by another (`to_json`/`from_json`,
+`to_dict`/`from_dict`); like the report, this module imports nothing of hfexport's but `report`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+from .report import ExportPlan, known_fields
+
+
+@dataclass(frozen=True)
+class WorkerJob:
+    """What the parent hands one backend's worker (`job.json`): the other direction of the process
+    boundary is the `BackendResult` it writes back."""
+
+    backend: str
+    backend_module: str  # imported first in the worker: a backend registered outside hfexport is found
+    plan: ExportPlan
+    model_dir: str
+    out_dir: str
+    use_safetensors: bool = True
+
+    def to_json(self) -> str:
+        return json.dumps({**{f.name: getattr(self, f.name) for f in fields(self)}, "plan": self.plan.to_dict()})
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerJob:
+        data = known_fields(cls, json.loads(text))
+        return cls(**{**data, "plan": ExportPlan.from_dict(data["plan"])})
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """What a push was asked beyond its backends: the task, the variants and their quality
+    thresholds. With the source sha it decides each backend's export (`publish.request_key`), so an
+    unchanged rerun is recognised before anything is downloaded."""
+
+    task: str = "auto"
+    variants: list[str] = field(default_factory=list)
+    min_quality: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """What the webhook service exports of every repo it watches: the backends, the task and
+    whether a repo's own code may run (in the sandbox, `hfexport/sandbox.py`). A queued job keeps
+    it as the text `"onnx,dynamo|auto"` (`"…|auto|trust-remote-code"`; `str`, `parse`), part of
+    its dedup key."""
+
+    backends: tuple[str, ...]
+    task: str = "auto"
+    trust_remote_code: bool = False
+
+    def __str__(self) -> str:
+        return f"{','.join(self.backends)}|{self.task}" + ("|trust-remote-code" if self.trust_remote_code else "")
+
+    @classmethod
+    def parse(cls, text: str) -> JobPlan:
+        backends, _, rest = text.partition("|")
+        task, _, trust = rest.partition("|")
+        names = tuple(name for name in backends.split(",") if name)
+        return cls(names, task or "auto", trust == "trust-remote-code")
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What the parent asks `python -m hfexport.worker.plan` (on its stdin) for a model whose
+    config runs the repo's code; the other direction is a `PlanAnswer`."""
+
+    model_dir: str
+    backends: list[str]
+    task: str
+    trust_remote_code: bool
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> PlanRequest:
+        return cls(**known_fields(cls, json.loads(text)))
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """An `HfExportError` across a process boundary: its class name, cause and fix."""
+
+    type: str
+    cause: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class PlanAnswer:
+    """The planning child's answer, the last line of its stdout: the plan, or the error it raised."""
+
+    plan: ExportPlan | None = None
+    error: ErrorInfo | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"plan": self.plan.to_dict() if self.plan else None, "error": asdict(self.error) if self.error else None}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> PlanAnswer:
+        data = json.loads(text)
+        plan, error = data.get("plan"), data.get("error")
+        return cls(ExportPlan.from_dict(plan) if plan else None, ErrorInfo(**error) if error else None)
