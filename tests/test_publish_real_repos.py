@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from hfexport import push
-from hfexport.hub.publish import request_key
+from hfexport.hub.decide import request_key
 from hfexport.messages import ExportRequest
 
 from conftest import run_cli

@@ -182,7 +182,7 @@ def push(
 ) -> PublishResult:
     """Export a Hub repo and open (or update) one verified PR on it — the `hfexport push` job.
 
-    The revision is resolved to a sha and the Hub's state read once (`hub.publish.read_state`).
+    The revision is resolved to a sha and the Hub's state read once (`hub.state.read_state`).
     Nothing is exported when the repo opted out, when our open PR already holds that sha and plan,
     or when a maintainer closed our PR (without `force`). Exports are cached (`pipeline/cache.py`)
     by model content, plan digest and runtime versions, so a README-only commit, or a rerun after a
@@ -199,7 +199,9 @@ def push(
     """
     from huggingface_hub import HfApi, get_token
 
-    from ..hub.publish import apply, decide, read_state
+    from ..hub.decide import decide
+    from ..hub.publish import apply
+    from ..hub.state import PullRequest, read_state
 
     names = parse_backends(backends)
     if variants is not None or min_quality:  # the caller's own choices are checked before any Hub call
@@ -210,7 +212,7 @@ def push(
     resolved = resolve(repo_id, revision=revision, token=token, hub_only=True)
     repo_id = resolved.ref  # the id, where a URL was given
     api = HfApi(token=token)
-    state = read_state(api, repo_id, resolved.sha, log=log)
+    state = read_state(api, PullRequest(repo_id), resolved.sha, log=log)
     # The repo's own .hfexport.yaml may choose the variants; the caller's choice wins.
     from_repo = variants is None and "variants" in state.settings
     try:
@@ -257,7 +259,9 @@ def push(
 
 def _publish(api, state, names, request, report, resolved, exported, *, force, dry_run, revision, token, log):
     """`push`'s last stage: decide and write, again on a conflict (see below)."""
-    from ..hub.publish import BaseMoved, PublishConflict, apply, decide, read_state
+    from ..hub.decide import decide
+    from ..hub.publish import BaseMoved, PublishConflict, apply
+    from ..hub.state import read_state
 
     repo_id = state.repo_id
     # Another runner (the GPU job, a second HF Job) may commit to the same PR meanwhile: our write
@@ -270,13 +274,13 @@ def _publish(api, state, names, request, report, resolved, exported, *, force, d
             return apply(api, state, decision, report, dry_run=dry_run, log=log)
         except PublishConflict as e:
             log(f"{e}: reading the pull request again")
-            state = read_state(api, repo_id, resolved.sha, log=log, base=state.base)
+            state = read_state(api, state.destination, resolved.sha, log=log, base=state.base)
         except BaseMoved as e:
             log(f"{e}: deciding again from there")
             moved = resolve(repo_id, revision=revision, token=token, hub_only=True)
             if moved.sha != resolved.sha:  # the revision is a branch that moved: its model may have too
                 resolved, report = moved, exported(moved)
-            state = read_state(api, repo_id, resolved.sha, log=log, base=e.head)
+            state = read_state(api, state.destination, resolved.sha, log=log, base=e.head)
     raise HubUnavailableError(
         f"Our pull request on {repo_id} kept changing under this run ({PUBLISH_ATTEMPTS} attempts).",
         "Run push again: it picks up what the other runs published.",

@@ -1,0 +1,130 @@
+"""The publishing rules (`hub/decide.py`) on hand-built states: pure, no Hub, milliseconds each.
+
+The scenarios over HTTP (tests/test_publish.py) prove the rules against the emulator; these pin
+each rule alone, so a change to one names the rule it broke.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hfexport.hub.card import START
+from hfexport.hub.decide import OWN_FOLDER, decide, request_key
+from hfexport.hub.state import BackendMark, HubState, OurPullRequest, OurThread, PullRequest, RemoteFile, ThreadStatus
+from hfexport.messages import ExportRequest
+from hfexport.report import ArtifactFile, BackendResult, ExportPlan, PublishAction, Report, Source, Status
+
+SHA = "a" * 40
+REQUEST = ExportRequest("auto")
+
+
+def _report(tmp_path: Path, status: Status = Status.OK, sha: str = SHA) -> Report:
+    folder = tmp_path / "onnx"
+    folder.mkdir(exist_ok=True)
+    (folder / "model.onnx").write_bytes(b"graph of " + sha.encode())
+    plan = ExportPlan(
+        "feature-extraction", "BertModel", "BertModel", "bert", "single", "text", False, "single", ["onnx"]
+    )
+    files = [ArtifactFile.of("model.onnx", folder / "model.onnx")] if status == Status.OK else []
+    backend = BackendResult(
+        "onnx", status, "onnx", files=files, source_sha=sha, plan_digest=plan.backend_digest("onnx")
+    )
+    return Report(Source("hub", "org/model", sha), plan, [backend], out_dir=str(tmp_path))
+
+
+def _state(**kwargs: object) -> HubState:
+    return HubState(PullRequest("org/model"), SHA, "http://hub", False, me="bot", **kwargs)  # type: ignore[arg-type]
+
+
+def _remote(path: str, local: Path) -> RemoteFile:
+    f = ArtifactFile.of(path, local)
+    return RemoteFile(path, f.size, f.git_oid or "")
+
+
+def _our_pr(
+    status: ThreadStatus, report: Report | None = None, marks: dict[str, BackendMark] | None = None
+) -> OurPullRequest:
+    thread = OurThread(3, status, True, marks or {}, {"n"})
+    tree = {p: RemoteFile(p, 1, "x") for b in (report.backends if report else []) for p in b.paths}
+    return OurPullRequest(thread, "b" * 40, tree, report)
+
+
+def test_an_opted_out_repo_gets_nothing_whatever_was_asked() -> None:
+    state = HubState(PullRequest("org/model"), SHA, "http://hub", True)
+    assert decide(state, ["onnx"], REQUEST, force=True).action == PublishAction.OPTED_OUT
+
+
+def test_a_pr_a_maintainer_closed_is_left_alone_unless_forced(tmp_path: Path) -> None:
+    state = _state(pr=_our_pr(ThreadStatus.CLOSED))
+    assert decide(state, ["onnx"], REQUEST).action == PublishAction.CLOSED_RESPECTED
+    forced = decide(state, ["onnx"], REQUEST, _report(tmp_path), force=True)
+    assert forced.action == PublishAction.UPDATED and forced.thread is not None and forced.thread.num == 3
+
+
+def test_a_rerun_of_the_same_commit_and_request_needs_no_export() -> None:
+    marks = {"onnx": BackendMark(SHA, request_key("onnx", REQUEST))}
+    state = _state(pr=_our_pr(ThreadStatus.OPEN, marks=marks))
+    assert decide(state, ["onnx"], REQUEST).action == PublishAction.UNCHANGED
+    # Another request (variants asked) is another export.
+    assert decide(state, ["onnx"], ExportRequest("auto", variants=["int8"])) is None
+
+
+def test_a_pr_holding_a_newer_commit_is_never_moved_back() -> None:
+    state = _state(pr=_our_pr(ThreadStatus.OPEN), newer_held="c" * 40)
+    assert decide(state, ["onnx"], REQUEST).action == PublishAction.NEWER_HELD
+    assert decide(state, ["onnx"], REQUEST, force=True) is None
+
+
+def test_every_backend_failing_opens_a_discussion_not_a_pr(tmp_path: Path) -> None:
+    decision = decide(_state(), ["onnx"], REQUEST, _report(tmp_path, Status.FAILED))
+    assert decision.action == PublishAction.DISCUSSION and not decision.uploads
+
+
+@pytest.mark.parametrize("status", [Status.SKIPPED, Status.CRASHED])
+def test_no_backend_answering_publishes_nothing(tmp_path: Path, status: Status) -> None:
+    assert decide(_state(), ["onnx"], REQUEST, _report(tmp_path, status)).action == PublishAction.NOTHING_RAN
+
+
+def test_a_first_run_opens_a_pr_with_the_files_and_a_mark_per_backend(tmp_path: Path) -> None:
+    decision = decide(_state(), ["onnx"], REQUEST, _report(tmp_path))
+    assert decision.action == PublishAction.OPENED
+    assert [path for _, path in decision.uploads] == ["onnx/model.onnx"]
+    assert decision.markers == {"onnx": BackendMark(SHA, request_key("onnx", REQUEST))}
+
+
+def test_the_owners_own_file_at_our_path_sends_the_export_beside_it(tmp_path: Path) -> None:
+    owners = tmp_path / "owners.onnx"
+    owners.write_bytes(b"the owner's tuned graph")
+    state = _state(base_files={"onnx/model.onnx": _remote("onnx/model.onnx", owners)})
+    decision = decide(state, ["onnx"], REQUEST, _report(tmp_path))
+    assert [path for _, path in decision.uploads] == [f"{OWN_FOLDER}/onnx/model.onnx"]
+    assert decision.notes and "kept as they are" in decision.notes[0]
+    assert not decision.deletes  # never the owner's file
+
+
+def test_a_merged_pr_whose_files_are_on_main_is_up_to_date(tmp_path: Path) -> None:
+    report = _report(tmp_path)
+    on_main = {"onnx/model.onnx": _remote("onnx/model.onnx", tmp_path / "onnx" / "model.onnx")}
+    state = _state(base_files=on_main, base_report=report, readme=f"card\n{START}\n")
+    assert decide(state, ["onnx"], REQUEST, report).action == PublishAction.UP_TO_DATE
+
+
+def test_a_new_commit_replaces_our_files_and_deletes_only_what_still_holds_ours(tmp_path: Path) -> None:
+    (tmp_path / "old").mkdir()
+    old = _report(tmp_path / "old", sha="d" * 40)
+    stale = tmp_path / "old" / "onnx" / "stale.onnx"
+    stale.write_bytes(b"a file a former export wrote")
+    edited = tmp_path / "old" / "onnx" / "edited.onnx"
+    edited.write_bytes(b"ours once")
+    old.backends[0].files += [ArtifactFile.of("stale.onnx", stale), ArtifactFile.of("edited.onnx", edited)]
+    pr = _our_pr(ThreadStatus.OPEN, old, {"onnx": BackendMark("d" * 40, "r")})
+    for name in ("model.onnx", "stale.onnx"):  # still our content: ours to replace or delete
+        pr.tree[f"onnx/{name}"] = _remote(f"onnx/{name}", tmp_path / "old" / "onnx" / name)
+    state = _state(pr=pr)  # onnx/edited.onnx holds other content now (a maintainer's edit): kept
+    decision = decide(state, ["onnx"], REQUEST, _report(tmp_path))
+    assert decision.action == PublishAction.UPDATED and decision.changed == ("onnx",)
+    assert decision.deletes == ()  # the folder holds someone's edit: its other files stay too
+    del pr.tree["onnx/edited.onnx"]
+    assert decide(state, ["onnx"], REQUEST, _report(tmp_path)).deletes == ("onnx/stale.onnx",)
