@@ -8,7 +8,7 @@ by `hfexport export` one backend at a time with its default variants, as a user 
 peak RSS of the largest process (the backend's worker), and the bytes of the output folder. For
 ONNX, `optimum-cli export onnx --task text-generation-with-past` (the ecosystem venv) beside it,
 as ratios. The line through the sizes, per backend, is hfexport's measured cost — what the
-preflight (`hfexport/pipeline/preflight.py`, `COSTS`) estimates a model's memory and disk by.
+preflight (each backend's `cost` in `hfexport/backends.py`) estimates a model's memory and disk by.
 """
 
 from __future__ import annotations
@@ -278,7 +278,7 @@ def render(data: dict) -> str:
     text += against_optimum(rows)
     text += [
         "",
-        "The line through the sizes, per backend, as fitted; `hfexport/pipeline/preflight.py`'s `COSTS` holds it "
+        "The line through the sizes, per backend, as fitted; each backend's `cost` in `hfexport/backends.py` holds it "
         "rounded up so that every measured peak is under it (a base raised to at least the 0.5 GB a worker's "
         "imports take).",
         "",

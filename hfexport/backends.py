@@ -42,6 +42,45 @@ _TOLERANCE_FUSED = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 1e-1}
 
 
 @dataclass(frozen=True)
+class Cost:
+    """One backend's measured cost, linear in the bytes of the weights in the dtype it exports them
+    in (`Weights.exported_bytes`): the peak memory of its worker (import and tracing overhead, then
+    copies of the weights) exporting and validating, what building its variants adds on top, and
+    the disk its output takes."""
+
+    base_memory: float  # bytes
+    memory_per_weight_byte: float
+    disk_per_weight_byte: float
+    variants_memory_per_weight_byte: float = 0.0
+
+    def memory(self, weight_bytes: int, variants: bool = True) -> int:
+        slope = self.memory_per_weight_byte + (self.variants_memory_per_weight_byte if variants else 0.0)
+        return int(self.base_memory + slope * weight_bytes)
+
+    def disk(self, weight_bytes: int) -> int:
+        return int(self.disk_per_weight_byte * weight_bytes)
+
+
+# Measured by bench/scale.py (docs/benchmarks-scale.md, one run on an idle machine, 2026-12-03):
+# Llama-shaped models of SmolLM2-135M's, SmolLM2-360M's and Llama-3.2-1B's shapes, random weights
+# stored in fp32, each backend alone with its default variants; peak RSS of the largest process
+# (the worker; its peak when validation ended, before any variant, for the export alone) and the
+# output folder's bytes. Each line rounded up so that every measured peak is under it. Peaks per
+# fp32 weight byte measured: onnx 2.60x / 1.66x / 1.35x exporting and validating, 3.27x / 2.19x /
+# 2.04x with the weight-only variants (each built and judged with what the last one freed handed
+# back: 4.38x / 3.39x / 3.35x before); dynamo 2.29x / 1.59x / 1.55x; executorch 6.78x / 4.74x, and
+# 3.53x at 1 B (where that run failed its validation after the peak). Output: onnx's is the fp32
+# graph, w8 (29 %) and q4 (17 %) when both pass. A backend never measured is costed as
+# `UNMEASURED`, the dearest of these.
+ONNX_COST = Cost(
+    base_memory=0.8e9, memory_per_weight_byte=1.2, disk_per_weight_byte=1.3, variants_memory_per_weight_byte=0.7
+)
+DYNAMO_COST = Cost(base_memory=0.6e9, memory_per_weight_byte=1.45, disk_per_weight_byte=1.05)
+EXECUTORCH_COST = Cost(base_memory=1.7e9, memory_per_weight_byte=3.65, disk_per_weight_byte=1.25)
+UNMEASURED = EXECUTORCH_COST
+
+
+@dataclass(frozen=True)
 class Backend:
     name: str
     export_format: str
@@ -100,6 +139,9 @@ class Backend:
     # `float32_because` says why (in the report and on the card).
     dtypes: tuple[str, ...] = ("float32",)
     float32_because: str | None = None
+    # Its worker's peak memory and disk per weight byte, as bench/scale.py measured them; None: never
+    # measured (preflight then assumes `UNMEASURED`, the dearest measured).
+    cost: Cost | None = None
 
     def checking_runner_options(self) -> dict[str, Any]:
         """The runner options of a program opened only to check its outputs (`checking_options`,
@@ -184,6 +226,13 @@ def parse_backends(spec: str | list[str] | None) -> list[str]:
     for n in names:
         get_backend(n)
     return list(dict.fromkeys(names))
+
+
+def keyed_packages() -> tuple[str, ...]:
+    """The packages whose version changes what some backend's export holds (each backend's
+    `packages`; torch is pinned with hfexport): the export cache's key names their versions."""
+    named = (p for b in BACKENDS.values() for p in b.packages)
+    return tuple(sorted({p for p in named if p != "torch"}))
 
 
 def export_folders() -> tuple[str, ...]:
@@ -279,6 +328,7 @@ def _executorch_input_limits(plan) -> str | None:
     snippet_note="`.pt2` programs return transformers' output classes: load them with `ExportedModel` (above), "
     "which registers those classes first.",
     packages=("torch",),
+    cost=DYNAMO_COST,
     tolerance=dict(_TOLERANCE_EXACT),
     # A `.pt2` runs in whatever dtype it was traced in, on any device torch has.
     dtypes=("float32", "bfloat16", "float16"),
@@ -298,6 +348,7 @@ def _dynamo(dynamic_shapes):
     snippet=_onnx_snippet,
     snippet_tensors="np",
     packages=("onnx", "onnxscript", "onnxruntime"),
+    cost=ONNX_COST,
     layout=onnx_layout,
     checking_options="hfexport.worker.validate:ort_checking_options",
     runs_in_browsers=True,
@@ -328,6 +379,7 @@ def _onnx(dynamic_shapes):
     tags=("executorch",),
     snippet=_executorch_snippet,
     packages=("executorch", "torchao"),
+    cost=EXECUTORCH_COST,
     limits=_executorch_runner_limits,
     fixed_image_size=True,
     llm_runner="hfexport.worker.llm_runner:run",
@@ -348,6 +400,8 @@ def _executorch_xnnpack(dynamic_shapes):
     tags=("executorch",),
     snippet=_executorch_snippet,
     packages=("executorch",),
+    # Measured on XNNPACK's lowering (no GPU in bench/scale.py's run): the same program, lowered by another partitioner.
+    cost=EXECUTORCH_COST,
     limits=_executorch_limits,
     fixed_image_size=True,
     needs_cuda=True,

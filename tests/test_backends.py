@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hfexport.backends import BACKENDS, DEFAULT_BACKENDS, export_folders, get_backend, offered_backends, parse_backends
@@ -50,3 +52,34 @@ def test_a_checkpoint_is_exported_as_stored_where_the_runtime_serves_it_else_in_
         dtype, why = get_backend(name).precision(stored)
         assert dtype == "float32" and (why is None) == (stored == "float32"), (name, why)
     assert "model.onnx" in get_backend("onnx").precision("bfloat16")[1]
+
+
+def test_a_toy_backend_added_through_the_registry_alone_is_planned_costed_and_cached(tmp_path, monkeypatch):
+    """Adding a backend is one decorated function: the planner, preflight's cost and the export
+    cache's key read it from the registry, with no other module edited."""
+    import tiny_models
+    from hfexport.backends import UNMEASURED, Cost, register_backend
+    from hfexport.pipeline import cache
+    from hfexport.pipeline.plan import make_plan
+    from hfexport.pipeline.preflight import Weights, estimate
+
+    monkeypatch.setitem(BACKENDS, "toy", BACKENDS["dynamo"])  # restored after the test, whatever happens
+    toy_cost = Cost(base_memory=1e9, memory_per_weight_byte=2.0, disk_per_weight_byte=0.5)
+
+    @register_backend("toy", export_format="dynamo", subfolder="toy", tags=("toy",), packages=("numpy",), cost=toy_cost)
+    def _toy(dynamic_shapes):
+        raise AssertionError("not exported here")
+
+    plan = make_plan(tiny_models.bert(tmp_path / "bert"), ["onnx", "toy"])
+    assert plan.backends == ["onnx", "toy"] and plan.backend_digest("toy") != plan.backend_digest("onnx")
+
+    weights = Weights(parameters=100_000_000, stored_bytes=400_000_000, dtypes=("F32",))
+    (toy,) = estimate(weights, ["toy"])
+    assert (toy.memory_bytes, toy.disk_bytes) == (toy_cost.memory(400_000_000), toy_cost.disk(400_000_000))
+    # A backend never measured is costed as the dearest measured, never silently as another one.
+    monkeypatch.setitem(BACKENDS, "toy", dataclasses.replace(BACKENDS["toy"], cost=None))
+    (unmeasured,) = estimate(weights, ["toy"])
+    assert unmeasured.memory_bytes == UNMEASURED.memory(400_000_000) > estimate(weights, ["onnx"])[0].memory_bytes
+
+    # Its package's version is part of every cached export's key: another numpy, another export.
+    assert "numpy" in cache._keyed_runtimes()

@@ -24,23 +24,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..backends import keyed_packages
 from ..report import REPORT_FILE, ExportPlan, Report, Source
 from ..messages import ExportRequest
 from ..settings import cache_dir, cache_max_bytes, web_checks
 from ..versions import runtime_versions
 from .fetch import FetchedModel
 
-# The runtimes whose version changes what an export holds (torch and transformers are pinned with hfexport).
-_KEYED_RUNTIMES = ("executorch", "onnx", "onnxscript", "onnxruntime")
-
 
 def _keyed_runtimes() -> dict[str, str]:
-    """Those versions, and the browser's runtime the ONNX files were run on: its report rows and
-    card cells are part of the export, so an export made with the web checks off (or on another
+    """The versions of the packages the backends export with (`backends.keyed_packages`; torch and
+    transformers are pinned with hfexport), and the browser's runtime the ONNX files were run on:
+    its report rows and card cells are part of the export, so an export made with the web checks off (or on another
     onnxruntime-web) is not handed to a run that wants them."""
     from ..web.wasm import version as web_version  # here: the module imports numpy, 80 ms of every start-up
 
-    versions = runtime_versions(_KEYED_RUNTIMES)
+    versions = runtime_versions(keyed_packages())
     versions["onnxruntime-web"] = (web_version() or "missing") if web_checks() else "not checked"
     return versions
 

@@ -22,6 +22,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..backends import UNMEASURED, Cost
 from ..errors import ResourceError
 from ..report import Source
 from ..settings import memory_limit_bytes
@@ -62,48 +63,13 @@ class Weights:
         return f"{count} parameters ({'/'.join(self.dtypes).lower()})"
 
 
-@dataclass(frozen=True)
-class Cost:
-    """One backend's measured cost, linear in the bytes of the weights in the dtype it exports them
-    in (`Weights.exported_bytes`): the peak memory of its worker (import and tracing overhead, then
-    copies of the weights) exporting and validating, what building its variants adds on top, and
-    the disk its output takes."""
-
-    base_memory: float  # bytes
-    memory_per_weight_byte: float
-    disk_per_weight_byte: float
-    variants_memory_per_weight_byte: float = 0.0
-
-    def memory(self, weight_bytes: int, variants: bool = True) -> int:
-        slope = self.memory_per_weight_byte + (self.variants_memory_per_weight_byte if variants else 0.0)
-        return int(self.base_memory + slope * weight_bytes)
-
-    def disk(self, weight_bytes: int) -> int:
-        return int(self.disk_per_weight_byte * weight_bytes)
-
-
-# Measured by bench/scale.py (docs/benchmarks-scale.md, one run on an idle machine, 2026-12-03):
-# Llama-shaped models of SmolLM2-135M's, SmolLM2-360M's and Llama-3.2-1B's shapes, random weights
-# stored in fp32, each backend alone with its default variants; peak RSS of the largest process
-# (the worker; its peak when validation ended, before any variant, for the export alone) and the
-# output folder's bytes. Each line rounded up so that every measured peak is under it. Peaks per
-# fp32 weight byte measured: onnx 2.60x / 1.66x / 1.35x exporting and validating, 3.27x / 2.19x /
-# 2.04x with the weight-only variants (each built and judged with what the last one freed handed
-# back: 4.38x / 3.39x / 3.35x before); dynamo 2.29x / 1.59x / 1.55x; executorch 6.78x / 4.74x, and
-# 3.53x at 1 B (where that run failed its validation after the peak). Output: onnx's is the fp32
-# graph, w8 (29 %) and q4 (17 %) when both pass. A backend measured at no size here takes onnx's.
-COSTS: dict[str, Cost] = {
-    "onnx": Cost(
-        base_memory=0.8e9, memory_per_weight_byte=1.2, disk_per_weight_byte=1.3, variants_memory_per_weight_byte=0.7
-    ),
-    "dynamo": Cost(base_memory=0.6e9, memory_per_weight_byte=1.45, disk_per_weight_byte=1.05),
-    "executorch": Cost(base_memory=1.7e9, memory_per_weight_byte=3.65, disk_per_weight_byte=1.25),
-}
-_FALLBACK = "onnx"
-
-
 def cost_of(backend: str) -> Cost:
-    return COSTS.get(backend) or COSTS[_FALLBACK]
+    """The cost `backend` declares (`Backend.cost`, measured by bench/scale.py), or, for one never
+    measured, `UNMEASURED`: the dearest measured, so preflight errs towards refusing."""
+    from ..backends import BACKENDS
+
+    spec = BACKENDS.get(backend)
+    return spec.cost if spec is not None and spec.cost is not None else UNMEASURED
 
 
 @dataclass(frozen=True)
