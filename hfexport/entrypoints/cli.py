@@ -19,13 +19,14 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..settings import READ_TOKEN, WEBHOOK_SECRET, action_dir, quiet_noise, set_quiet_noise
+from ..settings import action_dir, quiet_noise, set_quiet_noise
 from ..backends import DEFAULT_BACKENDS
 from ..errors import ExitCode, HfExportError
 from ..pipeline.export import DEFAULT_TIMEOUT_S
 from ..variants import DEFAULTS
 from ..logs import quiet_known_noise
 from .console import badge, err, fail, print_report, progress_callback, show
+from . import serve_options as o
 
 # The variant options, one definition for export and push.
 VariantsOption = Annotated[
@@ -451,229 +452,47 @@ def _from_webhook_env(expected: str | None) -> tuple[str | None, str]:
 
 @app.command()
 def serve(
-    secret: Annotated[
-        str,
-        typer.Option(envvar=WEBHOOK_SECRET, help="The webhook's secret (X-Webhook-Secret).", show_default=False),
-    ],
-    watch: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            help="Repo id to act on (repeatable); 'org/*' for every model of a namespace; '*' for every repo the "
-            "webhook sends.",
-            show_default=False,
-        ),
-    ] = None,
-    watch_file: Annotated[
-        Optional[Path], typer.Option(help="A file of --watch values, one a line ('#' comments).", show_default=False)
-    ] = None,
-    watch_top: Annotated[
-        int, typer.Option(min=0, help="Also watch the N most downloaded models (of --watch-filter), re-listed.")
-    ] = 0,
-    watch_filter: Annotated[
-        Optional[str], typer.Option(help="The Hub tag --watch-top lists (e.g. text-classification).")
-    ] = None,
-    reconcile_every: Annotated[
-        float,
-        typer.Option(
-            min=0,
-            help="Seconds between passes queuing each watched repo's head (missed webhooks), the first on "
-            "start; 0: none.",
-        ),
-    ] = 3600,
-    db: Annotated[Path, typer.Option(help="The durable job queue (SQLite).")] = Path("hfexport-queue.sqlite"),
-    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port.")] = 8080,
-    workers: Annotated[int, typer.Option(help="Jobs run at once.")] = 1,
-    executor: Annotated[
-        str, typer.Option(help="local (a push process here) or hf-jobs (an HF Job per export).")
-    ] = "local",
-    image: Annotated[
-        str, typer.Option(help="The hfexport image HF Jobs run (hf-jobs executor).")
-    ] = "ghcr.io/hfexport/hfexport:0.1.0",
-    backends: Annotated[str, typer.Option(help="Backends each job exports.")] = _DEFAULT_BACKENDS,
-    task: Annotated[str, typer.Option(help="Task, as for export.")] = "auto",
-    trust_remote_code: Annotated[
-        bool,
-        typer.Option(
-            help="Export repos whose model code lives in the repo (auto_map); it runs in a sandbox that reaches "
-            "no token or secret, and is refused where this machine gives none."
-        ),
-    ] = False,
-    max_attempts: Annotated[
-        int, typer.Option(min=1, help="Attempts per job (restarts included) before it is marked failed.")
-    ] = 10,
-    backoff: Annotated[
-        float,
-        typer.Option(
-            min=0, help="Seconds before a transient failure (Hub down, 5xx, 429) is retried; 4x longer each time."
-        ),
-    ] = 30,
-    max_backoff: Annotated[float, typer.Option(min=0, help="The longest wait between two attempts, seconds.")] = 3600,
-    prs_per_hour: Annotated[
-        float,
-        typer.Option(
-            min=0.01, help="Jobs that may open or update a PR, per hour, for every service on this --db (bursts of 20)."
-        ),
-    ] = 300,
-    lease: Annotated[
-        float, typer.Option(min=1, help="Seconds a running job's lease lasts; renewed while it runs, reclaimed after.")
-    ] = 300,
-    max_queued: Annotated[
-        int, typer.Option(min=1, help="Jobs waiting or running at most; beyond, webhooks get 503 + Retry-After.")
-    ] = 10000,
-    max_queued_per_namespace: Annotated[
-        int,
-        typer.Option(min=1, help="Jobs one namespace's repos may have waiting or running; beyond, theirs get 503."),
-    ] = 1000,
-    header_timeout: Annotated[
-        float, typer.Option(min=0.1, help="Seconds a connection has to send a request's headers before it is closed.")
-    ] = 10,
-    max_connections: Annotated[
-        int,
-        typer.Option(min=2, help="Open connections past which the oldest still sending its headers is closed."),
-    ] = 800,
-    warm: Annotated[
-        int,
-        typer.Option(
-            min=0,
-            help="Push processes kept ready with torch, transformers and a backend worker imported, so a job "
-            "starts without that wait (~0.9 GB each while idle; --executor local). 0: each job's push starts "
-            "when the job does.",
-        ),
-    ] = 1,
-    keep_days: Annotated[
-        float,
-        typer.Option(min=0.01, help="Days a finished job is kept (for /jobs and deduplication) before it is deleted."),
-    ] = 30,
-    job_timeout: Annotated[
-        float,
-        typer.Option(
-            min=60, help="Seconds one job may run (its push here, or its HF Jobs: given to the Hub as their timeout)."
-        ),
-    ] = 4 * 3600,
-    read_token: Annotated[
-        Optional[str],
-        typer.Option(
-            envvar=READ_TOKEN,
-            help="A token that may read /jobs (Authorization: Bearer) besides the webhook secret.",
-            show_default=False,
-        ),
-    ] = None,
+    secret: o.Secret,
+    watch: o.Watch = None,
+    watch_file: o.WatchFile = None,
+    watch_top: o.WatchTop = 0,
+    watch_filter: o.WatchFilter = None,
+    reconcile_every: o.ReconcileEvery = 3600,
+    db: o.Db = Path("hfexport-queue.sqlite"),
+    host: o.Host = "127.0.0.1",
+    port: o.Port = 8080,
+    workers: o.Workers = 1,
+    executor: o.Executor = "local",
+    image: o.Image = "ghcr.io/hfexport/hfexport:0.1.0",
+    backends: o.Backends = o.DEFAULT_BACKEND_LIST,
+    task: o.Task = "auto",
+    trust_remote_code: o.TrustRemoteCode = False,
+    max_attempts: o.MaxAttempts = 10,
+    backoff: o.Backoff = 30,
+    max_backoff: o.MaxBackoff = 3600,
+    prs_per_hour: o.PrsPerHour = 300,
+    lease: o.Lease = 300,
+    max_queued: o.MaxQueued = 10000,
+    max_queued_per_namespace: o.MaxQueuedPerNamespace = 1000,
+    header_timeout: o.HeaderTimeout = 10,
+    max_connections: o.MaxConnections = 800,
+    warm: o.Warm = 1,
+    keep_days: o.KeepDays = 30,
+    job_timeout: o.JobTimeout = 4 * 3600,
+    read_token: o.ReadToken = None,
 ) -> None:
     """The Hub webhook receiver: a push to main of a watched repo queues an export + PR job.
 
     Point a Hub webhook (scope repo.content) at http://HOST:PORT/webhook with the same secret.
     The token comes from HF_TOKEN. Jobs survive restarts (SQLite, WAL); a replayed event is
     deduplicated by (repo, sha, plan); our own PRs never trigger work."""
-    import logging
+    options = o.ServeOptions(**locals())  # first: locals() are the command's values alone
+    from .service.run import run
 
-    import uvicorn
-    from huggingface_hub import HfApi
-
-    from ..backends import parse_backends
-    from ..messages import JobPlan
-    from .service import QueueWorkers, ServiceConfig, branch_head, create_app
-    from ..pipeline.preflight import Machine
-    from .service.budget import MemoryBudget
-    from .service.executors import HfJobsExecutor, LocalExecutor
-    from .service.limits import guarded_http
-    from .service.watch import Reconciler, Watch
-    from .service.queue import JobQueue
-
-    # One JSON object a line: ours at INFO; the libraries' (their HTTP clients log each request at
-    # INFO) only from WARNING.
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    logging.getLogger("hfexport").setLevel(logging.INFO)
     try:
-        names = ",".join(parse_backends(backends))
+        run(options)
     except HfExportError as e:
         fail(e)
-    if executor not in ("local", "hf-jobs"):
-        fail(HfExportError(f"Unknown executor {executor!r}.", "Use --executor local or --executor hf-jobs."))
-    try:
-        watched = Watch.parse(watch or [], watch_file, watch_top, watch_filter)
-    except ValueError as e:
-        fail(HfExportError(f"Cannot start: {e}.", "Pass --watch org/name, --watch 'org/*' or --watch '*'."))
-    if not watched.patterns and not watched.top:
-        fail(HfExportError("Cannot start: nothing is watched.", "Pass --watch, --watch-file or --watch-top."))
-    try:
-        config = ServiceConfig(
-            secret=secret,
-            watch=watched,
-            plan=JobPlan(tuple(names.split(",")), task, trust_remote_code),
-            workers=workers,
-            max_attempts=max_attempts,
-            backoff_s=backoff,
-            max_backoff_s=max_backoff,
-            writes_per_hour=prs_per_hour,
-            read_token=read_token,
-            keep_s=keep_days * 86400,
-        )
-    except ValueError as e:
-        fail(
-            HfExportError(
-                f"Cannot start: {e}.",
-                "Set HFEXPORT_WEBHOOK_SECRET (or --secret) to a long random value, the same as the Hub webhook's.",
-            )
-        )
-    if trust_remote_code:  # refused now, not in every job: this machine gives no sandbox
-        from ..proc import worker_user
-        from ..sandbox import require
-
-        try:
-            require("a repo's own code (--trust-remote-code)", worker_user())
-        except HfExportError as e:
-            fail(e)
-    queue = JobQueue(
-        db,
-        lease_s=lease,
-        max_attempts=max_attempts,
-        max_queued=max_queued,
-        max_queued_per_namespace=max_queued_per_namespace,
-    )
-    runner = (
-        LocalExecutor(
-            timeout_s=job_timeout,
-            warm=warm,
-            backends=tuple(config.plan.backends),
-            budget=MemoryBudget(Machine.here().memory_bytes),
-        )
-        if executor == "local"
-        else HfJobsExecutor(image=image, token=os.environ.get("HF_TOKEN"), timeout_s=job_timeout)
-    )
-    pool = QueueWorkers(config, queue, runner, head=branch_head(os.environ.get("HF_TOKEN"), config.branch)).start()
-
-    def queue_head(repo_id: str, sha: str) -> bool:
-        return queue.enqueue(repo_id, sha, config.plan, is_head=True)[1]
-
-    hub = HfApi(token=os.environ.get("HF_TOKEN"))
-    reconciler = Reconciler(watched, queue_head, hub, config.branch, reconcile_every, full=queue.full)
-    if reconcile_every:
-        reconciler.start()
-    try:
-        shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-        logging.getLogger("hfexport.serve").info(
-            json.dumps(
-                {
-                    "msg": "listening",
-                    "url": f"http://{shown}:{port}/",
-                    "webhook": f"http://{shown}:{port}/webhook",
-                    "healthz": f"http://{shown}:{port}/healthz",
-                    "watching": sorted(watched.patterns) or f"top {watch_top}",
-                }
-            )
-        )
-        uvicorn.run(
-            create_app(config, queue, pool),
-            host=host,
-            port=port,
-            log_level="warning",
-            http=guarded_http(header_timeout, max_connections),
-        )
-    finally:
-        reconciler.stop()
-        pool.stop()
-        runner.close()
 
 
 @app.command()

@@ -30,7 +30,6 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,10 +37,10 @@ from ..proc import die_with_parent
 from ..report import BackendResult, describe_error
 from ..messages import WorkerJob
 from ..settings import FAULT, quiet_noise
-from .memory import peak_mb, return_freed
+from .memory import peak_mb
 
 if TYPE_CHECKING:
-    from ..backends import Backend
+    pass
 
 _STARTED = time.perf_counter()
 
@@ -129,6 +128,7 @@ def run(job_path: Path, preloaded: tuple[float, float]) -> int:
     from ..errors import HfExportError
     from ..proc import injected_fault
     from ..report import Status
+    from .job import run_job
 
     # A backend registered outside hfexport is found by importing the module that registered it.
     importlib.import_module(job.backend_module or "hfexport.backends")
@@ -152,7 +152,7 @@ def run(job_path: Path, preloaded: tuple[float, float]) -> int:
     try:
         if fault == "fail":
             raise RuntimeError(f"a failure injected by the {FAULT} test hook")
-        run_job(job, backend, result, stage)
+        run_job(job, backend, result, stage)  # worker/job.py: the stages
     except HfExportError as e:  # the model itself is refused: its cause and fix, no traceback
         result.status = Status.FAILED
         result.error = f"{e.cause} Fix: {e.fix}"
@@ -166,19 +166,6 @@ def run(job_path: Path, preloaded: tuple[float, float]) -> int:
     result.stage_peaks_mb = {name: peak for (name, _, _), (_, _, peak) in zip(marks, marks[1:])}
     (job_path / "result.json").write_text(json.dumps(result.to_dict(), indent=2))
     return 0
-
-
-def _cpu_name() -> str:
-    """The CPU's model name (Linux's /proc/cpuinfo; else what `platform` says)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
 
 
 def _preload(backends: list[str]) -> None:
@@ -199,199 +186,6 @@ def _preload(backends: list[str]) -> None:
             get_runner_class(export_format)
         except Exception:  # noqa: BLE001  (reported by the job itself, where it matters)
             continue
-
-
-def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Callable[[str], None]) -> None:
-    """Export, save, reload and validate one backend, filling in `result`. What the export is made
-    of (its components, how each is exported and judged) is the plan's split's (`splits.py`)."""
-    import torch
-    import transformers
-    from transformers.exporters import ExportedModel
-
-    from ..report import ArtifactFile, Split, Status, Validation
-    from ..versions import runtime_versions
-    from ..variants import variants_of
-    from .inputs import as_dtype
-    from .derive import CALIBRATION, rebase_shares, rejudge_published, run_variants, why_skipped
-    from ..pipeline.plan import refuse_made_up_weights
-    from .splits import Exporting, split_for
-    from .validate import Reference, compare_generation, loaders_run
-    from .web_check import check_on_web
-    from ..settings import web_checks
-    from ..variants import default_kinds
-
-    torch.manual_seed(0)
-    plan = job.plan
-    if backend.fixed_image_size:
-        plan = plan.with_fixed_image_size()
-    split = split_for(plan)
-    model_dir = Path(job.model_dir)
-    out_dir = Path(job.out_dir)
-
-    # The checkpoint's own dtype where the backend's runtime serves it: a bfloat16 model is not doubled.
-    result.dtype, result.dtype_note = backend.precision(plan.source_dtype)
-    dtype = getattr(torch, result.dtype)
-
-    stage("loading model")
-    model_class = getattr(transformers, plan.model_class, None)
-    if model_class is None:  # remote code: the plan only exists if it was trusted
-        model_class = getattr(transformers, plan.auto_class or "AutoModel")
-    model, loading = model_class.from_pretrained(
-        model_dir,
-        dtype=dtype,
-        trust_remote_code=plan.trust_remote_code,
-        use_safetensors=job.use_safetensors,
-        output_loading_info=True,
-    )
-    model = model.eval()
-    refuse_made_up_weights(plan, loading.get("missing_keys") or [])
-    split.prepare(model)
-    layout = getattr(split, "cache_layout", None)
-    if layout is not None and not layout.states:
-        result.cache_layers = [list(layout.attention[i]) for i in sorted(layout.attention)]
-    if backend.llm_runner is not None and split.name == Split.DECODER:
-        # The runtime's own LLM runner drives the decoder: it is exported as that runner reads it.
-        module, _, function = backend.llm_runner.partition(":")
-        runner = importlib.import_module(module)
-        why_not = runner.cannot_run(split, model)
-        if why_not:  # said before anything is exported (the model's own cache, read in `prepare`)
-            result.status, result.error = Status.SKIPPED, why_not
-            return
-        getattr(runner, function)(split, backend, model, model_dir, out_dir, result, stage)
-        files = sorted(p for p in out_dir.rglob("*") if p.is_file())
-        result.files = [ArtifactFile(str(p.relative_to(out_dir)), p.stat().st_size) for p in files]
-        result.versions = runtime_versions(("torch", "executorch", *backend.packages))
-        return
-    sample = as_dtype(split.inputs(model_dir, model.config, plan.sample, seed=0), dtype)
-    other = as_dtype(split.inputs(model_dir, model.config, plan.validation, seed=1), dtype)
-
-    stage("exporting")
-    started = time.perf_counter()
-    exporting = Exporting(plan, backend)
-    # The exporter class's own facts: its programs' suffix, whether loading them runs pickled code
-    # (a `.pt2`), the packages it exports with.
-    exporter = exporting.exporter
-    with torch.no_grad():
-        exported = split.export(exporting, model, sample)
-    export_seconds = time.perf_counter() - started
-
-    stage("saving")
-    exported.save_pretrained(out_dir)
-    traced = {name: set(component.metadata.kwargs) for name, component in exported.components.items()}
-    del exported
-
-    # Eager's side of every check, computed once; the weights go before the programs are loaded
-    # unless a variant re-exports the model.
-    stage("eager reference")
-    wanted = [
-        v for v in variants_of(backend.name, plan.variants, split.generates) if not why_skipped(v, split, backend.name)
-    ]
-    reference = Reference(model, split, traced)
-    # A generation variant is judged teacher-forced on real text (`inputs.Judged`), built once here.
-    judged = split.judged(model_dir, model.config, other) if wanted and split.generates else None
-    if judged is not None:
-        judged.prompt = as_dtype(judged.prompt, dtype)
-    reference.prepare(sample, other, judged)
-    if not any(v.needs_model for v in wanted):
-        reference.release()
-
-    # ── validate, on the files as a user loads them ──
-    stage("validating")
-    started = time.perf_counter()
-    # A pickled program, or a config that names the repo's code (trusted to get this far), needs trust.
-    result.trust_remote_code = exporter.requires_trust_remote_code
-
-    def load_exported(**options):
-        return ExportedModel.from_pretrained(
-            out_dir,
-            trust_remote_code=result.trust_remote_code or plan.trust_remote_code,
-            device=backend.runner_device,
-            **options,
-        )
-
-    # Opened to check its outputs, not to time them (`Backend.checking_options`).
-    loaded = load_exported(**backend.checking_runner_options())
-    validation = Validation(tolerance=backend.tolerance[result.dtype])
-    validation.checks.extend(split.validate(reference, loaded, traced, sample, other))
-    validate_seconds = time.perf_counter() - started
-    components = list(loaded.components)
-    result.inputs = {name: list(runner.metadata.kwargs) for name, runner in loaded.runners.items()}
-    result.programs = {c: f"{c}{exporter.program_suffix}" for c in components}
-    # The program's runtime copy of the weights goes too: each variant is built without it and then
-    # timed against a fresh one (beside a quantizer's copy it put a 135 M model's peak at 4.5x fp32).
-    del loaded
-
-    if plan.variants and validation.passed:
-        stage("variants")
-        calibration = [split.inputs(model_dir, reference.config, CALIBRATION, seed=seed) for seed in (2, 3)]
-        result.measured_on = f"{_cpu_name()}, {torch.get_num_threads()} threads"
-        result.variants = run_variants(
-            split,
-            exporting,
-            reference,
-            load_exported,
-            out_dir,
-            sample,
-            other,
-            judged=judged,
-            calibration=calibration,
-            stage=stage,
-        )
-
-    if validation.passed and backend.layout is not None:
-        return_freed()  # the variants' graphs and sessions: the layout rewrites the fp32 graph where they were
-        stage("laying out for loaders")
-        result.layout, renamed = backend.layout(out_dir, components, split.loaders)
-        result.programs = {c: renamed.get(file, file) for c, file in result.programs.items()}
-        for variant in result.variants:
-            if variant.file:
-                variant.file = renamed.get(variant.file, variant.file)
-            variant.files = [renamed.get(f, f) for f in variant.files]
-        origin = {new: old for old, new in renamed.items()}
-
-        def variant_paths(variant) -> dict[str, Path] | None:
-            """Each component's file of a variant, as the loaders read it (None: not published so)."""
-            published_files = variant.published_files
-            if len(components) == 1 and len(published_files) == 1:
-                return {components[0]: out_dir / published_files[0]}
-            if not published_files or not all(f in origin for f in published_files):
-                return None
-            return {next(c for c in components if origin[f].startswith(f"{c}_")): out_dir / f for f in published_files}
-
-        if result.layout.for_loaders:
-            # The graphs the loaders read have other names than the ones validated: run them as they do.
-            paths = {c: out_dir / file for c, file in result.programs.items()}
-            run = loaders_run(paths, reference.config)
-            validation.checks.append(compare_generation("loaders_layout", reference, split, run, traced, other))
-            del run  # one session at a time: each variant's below is loaded where the fp32 one was
-            return_freed()
-            for variant in result.variants:
-                # A variant's own figures, from its published files as the loaders run them.
-                swapped = variant_paths(variant) if variant.ok else None
-                if swapped:
-                    published = loaders_run({**paths, **swapped}, reference.config)
-                    assert judged is not None
-                    rejudge_published(variant, split, published, reference, traced, other, judged, out_dir)
-                    del published
-                    return_freed()
-        if backend.runs_in_browsers and validation.passed and web_checks():
-            stage("web runtimes")
-            defaults = default_kinds(plan.variants, backend.name, split.generates)
-            check_on_web(
-                result, split, reference, traced, other, judged, out_dir, validation.tolerance, defaults, variant_paths
-            )
-            return_freed()
-        rebase_shares(result.variants, out_dir)
-
-    files = sorted(p for p in out_dir.rglob("*") if p.is_file())
-    result.status = Status.OK if validation.passed else Status.FAILED
-    result.error = validation.first_problem()
-    result.files = [ArtifactFile(str(p.relative_to(out_dir)), p.stat().st_size) for p in files]
-    result.export_seconds = round(export_seconds, 2)
-    result.validate_seconds = round(validate_seconds, 2)
-    result.components = components
-    result.validation = validation
-    result.versions = runtime_versions((*exporter.required_packages, *backend.packages))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,140 @@
+"""`hfexport serve`: the webhook service wired together from its options.
+
+`entrypoints/cli.py` declares the command (its options in `entrypoints/serve_options.py`) and hands
+its values here as one `ServeOptions`; this
+module checks them (bad input → `HfExportError`, before anything starts), builds the queue, the
+executor and the workers, and runs the HTTP app until it is stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+from ...backends import parse_backends
+from ...errors import HfExportError
+from ...messages import JobPlan
+from ...pipeline.preflight import Machine
+from ..serve_options import ServeOptions
+from . import QueueWorkers, ServiceConfig, branch_head, create_app
+from .budget import MemoryBudget
+from .executors import HfJobsExecutor, LocalExecutor
+from .queue import JobQueue
+from .watch import Reconciler, Watch
+
+
+def configure(o: ServeOptions) -> ServiceConfig:
+    """The service's configuration, checked before anything starts.
+
+    Raises:
+        HfExportError: an unknown backend or executor, nothing watched, a weak secret, or a repo's
+            own code asked for where this machine gives no sandbox (exit 2).
+    """
+    names = parse_backends(o.backends)
+    if o.executor not in ("local", "hf-jobs"):
+        raise HfExportError(f"Unknown executor {o.executor!r}.", "Use --executor local or --executor hf-jobs.")
+    try:
+        watched = Watch.parse(o.watch or [], o.watch_file, o.watch_top, o.watch_filter)
+    except ValueError as e:
+        raise HfExportError(f"Cannot start: {e}.", "Pass --watch org/name, --watch 'org/*' or --watch '*'.") from None
+    if not watched.patterns and not watched.top:
+        raise HfExportError("Cannot start: nothing is watched.", "Pass --watch, --watch-file or --watch-top.")
+    try:
+        config = ServiceConfig(
+            secret=o.secret,
+            watch=watched,
+            plan=JobPlan(tuple(names), o.task, o.trust_remote_code),
+            workers=o.workers,
+            max_attempts=o.max_attempts,
+            backoff_s=o.backoff,
+            max_backoff_s=o.max_backoff,
+            writes_per_hour=o.prs_per_hour,
+            read_token=o.read_token,
+            keep_s=o.keep_days * 86400,
+        )
+    except ValueError as e:
+        raise HfExportError(
+            f"Cannot start: {e}.",
+            "Set HFEXPORT_WEBHOOK_SECRET (or --secret) to a long random value, the same as the Hub webhook's.",
+        ) from None
+    if o.trust_remote_code:  # refused now, not in every job: this machine gives no sandbox
+        from ...proc import worker_user
+        from ...sandbox import require
+
+        require("a repo's own code (--trust-remote-code)", worker_user())
+    return config
+
+
+def executor_for(o: ServeOptions, config: ServiceConfig) -> LocalExecutor | HfJobsExecutor:
+    """Where each job runs: a push process here, or an HF Job."""
+    return (
+        LocalExecutor(
+            timeout_s=o.job_timeout,
+            warm=o.warm,
+            backends=tuple(config.plan.backends),
+            budget=MemoryBudget(Machine.here().memory_bytes),
+        )
+        if o.executor == "local"
+        else HfJobsExecutor(image=o.image, token=os.environ.get("HF_TOKEN"), timeout_s=o.job_timeout)
+    )
+
+
+def run(o: ServeOptions) -> None:
+    """Start the service and serve until stopped (the CLI's `hfexport serve`).
+
+    Raises:
+        HfExportError: bad options (see `configure`); nothing is started then.
+    """
+    import uvicorn
+    from huggingface_hub import HfApi
+
+    from .limits import guarded_http
+
+    # One JSON object a line: ours at INFO; the libraries' (their HTTP clients log each request at
+    # INFO) only from WARNING.
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("hfexport").setLevel(logging.INFO)
+    config = configure(o)
+    watched = config.watch
+    queue = JobQueue(
+        o.db,
+        lease_s=o.lease,
+        max_attempts=o.max_attempts,
+        max_queued=o.max_queued,
+        max_queued_per_namespace=o.max_queued_per_namespace,
+    )
+    runner = executor_for(o, config)
+    pool = QueueWorkers(config, queue, runner, head=branch_head(os.environ.get("HF_TOKEN"), config.branch)).start()
+
+    def queue_head(repo_id: str, sha: str) -> bool:
+        return queue.enqueue(repo_id, sha, config.plan, is_head=True)[1]
+
+    hub = HfApi(token=os.environ.get("HF_TOKEN"))
+    reconciler = Reconciler(watched, queue_head, hub, config.branch, o.reconcile_every, full=queue.full)
+    if o.reconcile_every:
+        reconciler.start()
+    try:
+        shown = "127.0.0.1" if o.host in ("0.0.0.0", "::") else o.host
+        logging.getLogger("hfexport.serve").info(
+            json.dumps(
+                {
+                    "msg": "listening",
+                    "url": f"http://{shown}:{o.port}/",
+                    "webhook": f"http://{shown}:{o.port}/webhook",
+                    "healthz": f"http://{shown}:{o.port}/healthz",
+                    "watching": sorted(watched.patterns) or f"top {o.watch_top}",
+                }
+            )
+        )
+        uvicorn.run(
+            create_app(config, queue, pool),
+            host=o.host,
+            port=o.port,
+            log_level="warning",
+            http=guarded_http(o.header_timeout, o.max_connections),
+        )
+    finally:
+        reconciler.stop()
+        pool.stop()
+        runner.close()
