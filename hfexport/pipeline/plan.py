@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from ..backends import parse_backends
 from ..errors import ConfigError, RemoteCodeError, UnsupportedArchitectureError
-from ..report import Axis, DynamicAxes, ExportPlan, Modality, Shape, Split
+from ..report import Axis, DynamicAxes, ExportPlan, Modality, Mode, Shape, Split
 from ..messages import PlanAnswer, PlanRequest
 from ..tasks import TASKS, Task, auto_classes_of, supported_tasks, task_of_head
 
@@ -66,14 +67,54 @@ def make_plan(
     Raises:
         ConfigError, RemoteCodeError, UnsupportedArchitectureError.
     """
-    import transformers
-
     if checked is None:
         backends = parse_backends(backends)
         checked = check_request(model_dir, task, trust_remote_code)
     raw = checked
     config = load_config(model_dir, trust_remote_code, raw.get("model_type"))
     architectures = list(getattr(config, "architectures", None) or [])
+
+    model_class, auto_class, task, mode, spec = _head(config, architectures, task, model_dir)
+    is_enc_dec = bool(getattr(config, "is_encoder_decoder", False))
+    modality, split = _split(model_class, spec, mode, is_enc_dec, model_dir)
+
+    plan = ExportPlan(
+        task=task,
+        architecture=architectures[0] if architectures else model_class.__name__,
+        model_class=model_class.__name__,
+        model_type=config.model_type,
+        mode=mode,
+        modality=modality,
+        is_encoder_decoder=is_enc_dec,
+        split=split,
+        backends=list(backends),
+        trust_remote_code=trust_remote_code,
+        auto_class=auto_class,
+        sliding_window=_sliding_window(config) if mode == "generation" else None,
+        sentence_transformer=sentence_transformer(model_dir) if task == "feature-extraction" else None,
+        source_dtype=_stored_dtype(config),
+    )
+    main_input = getattr(model_class, "main_input_name", "input_ids")
+    plan.dynamic_axes = _dynamic_axes(plan, config, max_batch, main_input, model_dir)
+    if "input_features" in plan.dynamic_axes:
+        # A spectrogram as long as the recording (wav2vec2-BERT, Parakeet), unless the repo's feature
+        # extractor pads every one to a fixed length (Whisper's 30 s): that axis read off the extractor.
+        plan.dynamic_axes["input_features"].update(_spectrogram_time_axis(model_dir))
+    if 2 in plan.dynamic_axes.get("pixel_values", {}):
+        # Multiples of 32 (what the processors of such models produce) and of other aspect ratios.
+        plan.sample.image, plan.validation.image = [224, 288], [256, 192]
+    return plan
+
+
+def _head(config: Any, architectures: list[str], task: str, model_dir: Path) -> tuple[Any, str | None, str, Mode, Task]:
+    """The class that loads the model and what it is exported as: the model class, the Auto class
+    of a model whose classes live in its repo (else None), the task, the mode and the task's row.
+
+    Raises:
+        UnsupportedArchitectureError: no class of that name here, or a generation task for a
+            model that cannot generate().
+    """
+    import transformers
 
     auto_class = None  # for a model whose classes live in its repo: the Auto class that loads it
     auto_map = getattr(config, "auto_map", None) or {}
@@ -111,7 +152,16 @@ def make_plan(
                 f"Task {task!r} needs a model that can generate(), and {model_class.__name__} cannot.",
                 "Use task 'auto', or a single-graph task such as feature-extraction (--task / task=).",
             )
+    return model_class, auto_class, task, mode, spec
 
+
+def _split(model_class: Any, spec: Task, mode: Mode, is_enc_dec: bool, model_dir: Path) -> tuple[Modality, str]:
+    """The modality and the split (the one place it is decided; `worker/splits.py` knows what each
+    is made of).
+
+    Raises:
+        ConfigError: an image-text model without the processor that places its image tokens.
+    """
     modality = spec.modality or _modality(model_class)
     if modality == "image-text" and not _has_processor(model_dir):
         raise ConfigError(
@@ -122,41 +172,13 @@ def make_plan(
         )
     if modality == "image-text":
         _check_processor_loads(model_dir, model_class.__name__)
-    is_enc_dec = bool(getattr(config, "is_encoder_decoder", False))
-    # The one place the split is decided; `worker/splits.py` knows what each is made of.
     if mode == "single":
         split = Split.SINGLE
     elif modality == "image-text":
         split = Split.IMAGE_TEXT_DECODER
     else:
         split = Split.ENCODER_DECODER if is_enc_dec else Split.DECODER
-
-    plan = ExportPlan(
-        task=task,
-        architecture=architectures[0] if architectures else model_class.__name__,
-        model_class=model_class.__name__,
-        model_type=config.model_type,
-        mode=mode,
-        modality=modality,
-        is_encoder_decoder=is_enc_dec,
-        split=split,
-        backends=list(backends),
-        trust_remote_code=trust_remote_code,
-        auto_class=auto_class,
-        sliding_window=_sliding_window(config) if mode == "generation" else None,
-        sentence_transformer=sentence_transformer(model_dir) if task == "feature-extraction" else None,
-        source_dtype=_stored_dtype(config),
-    )
-    main_input = getattr(model_class, "main_input_name", "input_ids")
-    plan.dynamic_axes = _dynamic_axes(plan, config, max_batch, main_input, model_dir)
-    if "input_features" in plan.dynamic_axes:
-        # A spectrogram as long as the recording (wav2vec2-BERT, Parakeet), unless the repo's feature
-        # extractor pads every one to a fixed length (Whisper's 30 s): that axis read off the extractor.
-        plan.dynamic_axes["input_features"].update(_spectrogram_time_axis(model_dir))
-    if 2 in plan.dynamic_axes.get("pixel_values", {}):
-        # Multiples of 32 (what the processors of such models produce) and of other aspect ratios.
-        plan.sample.image, plan.validation.image = [224, 288], [256, 192]
-    return plan
+    return modality, split
 
 
 def plan_isolated(
