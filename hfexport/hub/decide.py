@@ -32,6 +32,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import overload
 
 from ..messages import ExportRequest
 from ..report import ArtifactFile, BackendResult, PublishAction, Report, Status
@@ -72,6 +73,18 @@ class Decision:
     @property
     def writes(self) -> bool:
         return self.action in (PublishAction.OPENED, PublishAction.UPDATED, PublishAction.DISCUSSION)
+
+
+@overload
+def decide(
+    state: HubState, backends: list[str], request: ExportRequest, report: Report, *, force: bool = False
+) -> Decision: ...
+
+
+@overload
+def decide(
+    state: HubState, backends: list[str], request: ExportRequest, report: None = None, *, force: bool = False
+) -> Decision | None: ...
 
 
 def decide(

@@ -155,30 +155,31 @@ async def _read_body(request: Request) -> tuple[bytes, int]:
     return body, size
 
 
-def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | None = None) -> Starlette:
-    def refused(request: Request, readers: bool = False) -> JSONResponse | None:
-        """401/403 unless the request carries the webhook secret (or, to read, the read token)."""
-        secret = request.headers.get("x-webhook-secret")
-        auth = request.headers.get("authorization", "")
-        if readers and auth.startswith("Basic "):  # a browser: the token or the secret as the password
-            try:
-                password = base64.b64decode(auth[6:], validate=True).decode().partition(":")[2]
-            except (ValueError, UnicodeDecodeError):
-                password = ""
-            if config.read_token and hmac.compare_digest(password.encode(), config.read_token.encode()):
-                return None
-            secret = password
-        if readers and config.read_token:
-            if auth.startswith("Bearer ") and hmac.compare_digest(auth[7:].encode(), config.read_token.encode()):
-                return None
-        if secret is None:
-            return JSONResponse({"error": "missing X-Webhook-Secret"}, status_code=401)
-        if not hmac.compare_digest(secret.encode(), config.secret.encode()):
-            return JSONResponse({"error": "wrong X-Webhook-Secret"}, status_code=403)
-        return None
+def _refused(config: ServiceConfig, request: Request, readers: bool = False) -> JSONResponse | None:
+    """401/403 unless the request carries the webhook secret (or, to read, the read token)."""
+    secret = request.headers.get("x-webhook-secret")
+    auth = request.headers.get("authorization", "")
+    if readers and auth.startswith("Basic "):  # a browser: the token or the secret as the password
+        try:
+            password = base64.b64decode(auth[6:], validate=True).decode().partition(":")[2]
+        except (ValueError, UnicodeDecodeError):
+            password = ""
+        if config.read_token and hmac.compare_digest(password.encode(), config.read_token.encode()):
+            return None
+        secret = password
+    if readers and config.read_token:
+        if auth.startswith("Bearer ") and hmac.compare_digest(auth[7:].encode(), config.read_token.encode()):
+            return None
+    if secret is None:
+        return JSONResponse({"error": "missing X-Webhook-Secret"}, status_code=401)
+    if not hmac.compare_digest(secret.encode(), config.secret.encode()):
+        return JSONResponse({"error": "wrong X-Webhook-Secret"}, status_code=403)
+    return None
 
+
+def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | None = None) -> Starlette:
     async def webhook(request: Request) -> JSONResponse:
-        if (answer := refused(request)) is not None:
+        if (answer := _refused(config, request)) is not None:
             return answer
         try:
             body, size = await asyncio.wait_for(_read_body(request), BODY_DEADLINE_S)
@@ -224,7 +225,7 @@ def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | N
     def status_page(request: Request) -> Response:
         """The operator's page (`status_page.py`). A browser asks for the read token (or the
         webhook secret) as the password of HTTP Basic authentication; any user name."""
-        if refused(request, readers=True) is not None:
+        if _refused(config, request, readers=True) is not None:
             return Response(
                 "the read token (--read-token) or the webhook secret, as the password",
                 status_code=401,
@@ -234,12 +235,12 @@ def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | N
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
     async def jobs(request: Request) -> JSONResponse:
-        if (answer := refused(request, readers=True)) is not None:
+        if (answer := _refused(config, request, readers=True)) is not None:
             return answer
         return JSONResponse({"jobs": [j.to_dict() for j in queue.list()]})
 
     async def job(request: Request) -> JSONResponse:
-        if (answer := refused(request, readers=True)) is not None:
+        if (answer := _refused(config, request, readers=True)) is not None:
             return answer
         found = queue.get(int(request.path_params["job_id"]))
         if found is None:

@@ -37,7 +37,9 @@ class _GuardedH11Protocol(H11Protocol):
         self._waiting_since = 0.0
         self._arm()
         if len(self.connections) > self.max_connections:
-            waiting = [c for c in self.connections if c is not self and getattr(c, "_head_timer", None) is not None]
+            # Every connection of this server is one of ours (`guarded_http` is its only protocol).
+            ours = [c for c in self.connections if isinstance(c, _GuardedH11Protocol) and c is not self]
+            waiting = [c for c in ours if getattr(c, "_head_timer", None) is not None]
             if waiting:
                 min(waiting, key=lambda c: c._waiting_since)._close_late()
 
