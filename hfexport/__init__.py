@@ -27,7 +27,8 @@ from .errors import (
     UnknownBackendError,
     UnsupportedArchitectureError,
 )
-from .report import BackendResult, ExportPlan, PublishAction, PublishResult, Report, Shape, Source, Status
+from .messages import PublishResult
+from .report import BackendResult, ExportPlan, PublishAction, Report, Shape, Source, Status
 
 __version__ = "0.1.0"
 

@@ -111,3 +111,14 @@ def error_class(name: str) -> type[HfExportError]:
     """The error class called `name` (an error that crossed a process boundary by name), else the base."""
     found = globals().get(name)
     return found if isinstance(found, type) and issubclass(found, HfExportError) else HfExportError
+
+
+def describe_error(e: BaseException) -> str:
+    """An exception's first line, and its causes' (exporters wrap the real error), as a report keeps it."""
+    parts: list[str] = []
+    current: BaseException | None = e
+    while current is not None and len(parts) < 3:
+        line = (str(current).strip().splitlines() or [""])[0][:400]
+        parts.append(line or type(current).__name__)
+        current = current.__cause__
+    return " <- ".join(parts)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 
-from .report import ExportPlan, known_fields
+from .report import ExportPlan, PublishAction, Report, known_fields
 
 
 @dataclass(frozen=True)
@@ -113,3 +113,42 @@ class PlanAnswer:
         data = json.loads(text)
         plan, error = data.get("plan"), data.get("error")
         return cls(ExportPlan.from_dict(plan) if plan else None, ErrorInfo(**error) if error else None)
+
+
+@dataclass
+class PublishResult:
+    """What `push` did on the Hub, with the report it published (None when nothing was exported).
+    `hfexport push --json` prints `to_dict()`; the Action and the webhook service read it back
+    with `from_dict`."""
+
+    action: PublishAction
+    repo_id: str
+    pr_num: int | None = None
+    pr_url: str | None = None
+    commit: str | None = None
+    files: list[str] = field(default_factory=list)
+    description: str | None = None
+    card: str | None = None
+    report: Report | None = None
+    title: str | None = None  # the PR's (or the discussion's) title
+
+    def __post_init__(self) -> None:
+        self.action = PublishAction(self.action)
+
+    @property
+    def failed(self) -> bool:
+        """A backend that ran did not validate (the exit code 1 of `push`)."""
+        return self.report is not None and not self.report.ok
+
+    def to_dict(self) -> dict:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["action"] = str(self.action)
+        data["report"] = self.report.to_dict() if self.report is not None else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PublishResult:
+        data = known_fields(cls, data)
+        if data.get("report") is not None:
+            data["report"] = Report.from_dict(data["report"])
+        return cls(**data)

@@ -654,45 +654,6 @@ class Report:
         return cls.from_dict(json.loads((Path(folder) / REPORT_FILE).read_text()))
 
 
-@dataclass
-class PublishResult:
-    """What `push` did on the Hub, with the report it published (None when nothing was exported).
-    `hfexport push --json` prints `to_dict()`; the Action and the webhook service read it back
-    with `from_dict`."""
-
-    action: PublishAction
-    repo_id: str
-    pr_num: int | None = None
-    pr_url: str | None = None
-    commit: str | None = None
-    files: list[str] = field(default_factory=list)
-    description: str | None = None
-    card: str | None = None
-    report: Report | None = None
-    title: str | None = None  # the PR's (or the discussion's) title
-
-    def __post_init__(self) -> None:
-        self.action = PublishAction(self.action)
-
-    @property
-    def failed(self) -> bool:
-        """A backend that ran did not validate (the exit code 1 of `push`)."""
-        return self.report is not None and not self.report.ok
-
-    def to_dict(self) -> dict:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data["action"] = str(self.action)
-        data["report"] = self.report.to_dict() if self.report is not None else None
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict) -> PublishResult:
-        data = known_fields(cls, data)
-        if data.get("report") is not None:
-            data["report"] = Report.from_dict(data["report"])
-        return cls(**data)
-
-
 def format_diff(value: float | None) -> str:
     """A max abs diff: `-` when nothing was compared, else two significant decimals."""
     if value is None:
@@ -706,17 +667,6 @@ _LOCAL_PATH = re.compile(r"(?<![\w.:/])(?:/[\w.@+-]+){2,}/?")
 def without_local_paths(text: str) -> str:
     """`text` with absolute local paths cut to their last part (`/tmp/x/.out.partial-1/onnx` → `…/onnx`)."""
     return _LOCAL_PATH.sub(lambda m: "…/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
-
-
-def describe_error(e: BaseException) -> str:
-    """An exception's first line, and its causes' (exporters wrap the real error), as a report keeps it."""
-    parts: list[str] = []
-    current: BaseException | None = e
-    while current is not None and len(parts) < 3:
-        line = (str(current).strip().splitlines() or [""])[0][:400]
-        parts.append(line or type(current).__name__)
-        current = current.__cause__
-    return " <- ".join(parts)
 
 
 def one_line(text: str, limit: int = 300) -> str:

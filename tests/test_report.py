@@ -117,7 +117,7 @@ def test_sizes_and_diffs_are_formatted_one_way():
 
 
 def test_an_error_is_described_by_its_first_line_and_its_causes():
-    from hfexport.report import describe_error
+    from hfexport.errors import describe_error
 
     try:
         try:

@@ -25,7 +25,8 @@ from ..pipeline.preflight import Machine, check, check_or_raise, weights_of
 from ..pipeline.resolve import resolve
 from ..proc import FAULT_ENV, injected_fault, worker_user
 from ..sandbox import require
-from ..report import ExportPlan, PublishResult, Report, Source, Split
+from ..messages import PublishResult
+from ..report import ExportPlan, Report, Source, Split
 from ..messages import ExportRequest
 from ..settings import cache_dir
 from ..settings import variants as default_variants

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends import get_backend
 from ..errors import TOKEN_FIX, AuthError
-from ..report import REPORT_FILE, PublishAction, PublishResult, Report
+from ..messages import PublishResult
+from ..report import REPORT_FILE, PublishAction, Report
 from ..table import markdown_table, markdown_variant_table
 from .card import RenderedCard, render_card
 from .decide import Decision

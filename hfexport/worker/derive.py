@@ -13,7 +13,8 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Any
 
-from ..report import Shape, VariantResult, describe_error
+from ..errors import describe_error
+from ..report import Shape, VariantResult
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -495,7 +495,8 @@ def _variants(
     import shutil
     import traceback
 
-    from ..report import Status, VariantResult, describe_error
+    from ..errors import describe_error
+    from ..report import Status, VariantResult
     from ..variants import misses, thresholds_for, variants_of
     from .derive import reported
     from .executorch_variants import quantize_8da4w, quantized_kernels
