@@ -16,43 +16,26 @@ says so and shows them, and a greedy step with ONNX Runtime alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import takewhile
 from pathlib import Path
 
 from ..backends import get_backend
-from ..layouts import data_files
 from ..report import BackendResult, Layout, Report, Split, VariantKind, VariantResult, WebRuntimes
 from ..tasks import TASKS
 from ..variants import VARIANTS
-
-# Sentences of different lengths, so the batch is padded as real traffic is.
-_PROMPT = '"hfexport validated this file against the original model."'
-_TEXTS = f'[{_PROMPT}, "Short one."]'
-
-
-def _header(repo_id: str) -> list[str]:
-    return [f'repo, revision = "{repo_id}", "main"  # to try the pull request before it is merged: "refs/pr/<number>"']
-
-
-def data_chunks(b: BackendResult, file: str) -> list[str]:
-    """The files holding `file`'s weights beside it in `b`'s folder (a graph past 2 GB, in the names
-    `layouts.data_files` gives them: `model.onnx_data`, `model.onnx_data_1` …), or none."""
-    paths = {f.path for f in b.files}
-    return list(takewhile(lambda name: name in paths, data_files(file, len(paths))))
-
-
-def _weights_beside(b: BackendResult, *files: str) -> list[str]:
-    """For each of `files` whose weights sit beside it (a graph past 2 GB: `data_chunks`), the
-    lines that download them first: `hf_hub_download` fetches one file, and ONNX Runtime reads the
-    weights from beside the graph in the same snapshot folder."""
-    return [
-        f'hf_hub_download(repo, "{b.subfolder}/{chunk}", revision=revision)  # its weights, past 2 GB'
-        for file in files
-        for chunk in data_chunks(b, file)
-    ]
-
+from .executorch_snippets import llm_runner_section
+from .programs import (
+    PREPROCESSOR_FILES,
+    PROMPT,
+    TEXTS,
+    data_chunks,
+    has_preprocessor,
+    header,
+    INPUT_LINES,
+    input_lines,
+    program,
+    weights_beside,
+)
 
 # optimum-onnx 0.1.0's ORTModelForCausalLM sizes the first, empty cache from the config itself:
 # `num_key_value_heads` only for the model types it lists (else `num_attention_heads`), `head_dim`
@@ -92,14 +75,14 @@ class _JsCall:
 
 _GREEDY = "{ max_new_tokens: 8, do_sample: false }"
 _JS_CALLS = {
-    "text2text-generation": _JsCall("text", f"{_PROMPT}, {_GREEDY}", "console.log(output[0].generated_text);"),
-    "feature-extraction": _JsCall("text", f'[{_PROMPT}, "Short one."]', "console.log(output.dims);"),
-    "text-generation": _JsCall("text", f"{_PROMPT}, {_GREEDY}", "console.log(output[0].generated_text);"),
+    "text2text-generation": _JsCall("text", f"{PROMPT}, {_GREEDY}", "console.log(output[0].generated_text);"),
+    "feature-extraction": _JsCall("text", f'[{PROMPT}, "Short one."]', "console.log(output.dims);"),
+    "text-generation": _JsCall("text", f"{PROMPT}, {_GREEDY}", "console.log(output[0].generated_text);"),
     # A multilingual Whisper told no language transcribes as English (transformers.js's default).
     "automatic-speech-recognition": _JsCall("audio", f"audio, {_GREEDY}", "console.log(output.text);", (_JS_TONE,)),
-    "text-classification": _JsCall("text", _TEXTS, _JS_JSON),
-    "token-classification": _JsCall("text", _TEXTS, _JS_JSON),
-    "question-answering": _JsCall("text", f'"What was validated?", {_PROMPT}', _JS_JSON),
+    "text-classification": _JsCall("text", TEXTS, _JS_JSON),
+    "token-classification": _JsCall("text", TEXTS, _JS_JSON),
+    "question-answering": _JsCall("text", f'"What was validated?", {PROMPT}', _JS_JSON),
     "image-classification": _JsCall("vision", "image", _JS_JSON, (_JS_IMAGE,), ("RawImage",)),
     # Boxes above the pipeline's default threshold (0.9), in pixels of the image.
     "object-detection": _JsCall("vision", "image", _JS_JSON, (_JS_IMAGE,), ("RawImage",)),
@@ -135,7 +118,7 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
         not _loaders_read(report, b)
         or pipe is None
         or report.plan.modality != pipe.feeds
-        or not _has_preprocessor(report, repo_files)
+        or not has_preprocessor(report, repo_files)
     ):
         return None
     # Past 2 GB the weights sit in `model.onnx_data` (and `_data_1` …), which transformers.js
@@ -181,13 +164,13 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
 def sentence_transformers_block(repo_id: str, b: BackendResult, file: str) -> list[str]:
     """sentence-transformers' ONNX backend loading `file` of `b`'s folder, with the repo's own
     modules (its pooling, its normalization): one embedding a sentence, and their similarities."""
-    return _program(
+    return program(
         [
             "from sentence_transformers import SentenceTransformer",
-            *_header(repo_id),
+            *header(repo_id),
             f'model = SentenceTransformer(repo, backend="onnx", revision=revision, model_kwargs={{"file_name": '
             f'"{b.subfolder}/{file}"}})',
-            f"embeddings = model.encode({_TEXTS})",
+            f"embeddings = model.encode({TEXTS})",
             "print(embeddings.shape)",
             "print(model.similarity(embeddings, embeddings))",
         ]
@@ -197,17 +180,17 @@ def sentence_transformers_block(repo_id: str, b: BackendResult, file: str) -> li
 def decoder_with_past_block(repo_id: str, b: BackendResult, file: str) -> list[str]:
     """One step of a decoder with past (`Layout.DECODER_WITH_PAST`) with ONNX Runtime alone: the
     prompt on an empty cache, as optimum and transformers.js run it before each next token."""
-    return _program(
+    return program(
         [
             "import numpy as np",
             "import onnxruntime as ort",
             "from huggingface_hub import hf_hub_download",
             "from transformers import AutoTokenizer",
-            *_header(repo_id),
+            *header(repo_id),
             "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
-            *_weights_beside(b, file),
+            *weights_beside(b, file),
             f'session = ort.InferenceSession(hf_hub_download(repo, "{b.subfolder}/{file}", revision=revision))',
-            f'inputs = tokenizer([{_PROMPT}], return_tensors="np")',
+            f'inputs = tokenizer([{PROMPT}], return_tensors="np")',
             'length = inputs["input_ids"].shape[1]',
             'feed = {"input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"], "position_ids": '
             "np.arange(length)[None]}",
@@ -228,19 +211,19 @@ def encoder_decoder_block(repo_id: str, b: BackendResult, encoder: str, decoder:
     """The first greedy step of an encoder-decoder laid out for the loaders
     (`Layout.ENCODER_DECODER_WITH_PAST`) with ONNX Runtime alone: the encoder, then the merged
     decoder on an empty self-attention cache, as optimum and transformers.js run it."""
-    return _program(
+    return program(
         [
             "import numpy as np",
             "import onnxruntime as ort",
             "from huggingface_hub import hf_hub_download",
             "from transformers import AutoConfig, AutoTokenizer",
-            *_header(repo_id),
+            *header(repo_id),
             "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
             "config = AutoConfig.from_pretrained(repo, revision=revision)",
-            *_weights_beside(b, encoder, decoder),
+            *weights_beside(b, encoder, decoder),
             f'encoder = ort.InferenceSession(hf_hub_download(repo, "{b.subfolder}/{encoder}", revision=revision))',
             f'decoder = ort.InferenceSession(hf_hub_download(repo, "{b.subfolder}/{decoder}", revision=revision))',
-            f'inputs = tokenizer([{_PROMPT}], return_tensors="np")',
+            f'inputs = tokenizer([{PROMPT}], return_tensors="np")',
             "hidden = encoder.run(None, {i.name: inputs[i.name] for i in encoder.get_inputs()})[0]",
             'feed = {"input_ids": np.array([[config.decoder_start_token_id]]), "encoder_hidden_states": hidden, '
             '"encoder_attention_mask": inputs["attention_mask"]}',
@@ -261,7 +244,7 @@ _OPTIMUM_INPUTS = {
         ["from transformers import AutoTokenizer"],
         # No `token_type_ids`: a generic tokenizer (`PreTrainedTokenizerFast` without `model_input_names`)
         # returns them, and a generative model's generate() refuses what its forward does not take.
-        [f'inputs = tokenizer([{_PROMPT}], return_tensors="pt", return_token_type_ids=False)'],
+        [f'inputs = tokenizer([{PROMPT}], return_tensors="pt", return_token_type_ids=False)'],
     ),
     "audio": (
         ["import numpy as np", "from transformers import AutoFeatureExtractor, AutoTokenizer"],
@@ -288,13 +271,13 @@ def optimum_block(repo_id: str, report: Report, b: BackendResult, cls: str) -> l
     downloaded before it loads."""
     imports, make_inputs = _OPTIMUM_INPUTS[report.plan.modality]
     chunked = [file for file in b.programs.values() if len(data_chunks(b, file)) > 1]
-    return _program(
+    return program(
         [
             *imports,
             *(["from huggingface_hub import hf_hub_download"] if chunked else []),
             f"from optimum.onnxruntime import {cls}",
-            *_header(repo_id),
-            *_weights_beside(b, *chunked),
+            *header(repo_id),
+            *weights_beside(b, *chunked),
             "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
             f"model = {cls}.from_pretrained(repo, revision=revision)",
             *make_inputs,
@@ -307,86 +290,16 @@ def optimum_block(repo_id: str, report: Report, b: BackendResult, cls: str) -> l
 def optimum_forward_block(repo_id: str, cls: str, inputs: list[str]) -> list[str]:
     """optimum's ORTModel `cls` finding a single graph's `model.onnx` by itself, called on `inputs`
     (`_inputs`' lines, torch tensors): the shape of each output."""
-    return _program(
+    return program(
         [
             f"from optimum.onnxruntime import {cls}",
-            *_header(repo_id),
+            *header(repo_id),
             f"model = {cls}.from_pretrained(repo, revision=revision)",
             *inputs,
             "outputs = model(**inputs)",
             "print({name: tuple(value.shape) for name, value in outputs.items()})",
         ]
     )
-
-
-# The files each kind of preprocessor loads from (any one of them).
-_PREPROCESSOR_FILES = {
-    "text": ("tokenizer.json", "tokenizer_config.json", "vocab.txt"),
-    "vision": ("preprocessor_config.json",),
-    "audio": ("preprocessor_config.json",),
-}
-# The preprocessors a modality's inputs are made with (two towers: a tokenizer and an image processor).
-_PREPROCESSORS = {"text": ("text",), "vision": ("vision",), "audio": ("audio",), "text-vision": ("text", "vision")}
-
-
-def _has_preprocessor(report: Report, repo_files: set[str] | None) -> bool:
-    """Whether the repo holds what its inputs are made with: the modality's preprocessors, and for a
-    model that writes text (generation), a tokenizer as well."""
-    if repo_files is None:
-        return True
-    kinds = _PREPROCESSORS.get(report.plan.modality)
-    if kinds is None:
-        return False
-    wanted = [_PREPROCESSOR_FILES[kind] for kind in kinds]
-    if report.plan.mode == "generation":  # it writes text: a tokenizer too
-        wanted.append(_PREPROCESSOR_FILES["text"])
-    return all(any(name in repo_files for name in names) for names in wanted)
-
-
-# Lines making `inputs` (tensors of the given kind: "pt", "np") with the repo's own preprocessor,
-# by modality; the others (audio, two towers) get loading alone.
-_INPUT_LINES: dict[str, Callable[[str], list[str]]] = {
-    "text": lambda tensors: [
-        "from transformers import AutoTokenizer",
-        "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
-        f'inputs = tokenizer({_TEXTS}, padding=True, return_tensors="{tensors}")',
-    ],
-    "vision": lambda tensors: [
-        "from PIL import Image",
-        "from transformers import AutoImageProcessor",
-        "processor = AutoImageProcessor.from_pretrained(repo, revision=revision)",
-        f'inputs = processor(images=[Image.new("RGB", (96, 64), "teal")], return_tensors="{tensors}")',
-    ],
-    # Two towers: each text against each image. An attention mask asked for, as the graph takes one
-    # (SigLIP's tokenizers return none unless asked).
-    "text-vision": lambda tensors: [
-        "from PIL import Image",
-        "from transformers import AutoImageProcessor, AutoTokenizer",
-        "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
-        "processor = AutoImageProcessor.from_pretrained(repo, revision=revision)",
-        'texts = tokenizer(["a photo of teal", "a cat"], padding=True, return_attention_mask=True, '
-        f'return_token_type_ids=False, return_tensors="{tensors}")',
-        f'images = processor(images=[Image.new("RGB", (96, 64), "teal")], return_tensors="{tensors}")',
-        "inputs = {**texts, **images}",
-    ],
-}
-
-
-def _inputs(report: Report, tensors: str, repo_files: set[str] | None = None) -> list[str] | None:
-    """Lines making `inputs` with the repo's own preprocessor, or None where hfexport cannot write
-    them generically (generation, audio, a repo without a preprocessor: the card then shows loading alone)."""
-    plan = report.plan
-    lines = _INPUT_LINES.get(plan.modality)
-    if plan.split != Split.SINGLE or lines is None or not _has_preprocessor(report, repo_files):
-        return None
-    return lines(tensors)
-
-
-def _program(lines: list[str]) -> list[str]:
-    """`lines` as one program: its imports first (deduplicated), then the rest in order."""
-    imports = [line for line in lines if line.startswith(("import ", "from "))]
-    body = [line for line in lines if not line.startswith(("import ", "from "))]
-    return ["```python", *sorted(dict.fromkeys(imports), key=lambda line: line.split()[1]), "", *body, "```"]
 
 
 # What the one decode program of a decoder LLM is fed for the prompt, by traced input name.
@@ -419,7 +332,7 @@ def _decode_call(report: Report, b: BackendResult) -> list[str] | None:
         "import torch",
         "from transformers import AutoConfig, AutoTokenizer, DynamicCache",
         "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
-        f'inputs = tokenizer([{_PROMPT}], return_tensors="pt")',
+        f'inputs = tokenizer([{PROMPT}], return_tensors="pt")',
         "# One program takes the prompt on an empty cache, then each new token on the cache it returns.",
         "config = AutoConfig.from_pretrained(repo, revision=revision)",
         "cache = DynamicCache(config=config)",
@@ -451,13 +364,13 @@ def exported_model_block(
 ) -> list[str]:
     """Loading with `transformers.exporters.ExportedModel`, which reads every backend."""
     trust = ", trust_remote_code=True" if b.trust_remote_code or report.plan.trust_remote_code else ""
-    inputs = _inputs(report, "pt", repo_files)
+    inputs = input_lines(report, "pt", repo_files)
     lines = [
         "from transformers.exporters import ExportedModel",
-        *_header(repo_id),
+        *header(repo_id),
         f'model = ExportedModel.from_pretrained(repo, subfolder="{b.subfolder}", revision=revision{trust})',
     ]
-    decode = _decode_call(report, b) if _has_preprocessor(report, repo_files) else None
+    decode = _decode_call(report, b) if has_preprocessor(report, repo_files) else None
     if inputs is not None and (dtype := _torch_dtype(b)) is not None:
         inputs = [
             *inputs,
@@ -476,7 +389,7 @@ def exported_model_block(
         lines += decode
     else:
         lines.append("print(model)  # its components, each called with the inputs it was traced with")
-    return _program(lines)
+    return program(lines)
 
 
 def runtime_block(
@@ -495,14 +408,14 @@ def runtime_block(
     if spec.snippet is None:
         return None
     names = b.inputs.get(component)
-    inputs = _inputs(report, spec.snippet_tensors, repo_files)
+    inputs = input_lines(report, spec.snippet_tensors, repo_files)
     path = f'hf_hub_download(repo, "{b.subfolder}/{file}", revision=revision)'
     feed = names if inputs is not None and names else None  # a report from before inputs were recorded has none
     registers = [spec.runtime_ops_import] if runtime_ops and spec.runtime_ops_import else []
-    lines = [*registers, "from huggingface_hub import hf_hub_download", *_header(repo_id)]
+    lines = [*registers, "from huggingface_hub import hf_hub_download", *header(repo_id)]
     lines += inputs if inputs and feed else []
-    lines += _weights_beside(b, file) + spec.snippet(path, feed)
-    return _program(lines)
+    lines += weights_beside(b, file) + spec.snippet(path, feed)
+    return program(lines)
 
 
 def load_section(repo_id: str, report: Report, repo_files: set[str] | None = None) -> list[str]:
@@ -524,7 +437,7 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
             lines += _image_text_section(b)
             continue
         if b.layout == Layout.LLM_RUNNER:
-            lines += _llm_runner_section(repo_id, b, repo_files)
+            lines += llm_runner_section(repo_id, b, repo_files)
             continue
         lines += [
             f"**{b.backend}** (`{b.subfolder}/`), with `transformers.exporters`:",
@@ -537,7 +450,7 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
             lines += ["With sentence-transformers (`pip install sentence-transformers[onnx]`):", "", *block, ""]
         if js is not None:
             lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
-        cls, inputs = optimum_class(report, b), _inputs(report, "pt", repo_files)
+        cls, inputs = optimum_class(report, b), input_lines(report, "pt", repo_files)
         if cls is not None and inputs is not None:
             block = optimum_forward_block(repo_id, cls, inputs)
             lines += ["With optimum (`pip install optimum-onnx[onnxruntime]`):", "", *block, ""]
@@ -598,10 +511,10 @@ def _encoder_decoder_section(
     ]
     if js is not None:
         lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
-    if report.plan.modality in _OPTIMUM_INPUTS and _has_preprocessor(report, repo_files):
+    if report.plan.modality in _OPTIMUM_INPUTS and has_preprocessor(report, repo_files):
         block = optimum_block(repo_id, report, b, optimum)
         lines += ["With optimum (`pip install optimum-onnx[onnxruntime]`):", "", *block, ""]
-    if _INPUT_LINES.get(report.plan.modality) and _has_preprocessor(report, repo_files):
+    if INPUT_LINES.get(report.plan.modality) and has_preprocessor(report, repo_files):
         lines += ["With ONNX Runtime alone, the first step:", "", *encoder_decoder_block(repo_id, b, encoder, decoder)]
         lines.append("")
     published = _variant_list(b)
@@ -681,7 +594,7 @@ def _js_dtype(b: BackendResult, v: VariantResult) -> str | None:
 def _decoder_with_past_section(
     repo_id: str, report: Report, b: BackendResult, js: list[str] | None, file: str, repo_files: set[str] | None
 ) -> list[str]:
-    has_tokenizer = repo_files is None or any(n in repo_files for n in _PREPROCESSOR_FILES["text"])
+    has_tokenizer = repo_files is None or any(n in repo_files for n in PREPROCESSOR_FILES["text"])
     cannot = _OPTIMUM_CAUSAL_LM_MISSIZES.get(report.plan.model_type)
     loaders = (
         f"transformers.js's `text-generation` pipeline loads this folder ({cannot})"
@@ -705,111 +618,4 @@ def _decoder_with_past_section(
     if published:
         block = decoder_with_past_block(repo_id, b, b.published_variants[0].file or "") if has_tokenizer else []
         lines += [*published, "", *block, ""]
-    return lines
-
-
-def llm_runner_block(repo_id: str, b: BackendResult, file: str) -> list[str]:
-    """ExecuTorch's `TextLLMRunner` (its Python bindings of the C++ runner apps use) generating from
-    `file` with the repo's `tokenizer.json`, greedy; it prints the text as it comes."""
-    return _program(
-        [
-            "from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner",
-            "from huggingface_hub import hf_hub_download",
-            *_header(repo_id),
-            f'program = hf_hub_download(repo, "{b.subfolder}/{file}", revision=revision)',
-            'tokenizer = hf_hub_download(repo, "tokenizer.json", revision=revision)',
-            "runner = TextLLMRunner(program, tokenizer)",
-            f"runner.generate({_PROMPT}, GenerationConfig(max_new_tokens=8, temperature=0.0, echo=False))",
-        ]
-    )
-
-
-def optimum_executorch_block(repo_id: str, b: BackendResult, file: str) -> list[str]:
-    """optimum-executorch's `ExecuTorchModelForCausalLM` generating greedily from `file`'s folder (it
-    loads the `model.pte` under the `subfolder` it is given, and reads the program's metadata)."""
-    return _program(
-        [
-            "from optimum.executorch import ExecuTorchModelForCausalLM",
-            "from transformers import AutoTokenizer",
-            *_header(repo_id),
-            f'folder = "{b.subfolder}/{Path(file).parent}"',
-            "model = ExecuTorchModelForCausalLM.from_pretrained(repo, subfolder=folder, revision=revision)",
-            "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
-            f'ids = tokenizer({_PROMPT})["input_ids"]',
-            "# Greedy; max_seq_len counts the prompt's tokens and the new ones.",
-            "print(tokenizer.decode(model.generate(ids, max_seq_len=len(ids) + 8), skip_special_tokens=True))",
-        ]
-    )
-
-
-def llm_runner_step_block(repo_id: str, b: BackendResult, file: str) -> list[str]:
-    """The runner's program with ExecuTorch's runtime alone: the prompt at once, its cache inside."""
-    return _program(
-        [
-            "import torch",
-            "from executorch.runtime import Runtime",
-            "from huggingface_hub import hf_hub_download",
-            "from transformers import AutoTokenizer",
-            *_header(repo_id),
-            "tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)",
-            f'program = Runtime.get().load_program(hf_hub_download(repo, "{b.subfolder}/{file}", revision=revision))',
-            'forward = program.load_method("forward")',
-            f'ids = torch.tensor([tokenizer({_PROMPT})["input_ids"]])',
-            "# The prompt at positions 0…n-1; each next token then at the position after (the cache is inside).",
-            "logits = forward.execute([ids, torch.arange(ids.shape[1])])[0]",
-            'print(tuple(logits.shape), "next token:", tokenizer.decode(logits[0, -1].argmax()))',
-        ]
-    )
-
-
-def _llm_runner_section(repo_id: str, b: BackendResult, repo_files: set[str] | None) -> list[str]:
-    file = b.program_file(b.components[0])  # the one decoder program
-    positions = f"{b.max_seq_len} positions, prompt and new tokens together" if b.max_seq_len else "a static cache"
-    lines = [
-        f"**{b.backend}** (`{b.subfolder}/`): `{file}` as ExecuTorch's LLM runner reads it — "
-        f"`forward(input_ids, cache_position)`, its KV cache inside ({positions}), and the metadata methods "
-        "the runner reads. ExecuTorch's `TextLLMRunner` (the C++ runner of its Android and iOS LLM demos and "
-        "`llama_main`) and optimum-executorch load it; `ExportedModel` does not.",
-        "",
-    ]
-    has_tokenizer = repo_files is None or "tokenizer.json" in repo_files
-    runner = next((c for c in (b.validation.checks if b.validation else []) if c.name == "llm_runner"), None)
-    if runner is not None and runner.note:
-        lines += [f"Not run in the runner here: {runner.note}.", ""]
-    elif has_tokenizer:
-        lines += [
-            "With ExecuTorch's LLM runner (`pip install executorch`: Python bindings of the C++ runner apps link):",
-            "",
-            *llm_runner_block(repo_id, b, file),
-            "",
-            f"An app or `llama_main` takes the same two files: `llama_main --model_path {Path(file).name} "
-            f'--tokenizer_path tokenizer.json --prompt "…" --temperature 0'
-            + (f" --seq_len {b.max_seq_len}`" if b.max_seq_len else "`")
-            + ".",
-            "",
-        ]
-    if any(n in (repo_files or {"tokenizer.json"}) for n in _PREPROCESSOR_FILES["text"]):
-        lines += [
-            "With optimum-executorch (`pip install optimum-executorch`, in an environment of its own: it pins its "
-            "transformers):",
-            "",
-            *optimum_executorch_block(repo_id, b, file),
-            "",
-            "With ExecuTorch's runtime alone, one step:",
-            "",
-            *llm_runner_step_block(repo_id, b, file),
-            "",
-        ]
-    if b.published_variants:
-        lines += [
-            f"Variants of **{b.backend}**, each a folder of its own (one program a folder), read the same way "
-            "(optimum-executorch: that folder as `subfolder`):",
-            "",
-        ]
-        spec = get_backend(b.backend)
-        for v in b.published_variants:
-            note = spec.runtime_ops_note
-            ops = note.format(file=v.file, ops=", ".join(v.runtime_ops)) if v.runtime_ops and note else ""
-            lines.append(f"- `{b.subfolder}/{v.file}` ({v.kind}){': ' + ops if ops else ''}")
-        lines.append("")
     return lines

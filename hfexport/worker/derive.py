@@ -271,7 +271,7 @@ class _Judge:
             return figures, paired_speedup(self.load_exported(), candidate, other, feed)
         traced = {name: set(r.metadata.kwargs) for name, r in candidate.runners.items()}
 
-        from .splits import conform
+        from .caches import conform
 
         def runner(of):
             return lambda component, **kwargs: of.runners[component](**conform(of.runners[component], kwargs))

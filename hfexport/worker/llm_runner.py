@@ -83,7 +83,7 @@ def cannot_run(split, model) -> str | None:
     there (LFM2: "'LinearAttentionLayer' object has no attribute 'keys'"); one of other sizes fails
     to trace (Falcon's one key/value head against the config's 4: "index_copy_(): Source/destination
     tensor must have same slice shapes"). None: it can."""
-    from .splits import CacheLayout
+    from .caches import CacheLayout
 
     layout = split.cache_layout
     if layout is None:
