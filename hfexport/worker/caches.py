@@ -7,11 +7,16 @@ a program was traced with; `positions`, `cache_of` and `one_tensor` read a step'
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PretrainedConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +42,7 @@ class CacheLayout:
         return 1 if self.states else 0
 
     @classmethod
-    def of(cls, model) -> CacheLayout:
+    def of(cls, model: PreTrainedModel) -> CacheLayout:
         from transformers import DynamicCache
 
         config = model.config
@@ -59,7 +64,7 @@ class CacheLayout:
         return cls(attention, states)
 
     @classmethod
-    def from_config(cls, config) -> CacheLayout:
+    def from_config(cls, config: PretrainedConfig) -> CacheLayout:
         """Without the model (benches reading a report): keys and values of every layer, sized by the
         config's names."""
         text = config.get_text_config()
@@ -68,7 +73,7 @@ class CacheLayout:
         kv_heads = getattr(text, "num_key_value_heads", None) or heads
         return cls({i: (kv_heads, head_dim, head_dim) for i in range(text.num_hidden_layers)}, {})
 
-    def check_prompt_on_states(self, model) -> None:
+    def check_prompt_on_states(self, model: PreTrainedModel) -> None:
         """A cache with states is exported as one decode step of several tokens on a state, and the
         prompt goes through that same step on zero states: the model's own forward must give the same
         logits that way as from the start, on a padded batch as validation's, and again for the
@@ -123,7 +128,7 @@ class CacheLayout:
                 "release whose cached forward matches its full one.",
             )
 
-    def empty(self, config, batch: int, dtype: torch.dtype = torch.float32):
+    def empty(self, config: PretrainedConfig, batch: int, dtype: torch.dtype = torch.float32):
         """A cache that has read nothing: every attention layer `prefix` (masked) positions long, every state zero
         (a causal conv over zeros and a recurrence from zero are how a prompt starts), marked as
         holding a previous state: the program was traced on one and takes any number of new tokens."""

@@ -7,9 +7,14 @@ Runs in the export worker only; each recipe takes a `VariantJob` and returns a f
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pathlib import Path
 
 from ..variants import Derived, VariantJob
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 def int8(job: VariantJob) -> Derived:
@@ -44,7 +49,7 @@ def quantized_kernels(program: Path) -> list[str]:
 INT4_GROUP_SIZE = 32
 
 
-def quantize_8da4w(model):
+def quantize_8da4w(model: PreTrainedModel):
     """optimum-executorch's `--qlinear 8da4w --qembedding 8w`, on a copy of `model`. torchao's
     `Int8DynamicActivationIntxWeightConfig` on the decoder's linears (the LM head included): int4
     weights in groups of `INT4_GROUP_SIZE`, activations quantized per token at run time, which

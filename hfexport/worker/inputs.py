@@ -9,6 +9,8 @@ the validation rebuild the same tensors from the plan instead of shipping them b
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +19,11 @@ import torch
 
 from ..report import ExportPlan, Shape
 
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
 # builder(model_dir, config, plan, shape, seed, left) -> tensors; `left`: pad prompts on the left.
-InputBuilder = Callable[[Path, object, ExportPlan, Shape, int, bool], dict[str, torch.Tensor]]
+InputBuilder = Callable[[Path, "PretrainedConfig", ExportPlan, Shape, int, bool], dict[str, torch.Tensor]]
 INPUT_BUILDERS: dict[str, InputBuilder] = {}
 
 
@@ -31,7 +36,7 @@ def register_inputs(modality: str) -> Callable[[InputBuilder], InputBuilder]:
 
 
 def build_inputs(
-    model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int, *, left: bool = False
+    model_dir: Path, config: PretrainedConfig, plan: ExportPlan, shape: Shape, seed: int, *, left: bool = False
 ) -> dict[str, torch.Tensor]:
     """The model's inputs of this modality and shape (the split adds what its components need:
     `ExportSplit.inputs`). `left`: prompts padded on the left, as generation pads them."""
@@ -61,7 +66,7 @@ def generation_config_of(model_dir: Path):
         return None
 
 
-def decoder_prompt(config, shape: Shape, seed: int, generation_config=None) -> torch.Tensor:
+def decoder_prompt(config: PretrainedConfig, shape: Shape, seed: int, generation_config=None) -> torch.Tensor:
     """The decoder's start token then `decoder_prompt - 1` tokens: a prompt of one token would
     specialise the decode step's cache length to 1. Ordinary tokens, or for a model whose prompt
     names a language and a task (Whisper), those: English if it has it, transcription, then no
@@ -94,7 +99,7 @@ _SENTENCES = [
 ]
 
 
-def _token_range(config) -> tuple[int, int]:
+def _token_range(config: PretrainedConfig) -> tuple[int, int]:
     """Ordinary token ids: above the usual special ids, inside the vocabulary."""
     vocab = int(getattr(config, "vocab_size", 0) or getattr(getattr(config, "text_config", None), "vocab_size", 100))
     return min(5, vocab - 1), vocab
@@ -116,7 +121,7 @@ def _load_tokenizer(model_dir: Path):
 
 @register_inputs("text")
 def text_inputs(
-    model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
+    model_dir: Path, config: PretrainedConfig, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
 ) -> dict[str, torch.Tensor]:
     # Decoders are padded on the left (generation appends on the right); encoders on the right.
     tokenizer = _load_tokenizer(model_dir)
@@ -156,7 +161,7 @@ def _ensure_padding(inputs: dict[str, torch.Tensor], pad_id: int, left: bool) ->
 
 @register_inputs("vision")
 def vision_inputs(
-    model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
+    model_dir: Path, config: PretrainedConfig, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
 ) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     processor = _load_processor(model_dir, "AutoImageProcessor")
@@ -215,7 +220,7 @@ def photographs(count: int, height: int, width: int, seed: int = 0):
 
 @register_inputs("audio")
 def audio_inputs(
-    model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
+    model_dir: Path, config: PretrainedConfig, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
 ) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     # The model's own main input (the plan's audio axes are keyed by it): SpeechT5's config has mel
@@ -243,7 +248,7 @@ def audio_inputs(
 
 @register_inputs("text-vision")
 def text_vision_inputs(
-    model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
+    model_dir: Path, config: PretrainedConfig, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
 ) -> dict[str, torch.Tensor]:
     """Two towers (CLIP, SigLIP): texts through the text builder, and one image more than texts
     through the vision builder — the batches are independent, and equal ones would hide it."""
@@ -261,7 +266,7 @@ def text_vision_inputs(
 
 @register_inputs("image-text")
 def image_text_inputs(
-    model_dir: Path, config, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
+    model_dir: Path, config: PretrainedConfig, plan: ExportPlan, shape: Shape, seed: int, left: bool = False
 ) -> dict[str, torch.Tensor]:
     """A prompt of one image and a sentence per row, through the repo's own processor: it alone
     knows how many placeholder tokens an image takes (the plan refuses a repo without one).
@@ -359,7 +364,7 @@ def prose() -> list[str]:
     return [" ".join(topics[names[i]].split()) for i in _PASSAGES]
 
 
-def judged_text(model_dir: Path, config, batch: int = 2, prompt_tokens: int = 24) -> Judged | None:
+def judged_text(model_dir: Path, config: PretrainedConfig, batch: int = 2, prompt_tokens: int = 24) -> Judged | None:
     """Prose prompts (left-padded, of different lengths) and their own next tokens as the forced
     continuation, `JUDGED_TOKENS` in all (fewer where the model's context is shorter); None: the
     repo has no tokenizer that loads."""
@@ -426,7 +431,9 @@ def spoken_passages(count: int) -> list[str]:
     return [spoken(passage, 45) for passage in prose()[:count]]
 
 
-def judged_speech(model_dir: Path, config, decoder_start: torch.Tensor, batch: int = 4) -> Judged | None:
+def judged_speech(
+    model_dir: Path, config: PretrainedConfig, decoder_start: torch.Tensor, batch: int = 4
+) -> Judged | None:
     """Prose spoken by espeak-ng through the repo's feature extractor, the decoder prompt
     `decoder_start` (`[1, k]`: a start token, language, task), and the transcript's tokens as the
     forced continuation (rows padded with end-of-text, masked out); None: no espeak-ng, no

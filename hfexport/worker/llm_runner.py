@@ -20,6 +20,7 @@ SentencePiece and tiktoken tokenizers; one it cannot read is said in the check, 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 import os
 import tempfile
 from pathlib import Path
@@ -30,6 +31,12 @@ import torch
 from ..report import Check
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PretrainedConfig, PreTrainedTokenizerBase
+
+    from ..backends import Backend
+    from ..report import BackendResult
+    from ..variants import Variant
+    from .splits import Decoder, ExportSplit
     from .inputs import Judged
     from .validate import Reference
 
@@ -48,13 +55,13 @@ PROMPTS = ("hfexport validated this file against the original model.", "Short on
 _TRACE_LENGTH = 3  # above 1, so torch.export keeps the prompt length dynamic
 
 
-def max_seq_len(config) -> int:
+def max_seq_len(config: PretrainedConfig) -> int:
     """The static cache's positions: the model's `max_position_embeddings`, at most `MAX_SEQ_LEN_BOUND`."""
     text = config.get_text_config()
     return min(int(getattr(text, "max_position_embeddings", None) or MAX_SEQ_LEN_BOUND), MAX_SEQ_LEN_BOUND)
 
 
-def metadata(model, seq_len: int) -> dict[str, Any]:
+def metadata(model: PreTrainedModel, seq_len: int) -> dict[str, Any]:
     """The constant methods the runner (`llm_runner_helper.cpp`) and optimum-executorch read."""
     config = model.config.get_text_config()
     generation = model.generation_config
@@ -76,7 +83,7 @@ def metadata(model, seq_len: int) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None and value != []}
 
 
-def cannot_run(split, model) -> str | None:
+def cannot_run(split: Decoder, model: PreTrainedModel) -> str | None:
     """Why this decoder cannot be the runner's program, from its cache as the model fills it
     (`splits.CacheLayout`): transformers' `TorchExportableModuleForDecoderOnlyLM` gives it a static
     cache of keys and values sized from the config's names. A cache with states has no place
@@ -108,7 +115,7 @@ def cannot_run(split, model) -> str | None:
     return None
 
 
-def export(model, path: Path, seq_len: int) -> None:
+def export(model: PreTrainedModel, path: Path, seq_len: int) -> None:
     """`model` (a decoder LLM) as the runner's program at `path`, its cache `seq_len` positions."""
     import copy
 
@@ -184,7 +191,7 @@ def rows(prompt: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
 _STEP = {"input_ids", "attention_mask", "position_ids", "cache_position", "cache"}
 
 
-def _traced(split) -> dict[str, set[str]]:
+def _traced(split: ExportSplit) -> dict[str, set[str]]:
     """The split's one component (the decoder) and what each of its steps is fed."""
     (component,) = split.components
     return {component: _STEP}
@@ -270,7 +277,7 @@ def runner_bytes(path: Path, tokenizer: Path, prompt: str, new_tokens: int, bos:
 _PRINTED_SINGLE_BYTES = frozenset(range(0x20, 0x7F)) | frozenset(b"\t\n\v\f\r")
 
 
-def token_bytes(tokenizer, ids: list[int]) -> bytes:
+def token_bytes(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> bytes:
     """The bytes ExecuTorch's runner prints for `ids`, token by token: each token's bytes, special
     tokens and lone unprintable bytes left out (`_PRINTED_SINGLE_BYTES`). A byte-level BPE token (GPT-2's,
     Llama 3's) is bytes spelled in GPT-2's printable alphabet; a SentencePiece one is text with "▁" for
@@ -299,7 +306,7 @@ def token_bytes(tokenizer, ids: list[int]) -> bytes:
     return bytes(out)
 
 
-def _byte_level(tokenizer) -> bool:
+def _byte_level(tokenizer: PreTrainedTokenizerBase) -> bool:
     """Whether the tokenizer's decoder is byte-level (its tokens spelled in GPT-2's byte alphabet)."""
     import json
 
@@ -308,7 +315,7 @@ def _byte_level(tokenizer) -> bool:
     return "ByteLevel" in kinds
 
 
-def _start_tokens(tokenizer, prompt: str) -> int:
+def _start_tokens(tokenizer: PreTrainedTokenizerBase, prompt: str) -> int:
     """How many tokens the repo's tokenizer puts before a prompt's own (a BOS): the runner adds them by count."""
     ids = tokenizer(prompt)["input_ids"]
     plain = tokenizer(prompt, add_special_tokens=False)["input_ids"]
@@ -342,7 +349,7 @@ def _refused_tokenizer(error: RuntimeError) -> bool:
     return "tokenizer" in str(error).lower()
 
 
-def runner_expectations(model, model_dir: Path, new_tokens: int) -> dict[str, list[int]] | None:
+def runner_expectations(model: Any, model_dir: Path, new_tokens: int) -> dict[str, list[int]] | None:
     """The token ids eager `generate()` writes for each of `PROMPTS` (stopping at end of sequence, as
     the runner does): `runner_check`'s reference, computed while the model is here. None: the repo
     has no `tokenizer.json`, which the runner reads."""
@@ -404,7 +411,15 @@ def runner_check(expected: dict[str, list[int]] | None, model_dir: Path, path: P
     return check
 
 
-def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) -> None:
+def run(
+    split: ExportSplit,
+    backend: Backend,
+    model: PreTrainedModel,
+    model_dir: Path,
+    out_dir: Path,
+    result: BackendResult,
+    stage: Callable[[str], None],
+) -> None:
     """A decoder LLM's whole backend job in the runner's layout (`Backend.llm_runner` names this):
     `fp32/model.pte` exported and judged, its variants (8da4w: `8da4w/model.pte`): one program a
     folder, each with the name the runner's users look for (see `BASE`), `result` filled in."""
@@ -443,7 +458,7 @@ def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) ->
 
     stage("validating")
     started = time.perf_counter()
-    validation = Validation(tolerance=backend.tolerance[result.dtype])
+    validation = Validation(tolerance=backend.tolerance[result.dtype or "float32"])
     validation.checks.append(compare("generation_other_shape", reference, program, prompts))
     validation.checks.append(runner_check(expected, model_dir, program, n))
     result.validate_seconds = round(time.perf_counter() - started, 2)
@@ -459,7 +474,7 @@ def run(split, backend, model, model_dir: Path, out_dir: Path, result, stage) ->
     result.error = validation.first_problem()
 
 
-def _why_skipped(variant, split, backend) -> str | None:
+def _why_skipped(variant: Variant, split: ExportSplit, backend: Backend) -> str | None:
     """Why `variant` is not built in the runner's layout (8da4w alone is), or None: it is."""
     from ..report import VariantKind
     from .derive import why_skipped
@@ -469,7 +484,7 @@ def _why_skipped(variant, split, backend) -> str | None:
     )
 
 
-def _wanted(split, backend) -> list:
+def _wanted(split: ExportSplit, backend: Backend) -> list[Variant]:
     """The plan's variants this layout builds (each re-exports the eager model)."""
     from ..variants import variants_of
 
@@ -479,15 +494,15 @@ def _wanted(split, backend) -> list:
 
 
 def _variants(
-    split,
-    backend,
+    split: ExportSplit,
+    backend: Backend,
     reference: Reference,
     model_dir: Path,
     out_dir: Path,
     prompts: list[dict],
     judged: list[Judged],
     seq_len: int,
-    stage,
+    stage: Callable[[str], None],
 ) -> list:
     """The plan's ExecuTorch variants in the runner's layout: 8da4w re-exported from the quantized
     model (`executorch_variants.quantize_8da4w`) into a folder of its own, judged by the same figures

@@ -11,9 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..layouts import load_onnx as _load_onnx
 from ..variants import Derived, VariantJob
+
+if TYPE_CHECKING:
+    import onnx
+    import onnx_ir
 
 # ONNX Runtime's own operator domain (the fusions' and the quantizer's ops: Attention, QAttention…).
 _MS_DOMAIN = "com.microsoft"
@@ -26,7 +31,7 @@ INT8_BYTE_BUDGET = 0.30
 INT8_MAX_KEPT_IN_FLOAT = 1
 
 
-def _loadable(model, descriptors: Path, job: VariantJob) -> Derived:
+def _loadable(model: onnx_ir.Model, descriptors: Path, job: VariantJob) -> Derived:
     """A folder `ExportedModel.from_pretrained` loads, as it loads the fp32 export: `model`
     saved the exporter's way (`<component>.onnx` + `.onnx.data`) beside the descriptors of
     `descriptors`. What is published is repacked from it by `package_onnx`."""
@@ -118,7 +123,7 @@ def _fused_copy(job: VariantJob, staging: Path) -> bool:
     return True
 
 
-def _padding_as_mask_index(model) -> bool:
+def _padding_as_mask_index(model: onnx_ir.Model) -> bool:
     """Feed each fused `Attention` the graph's 2-D `attention_mask` as its `mask_index` instead of
     the additive `attention_bias` the exporter's fusion builds from it, in place; False (and the
     graph unchanged) unless every `Attention` takes such a bias.
@@ -143,7 +148,7 @@ def _padding_as_mask_index(model) -> bool:
             or inputs[4] is not None
             or bias is None
             or len(node.inputs) > 6
-            or node.attributes.get_int("unidirectional", 0)
+            or node.attributes.get_int("unidirectional")
             or _data_sources(bias) != {mask.name}
         ):
             return False
@@ -426,7 +431,7 @@ def _weight_only(job: VariantJob, source: Path, settings: tuple[WeightOnly, ...]
     return dataclasses.replace(derived, settings=recipe.describe(), more_accurate=job.attempt + 1 < len(settings))
 
 
-def _half_scales(proto) -> None:
+def _half_scales(proto: onnx.ModelProto) -> None:
     """Each `MatMulNBits`' float32 scales and (HQQ's float) zero points as float16, in place: a float16
     graph's `MatMulNBits` takes them in its activations' type."""
     import numpy as np
@@ -451,7 +456,7 @@ class _TiedHead:
     made: bool = False
 
 
-def _untie_head(proto) -> _TiedHead | None:
+def _untie_head(proto: onnx.ModelProto) -> _TiedHead | None:
     """Where the embedding table also feeds the LM head through a `Transpose`, give the head the
     transpose as a weight of its own (a MatMul with a constant weight is what the quantizer
     quantizes), in place; the table's Gather and the head, or None: not tied."""
@@ -488,7 +493,7 @@ def _untie_head(proto) -> _TiedHead | None:
     return None
 
 
-def _lookup_as_head(proto) -> _TiedHead | None:
+def _lookup_as_head(proto: onnx.ModelProto) -> _TiedHead | None:
     """An untied embedding table (a Gather of `input_ids` from a 2-D float initializer) given a head
     of its own, in place — a MatMul of its transpose that nothing feeds or reads — so the quantizer
     quantizes its blocks as it does a tied head's; None: the graph looks up no table."""
@@ -510,7 +515,7 @@ def _lookup_as_head(proto) -> _TiedHead | None:
     return _TiedHead(lookup.name, name, lookup.input[0], made=True)
 
 
-def _share_head_with_lookup(proto, tied: _TiedHead, bits: int) -> None:
+def _share_head_with_lookup(proto: onnx.ModelProto, tied: _TiedHead, bits: int) -> None:
     """Replace the table's Gather by ONNX Runtime's `GatherBlockQuantized` over the head's
     `MatMulNBits` blocks, in place, and drop the float table. The head's weight `[K, N]` is quantized
     per output column in blocks along K — the table `[N, K]` per row in blocks along its width —, so

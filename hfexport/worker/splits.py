@@ -24,7 +24,7 @@ import dataclasses
 import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 import torch
 from transformers.modeling_outputs import BaseModelOutput
@@ -43,6 +43,8 @@ from .inputs import (
 )
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PretrainedConfig
+    from transformers.exporters.configs import DynamoConfig, ExportConfigMixin
     from .validate import Reference
 
 Call = Callable[..., Any]  # call(component, **kwargs) -> that component's output
@@ -117,7 +119,7 @@ class Exporting:
             config = dataclasses.replace(config, prefer_deferred_runtime_asserts_over_guards=True)
         return config
 
-    def one(self, module, inputs: dict, config) -> Any:
+    def one(self, module: torch.nn.Module, inputs: dict, config: ExportConfigMixin) -> Any:
         """`module` exported as one graph: its program."""
         exported = self.exporter.export(module, inputs, config)
         return next(iter(exported.components.values()))
@@ -140,7 +142,7 @@ class ExportSplit:
 
     # ── before export ──
 
-    def prepare(self, model) -> None:
+    def prepare(self, model: PreTrainedModel) -> None:
         """Set the eager model up as this split exports it (in place)."""
         from transformers.generation.utils import GenerationMixin
 
@@ -150,17 +152,17 @@ class ExportSplit:
             # the exported components with. The decoder prompt is explicit (`inputs.decoder_prompt`:
             # the language and task where the model has them), and transformers' base generate(), with
             # the model's generation config and its logits processors, is the reference.
-            model.generate = types.MethodType(GenerationMixin.generate, model)
+            setattr(model, "generate", types.MethodType(GenerationMixin.generate, model))  # this instance only
 
     def pads_left(self) -> bool:
         """Whether prompts are padded on the left (generation appends on the right)."""
         return True
 
-    def inputs(self, model_dir: Path, config, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
+    def inputs(self, model_dir: Path, config: PretrainedConfig, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
         """The inputs of one shape: the model's forward's, or its `generate()`'s."""
         return build_inputs(model_dir, config, self.plan, shape, seed, left=self.pads_left())
 
-    def judged(self, model_dir: Path, config, other: dict) -> Judged:
+    def judged(self, model_dir: Path, config: PretrainedConfig, other: dict) -> Judged:
         """What a generation variant is judged on, teacher-forced (`validate.generation_quality`): here
         `other` and eager `generate()`'s own continuation, `JUDGED_TOKENS` in all; a split whose model
         reads text or speech forces real text instead (`Decoder`, `EncoderDecoder`)."""
@@ -177,7 +179,7 @@ class ExportSplit:
 
     # ── export ──
 
-    def export(self, x: Exporting, model, sample: dict):
+    def export(self, x: Exporting, model: PreTrainedModel, sample: dict):
         """The `ExportedModel` of every component, traced on `sample`."""
         return self.export_program(x, model, sample, self.program_config(x, sample))
 
@@ -185,7 +187,7 @@ class ExportSplit:
         """The config `export_program` exports with (variants re-export through it)."""
         return x.config(None, deferred=True)
 
-    def export_program(self, x: Exporting, model, inputs: dict, config):
+    def export_program(self, x: Exporting, model: PreTrainedModel, inputs: dict, config: DynamoConfig):
         """`model` exported as this split's one program: variants re-export a quantized or cast copy
         of the model through it. A split of several programs has none (its variants transform each
         saved program instead, `Variant.per_component`)."""
@@ -193,7 +195,7 @@ class ExportSplit:
 
     # ── validate ──
 
-    def eager(self, model) -> dict[str, Callable]:
+    def eager(self, model: PreTrainedModel) -> dict[str, Callable]:
         """The components on the eager model, by name: the reference the exports are run against."""
         return {name: model for name in self.components}
 
@@ -213,7 +215,9 @@ class ExportSplit:
             compare_generation("generation_other_shape", reference, self, exported_run, traced, other),
         ]
 
-    def start(self, call: Call, prompt: dict, config, cache_dtype: torch.dtype) -> tuple[Any, torch.Tensor, State]:
+    def start(
+        self, call: Call, prompt: dict, config: PretrainedConfig, cache_dtype: torch.dtype
+    ) -> tuple[Any, torch.Tensor, State]:
         """The greedy loop's first step on `prompt`: the output, the sequence it extends, the state."""
         raise NotImplementedError
 
@@ -227,7 +231,7 @@ class SingleGraph(ExportSplit):
     components = ("model",)
     generates = False
 
-    def prepare(self, model) -> None:
+    def prepare(self, model: PreTrainedModel) -> None:
         if hasattr(model.config, "use_cache"):
             model.config.use_cache = False  # one graph, no cache in or out
 
@@ -237,7 +241,7 @@ class SingleGraph(ExportSplit):
     def program_config(self, x: Exporting, sample: dict):
         return x.config(sample, deferred=True)
 
-    def export_program(self, x: Exporting, model, inputs: dict, config):
+    def export_program(self, x: Exporting, model: PreTrainedModel, inputs: dict, config: DynamoConfig):
         # The backend's attention for an encoder's graph; the eager reference then runs it too: one
         # model, judged as exported. Not for causal attention: on a left-padded row eager attention and
         # SDPA answer the fully masked positions differently (a Llama's logits there 0.73 apart), so
@@ -268,12 +272,12 @@ class Decoder(ExportSplit):
     # The model's own cache, read in `prepare` (from the config's names where no model is at hand).
     cache_layout: CacheLayout | None = None
 
-    def prepare(self, model) -> None:
+    def prepare(self, model: PreTrainedModel) -> None:
         super().prepare(model)
         self.cache_layout = CacheLayout.of(model)
         self.cache_layout.check_prompt_on_states(model)
 
-    def export_program(self, x: Exporting, model, inputs: dict, config):
+    def export_program(self, x: Exporting, model: PreTrainedModel, inputs: dict, config: DynamoConfig):
         from transformers.exporters.utils import decompose_for_generation
 
         # Weights once: the exporter's multi-token decode takes the prompt on an empty cache as well
@@ -284,24 +288,30 @@ class Decoder(ExportSplit):
             )
         decoder, decoder_inputs = stages["decode"]
         decoder_inputs = self.decode_inputs(model, decoder_inputs)
-        program = x.exporter.export(decoder, decoder_inputs, varying_axes(config, decoder, decoder_inputs))
+        program = x.exporter.export(
+            decoder, decoder_inputs, varying_axes(config, cast("PreTrainedModel", decoder), decoder_inputs)
+        )
         program.components = {"decode": program.components["model"]}
         program.generation_config = model.generation_config
         return program
 
-    def decode_inputs(self, model, inputs: dict) -> dict:
+    def decode_inputs(self, model: PreTrainedModel, inputs: dict) -> dict:
         """The captured decode step's inputs as the program takes them."""
         return inputs
 
-    def judged(self, model_dir: Path, config, other: dict) -> Judged:
+    def judged(self, model_dir: Path, config: PretrainedConfig, other: dict) -> Judged:
         """Real prose and its own next tokens, where the repo's tokenizer loads (`inputs.judged_text`)."""
         return judged_text(model_dir, config) or super().judged(model_dir, config, other)
 
-    def tokens(self, call: Call, ids: torch.Tensor, prompt: dict | None = None, config=None) -> dict:
+    def tokens(
+        self, call: Call, ids: torch.Tensor, prompt: dict | None = None, config: PretrainedConfig | None = None
+    ) -> dict:
         """What the decoder takes for these tokens."""
         return {"input_ids": ids}
 
-    def start(self, call: Call, prompt: dict, config, cache_dtype: torch.dtype) -> tuple[Any, torch.Tensor, State]:
+    def start(
+        self, call: Call, prompt: dict, config: PretrainedConfig, cache_dtype: torch.dtype
+    ) -> tuple[Any, torch.Tensor, State]:
         mask, ids = prompt["attention_mask"], prompt["input_ids"]
         layout = self.cache_layout or CacheLayout.from_config(config)
         # A cache with states holds one masked position before the prompt (`CacheLayout.prefix`).
@@ -339,7 +349,7 @@ class ImageTextDecoder(Decoder):
         {"vision_encoder": "image_features", "embed_tokens": "inputs_embeds"},
     )
 
-    def export(self, x: Exporting, model, sample: dict):
+    def export(self, x: Exporting, model: PreTrainedModel, sample: dict):
         from transformers.exporters import ExportedModel
 
         token_inputs = {"input_ids": sample["input_ids"]}
@@ -368,21 +378,23 @@ class ImageTextDecoder(Decoder):
                 print(f"vision_encoder: one image per call ({type(error).__name__}: {str(error)[:200]})")
         return x.one(features, {"pixel_values": pixels[:1]}, x.config())
 
-    def decode_inputs(self, model, inputs: dict) -> dict:
+    def decode_inputs(self, model: PreTrainedModel, inputs: dict) -> dict:
         # Fed the embeddings of its ids instead: the decoder of an image-text model reads embeddings,
         # so the prompt's images can take their placeholders' places.
         inputs = dict(inputs)
         inputs["inputs_embeds"] = model.get_input_embeddings()(inputs.pop("input_ids"))
         return inputs
 
-    def eager(self, model) -> dict[str, Callable]:
+    def eager(self, model: PreTrainedModel) -> dict[str, Callable]:
         return {"vision_encoder": ImageFeatures(model), "embed_tokens": TokenEmbeddings(model), "decode": model}
 
-    def judged(self, model_dir: Path, config, other: dict) -> Judged:
+    def judged(self, model_dir: Path, config: PretrainedConfig, other: dict) -> Judged:
         # A prompt holds images: eager's own continuation of the validation's image-text prompts.
         return ExportSplit.judged(self, model_dir, config, other)
 
-    def tokens(self, call: Call, ids: torch.Tensor, prompt: dict | None = None, config=None) -> dict:
+    def tokens(
+        self, call: Call, ids: torch.Tensor, prompt: dict | None = None, config: PretrainedConfig | None = None
+    ) -> dict:
         # Their embeddings, with each of the prompt's images, one `vision_encoder` call each, in its
         # placeholder tokens' places (the merge `decompose_multimodal` leaves to the caller).
         embeds = one_tensor(call("embed_tokens", input_ids=ids))
@@ -391,6 +403,7 @@ class ImageTextDecoder(Decoder):
             features = torch.cat(
                 [one_tensor(call("vision_encoder", pixel_values=images[i : i + 1])) for i in range(images.shape[0])]
             )
+            assert config is not None  # a prompt with images comes with its model's config
             placeholders = (ids == config.image_token_id).unsqueeze(-1)
             embeds = embeds.masked_scatter(placeholders, features.to(embeds.dtype))
         # Which tokens are an image's, where the decoder reads it (Gemma 3: its image tokens attend
@@ -411,19 +424,19 @@ class EncoderDecoder(ExportSplit):
         Layout.ENCODER_DECODER_WITH_PAST, {"encoder": "encoder_model", "decode": "decoder_model_merged"}
     )
 
-    def prepare(self, model) -> None:
+    def prepare(self, model: PreTrainedModel) -> None:
         super().prepare(model)
         self.cache_shape = MergedDecoder.cache_shape(model)
 
     def pads_left(self) -> bool:
         return False  # the encoder reads the whole prompt; the decoder has a prompt of its own
 
-    def inputs(self, model_dir: Path, config, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
+    def inputs(self, model_dir: Path, config: PretrainedConfig, shape: Shape, seed: int) -> dict[str, torch.Tensor]:
         inputs = super().inputs(model_dir, config, shape, seed)
         inputs["decoder_input_ids"] = decoder_prompt(config, shape, seed, generation_config_of(Path(model_dir)))
         return inputs
 
-    def judged(self, model_dir: Path, config, other: dict) -> Judged:
+    def judged(self, model_dir: Path, config: PretrainedConfig, other: dict) -> Judged:
         """A speech model: prose spoken by espeak-ng and its transcript (`inputs.judged_speech`), with
         the validation's decoder prompt (start, language, task); else eager's own continuation."""
         if self.plan.modality == "audio":
@@ -433,7 +446,7 @@ class EncoderDecoder(ExportSplit):
                 return spoken
         return super().judged(model_dir, config, other)
 
-    def export(self, x: Exporting, model, sample: dict):
+    def export(self, x: Exporting, model: PreTrainedModel, sample: dict):
         from transformers.exporters import ExportedModel
 
         encoder_inputs = self.encoder_inputs(sample)
@@ -479,10 +492,12 @@ class EncoderDecoder(ExportSplit):
             cache.update(empty, empty.clone(), index)
         return cache
 
-    def eager(self, model) -> dict[str, Callable]:
+    def eager(self, model: PreTrainedModel) -> dict[str, Callable]:
         return {"encoder": model.get_encoder(), "decode": MergedDecoder(model)}
 
-    def start(self, call: Call, prompt: dict, config, cache_dtype: torch.dtype) -> tuple[Any, torch.Tensor, State]:
+    def start(
+        self, call: Call, prompt: dict, config: PretrainedConfig, cache_dtype: torch.dtype
+    ) -> tuple[Any, torch.Tensor, State]:
         state = self.decoder_state(one_tensor(call("encoder", **self.encoder_inputs(prompt))), prompt)
         ids = prompt["decoder_input_ids"]
         return call("decode", input_ids=ids, cache=self.empty(len(ids), cache_dtype), **state), ids, state
@@ -506,7 +521,7 @@ class MergedDecoder(torch.nn.Module):
     fresh cross-attention cache: the model's own attention then projects them, as on generate()'s
     first step), so the first step and every later one run the same graph. The model's own forward."""
 
-    def __init__(self, model):
+    def __init__(self, model: PreTrainedModel):
         super().__init__()
         self.model = model
 
@@ -523,7 +538,7 @@ class MergedDecoder(torch.nn.Module):
         return {"logits": output.logits, "cache": output.past_key_values.self_attention_cache}
 
     @classmethod
-    def cache_shape(cls, model) -> tuple[int, int, int]:
+    def cache_shape(cls, model: PreTrainedModel) -> tuple[int, int, int]:
         """(layers, heads, head dim) of the decoder's self-attention cache, read off one step of the
         model itself (T5's head dim is its `d_kv`, not `d_model / heads`)."""
         from transformers import DynamicCache
@@ -540,24 +555,30 @@ class MergedDecoder(torch.nn.Module):
 # ── Components the exporters leave to the caller, as modules that export as graphs of their own ──
 
 
+class _WithImageFeatures(Protocol):
+    """A model whose images the language model reads through its own `get_image_features`."""
+
+    def get_image_features(self, *, pixel_values: torch.Tensor) -> Any: ...
+
+
 class ImageFeatures(torch.nn.Module):
     """Images' features as the language model reads them: the vision tower, the layer and tokens
     the config selects, the projector (`get_image_features`), `[images, tokens, hidden]`. A model
     that returns a tensor per image is stacked (and exported one image per call)."""
 
-    def __init__(self, model):
+    def __init__(self, model: PreTrainedModel):
         super().__init__()
         self.model = model
 
     def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
-        features = self.model.get_image_features(pixel_values=pixel_values).pooler_output
+        features = cast(_WithImageFeatures, self.model).get_image_features(pixel_values=pixel_values).pooler_output
         return features if isinstance(features, torch.Tensor) else torch.stack(list(features))
 
 
 class TokenEmbeddings(torch.nn.Module):
     """`input_ids` → the decoder's `inputs_embeds` (the model's own input embeddings)."""
 
-    def __init__(self, model):
+    def __init__(self, model: PreTrainedModel):
         super().__init__()
         self.embeddings = model.get_input_embeddings()
 
@@ -565,7 +586,7 @@ class TokenEmbeddings(torch.nn.Module):
         return self.embeddings(input_ids)
 
 
-def varying_axes(config, model, inputs: dict):
+def varying_axes(config: DynamoConfig, model: PreTrainedModel, inputs: dict) -> DynamoConfig:
     """`config` with the dynamic shapes of a generation program's `inputs` marked where they vary,
     instead of every axis of every input (what the exporter marks given none: its cache is a pytree).
 

@@ -15,6 +15,8 @@ it: `ExportedModel.from_pretrained(folder)` on the backend's own runtime. The ch
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -23,6 +25,9 @@ import torch
 
 from ..report import Check, Figure
 from .inputs import Judged
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PretrainedConfig
 
 Run = Callable[..., Any]  # run(component_name, **kwargs) -> model output
 
@@ -101,7 +106,7 @@ class Reference:
         traced: per component, the kwargs its program was traced with.
     """
 
-    def __init__(self, model, split, traced: dict[str, set[str]]):
+    def __init__(self, model: PreTrainedModel, split, traced: dict[str, set[str]]):
         self.model, self.split, self.traced = model, split, traced
         self.config = model.config
         self.dtype = model.dtype  # the precision both sides run in (`Backend.precision`)
@@ -204,7 +209,7 @@ def greedy_loop(
     run: Run,
     traced: dict[str, set[str]],
     prompt: dict[str, torch.Tensor],
-    config,
+    config: PretrainedConfig,
     new_tokens: int,
     processors: Callable | None = None,
     force: torch.Tensor | None = None,
@@ -268,7 +273,9 @@ def ort_checking_options() -> dict[str, Any]:
     return {"session_options": options}
 
 
-def loaders_run(paths: Mapping[str, Any], config, open_session: Callable[[Any], Any] | None = None) -> Run:
+def loaders_run(
+    paths: Mapping[str, Any], config: PretrainedConfig, open_session: Callable[[Any], Any] | None = None
+) -> Run:
     """`run(component, **kwargs)` over graphs laid out for optimum and transformers.js
     (`Layout.DECODER_WITH_PAST`, `Layout.ENCODER_DECODER_WITH_PAST`; `paths`: each component's
     file), each in a plain ONNX Runtime session as those loaders open it: the greedy loop feeds them
@@ -348,7 +355,11 @@ def _pick(
     return logits.argmax(dim=-1, keepdim=True)
 
 
-def eager_generate(model, prompt: dict[str, torch.Tensor], new_tokens: int) -> tuple[torch.Tensor, Callable]:
+def eager_generate(
+    model: Any,  # one that generates (transformers names that type only privately)
+    prompt: dict[str, torch.Tensor],
+    new_tokens: int,
+) -> tuple[torch.Tensor, Callable]:
     """The reference: eager `generate()` with the model's own generation config, made greedy and
     exactly `new_tokens` long (EOS held back until then). Returns the new tokens and the logits
     processors generate() built from that config for this prompt — its forced BOS/EOS, suppressed
