@@ -10,7 +10,7 @@ then `hfexport/hub/` for publishing); all of them meet in `hfexport.report`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -81,14 +81,14 @@ def export(
         no backend fits this machine (before any download).
     """
     names = parse_backends(backends)
-    wanted = _variants_request(variants, min_quality)
+    request = _request(task, variants, min_quality)
     if injected_fault("run") == "raise":
         raise RuntimeError(f"injected by the {FAULT_ENV} test hook")
     resolved = resolve(source, revision=revision, token=token)
     out_dir = Path(out) if out is not None else Path("hfexport-out") / Path(resolved.ref).name
-    too_large, jobs = _preflight(resolved, names, jobs, token, force_memory, out_dir, bool(wanted["variants"]))
+    too_large, jobs = _preflight(resolved, names, jobs, token, force_memory, out_dir, bool(request.variants))
     fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
-    with _planned(fetched, names, task, trust_remote_code, wanted, jobs) as (plan, workers):
+    with _planned(fetched, names, request, trust_remote_code, jobs) as (plan, workers):
         if adjust_plan is not None:
             plan = adjust_plan(dataclasses.replace(plan))
         return _export_into(
@@ -120,13 +120,16 @@ def _preflight(
 
 
 @contextmanager
-def _planned(fetched: FetchedModel, names: list[str], task: str, trust_remote_code: bool, wanted: dict, jobs=None):
+def _planned(
+    fetched: FetchedModel, names: list[str], request: ExportRequest, trust_remote_code: bool, jobs: int | None = None
+) -> Iterator[tuple[ExportPlan, BackendWorkers]]:
     """The plan for `fetched` (what both jobs export), and the worker process, started before it
     so that it imports torch and the exporters while this process plans (it imports them too).
 
     Raises:
         HfExportError subclasses: a task or model that cannot be planned, before any worker starts.
     """
+    task = request.task
     checked = check_request(fetched.model_dir, task, trust_remote_code)
     # No repo code runs unprotected: where this machine gives no sandbox, refuse it here (exit 2).
     if trust_remote_code:
@@ -135,8 +138,8 @@ def _planned(fetched: FetchedModel, names: list[str], task: str, trust_remote_co
         require("a repo's pickled weights (--allow-pickle: unpickling runs code)", worker_user())
     with BackendWorkers(names, jobs) as workers:
         plan = plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked)
-        missing = unavailable(wanted["variants"], plan.backends, generates=plan.split != Split.SINGLE)
-        asked = [name for name in wanted["variants"] if name != DEFAULT]
+        missing = unavailable(request.variants, plan.backends, generates=plan.split != Split.SINGLE)
+        asked = [name for name in request.variants if name != DEFAULT]
         # Nothing asked can be derived: refused now, not found missing after the export. (Some of it:
         # the rest is reported skipped with its reason, as the report always says.)
         if missing and len(missing) == len(asked):
@@ -147,7 +150,7 @@ def _planned(fetched: FetchedModel, names: list[str], task: str, trust_remote_co
                 "Drop it from --variants (variants= in Python, or .hfexport.yaml), or ask for default: each "
                 "export gets the variants that suit it.",
             )
-        yield dataclasses.replace(plan, **wanted), workers
+        yield dataclasses.replace(plan, variants=request.variants, min_quality=request.min_quality), workers
 
 
 def _export_into(
@@ -206,7 +209,7 @@ def push(
 
     names = parse_backends(backends)
     if variants is not None or min_quality:  # the caller's own choices are checked before any Hub call
-        _variants_request(variants or "none", min_quality)
+        _request(task, variants or "none", min_quality)
     token = token or get_token()  # HF_TOKEN, else the saved login
     if token is None and not dry_run:  # before any work: nothing can be published without one
         raise AuthError("No Hub token is set, and opening a pull request needs one.", TOKEN_FIX)
@@ -217,25 +220,24 @@ def push(
     # The repo's own .hfexport.yaml may choose the variants; the caller's choice wins.
     from_repo = variants is None and "variants" in state.settings
     try:
-        wanted = _variants_request(state.settings.get("variants") if from_repo else variants, min_quality)
+        request = _request(task, state.settings.get("variants") if from_repo else variants, min_quality)
     except ConfigError as e:
         if not from_repo:
             raise
         raise ConfigError(f"{e.cause} (in the repo's .hfexport.yaml)", f"{e.fix} Or pass --variants.") from None
-    request = ExportRequest(task, **wanted)
     # Before downloading or planning: opted out, already published, or closed by a maintainer.
     early = decide(state, names, request, force=force)
     if early is not None:
         return apply(api, state, early, None, dry_run=dry_run, log=log)
 
     def exported(resolved: Source) -> Report:
-        too_large, jobs = _preflight(resolved, names, None, token, force_memory, cache_dir(), bool(wanted["variants"]))
+        too_large, jobs = _preflight(resolved, names, None, token, force_memory, cache_dir(), bool(request.variants))
         fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
         key = cache.request_key(fetched, names, request, trust_remote_code)
         # Asked and exported before: no plan needed. `force` exports again whatever is kept.
         kept = None if force else cache.by_request(key, resolved)
         if kept is None:
-            with _planned(fetched, names, task, trust_remote_code, wanted, jobs) as (plan, workers):
+            with _planned(fetched, names, request, trust_remote_code, jobs) as (plan, workers):
                 out_dir = cache.export_dir(fetched, plan)
                 kept = None if force else cache.cached(out_dir, resolved)
                 if kept is None:
@@ -288,10 +290,11 @@ def _publish(api, state, names, request, report, resolved, exported, *, force, d
     )
 
 
-def _variants_request(variants, min_quality) -> dict:
-    """The plan's `variants` and `min_quality`, checked (bad names are bad input, before any work)."""
+def _request(task: str, variants: str | list[str] | None, min_quality: list[str] | dict | None) -> ExportRequest:
+    """What was asked beyond the backends: the task, and the plan's `variants` and `min_quality`,
+    checked (bad names are bad input, before any work)."""
     if variants is None:
         variants = default_variants()
     if isinstance(variants, str) and not variants.strip():
         variants = "none"
-    return {"variants": parse_variants(variants), "min_quality": parse_thresholds(min_quality)}
+    return ExportRequest(task, parse_variants(variants), parse_thresholds(min_quality))
