@@ -207,6 +207,13 @@ def get_backend(name: str) -> Backend:
         ) from None
 
 
+def backends_help() -> str:
+    """The backends as `--help` lists them, from the registry: "dynamo, onnx, … (openvino if installed)"."""
+    always = [n for n, b in BACKENDS.items() if not b.optional]
+    optional = [n for n, b in BACKENDS.items() if b.optional]
+    return ", ".join(always) + (f" ({', '.join(optional)} if installed)" if optional else "")
+
+
 def offered_backends() -> list[str]:
     """Backends a user may ask for here: every non-optional one, and optional ones whose packages are installed."""
     return [n for n, b in BACKENDS.items() if not b.optional or b.unavailable_reason() is None]

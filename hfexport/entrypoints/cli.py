@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 
 from ..settings import action_dir, quiet_noise, set_quiet_noise
-from ..backends import DEFAULT_BACKENDS
+from ..backends import DEFAULT_BACKENDS, backends_help
 from ..errors import ExitCode, HfExportError
 from ..pipeline.export import DEFAULT_TIMEOUT_S
 from ..variants import DEFAULTS
@@ -111,9 +111,7 @@ def export(
     revision: Annotated[
         Optional[str], typer.Option(help="Branch, tag or commit of a Hub repo; pinned to its sha.")
     ] = None,
-    backends: Annotated[
-        str, typer.Option(help="Comma-separated: dynamo, onnx, executorch, executorch-cuda (openvino if installed).")
-    ] = _DEFAULT_BACKENDS,
+    backends: Annotated[str, typer.Option(help=f"Comma-separated: {backends_help()}.")] = _DEFAULT_BACKENDS,
     task: Annotated[
         str, typer.Option(help="'auto' follows config.architectures; e.g. text-generation for one graph.")
     ] = "auto",
