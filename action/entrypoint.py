@@ -29,11 +29,10 @@ from pathlib import Path
 
 from hfexport.backends import DEFAULT_BACKENDS
 from hfexport.errors import ExitCode
-from hfexport.pipeline.resolve import is_repo_id
 from hfexport.messages import PublishResult
+from hfexport.pipeline.resolve import is_repo_id
 from hfexport.report import REPORT_FILE, Status
 from hfexport.table import markdown_table
-
 
 INPUTS = (
     "repo-id",

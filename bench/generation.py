@@ -102,13 +102,13 @@ def measure(rounds: int) -> dict:
     """Rows for every file (`backend`, `file`, bytes, share of its backend's fp32, the three figures,
     speed vs its fp32), the model's size and the prompts' count."""
     import torch
+    import trained_lm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import trained_lm
     from hfexport.report import ExportPlan
+    from hfexport.worker.inputs import Judged
     from hfexport.worker.llm_runner import _traced, program_run
     from hfexport.worker.splits import split_for
-    from hfexport.worker.inputs import Judged
     from hfexport.worker.validate import Reference, generation_quality, greedy_loop, loaders_run, paired_speedup
 
     WORK.mkdir(parents=True, exist_ok=True)

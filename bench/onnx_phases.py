@@ -17,10 +17,9 @@ import time
 
 import torch
 import transformers
+from phases import around
 from torch.export import Dim
 from transformers.exporters import AutoHfExporter, OnnxConfig
-
-from phases import around
 
 SPENT: dict[str, float] = {}
 

@@ -270,7 +270,6 @@ def encoder() -> dict:
     import numpy as np
     import torch
     from transformers import AutoModel, AutoTokenizer
-
     from variants import export_all, minilm
 
     graphs = export_all()

@@ -153,7 +153,6 @@ def quality(graphs: dict[str, Path]) -> dict[str, dict]:
 def speed(graphs: dict[str, Path], runs: int) -> dict[str, list[float]]:
     """Seconds per run of each graph at batch 1 x 128, in interleaved rounds (bench/run.py's)."""
     import numpy as np
-
     from run import _interleaved
 
     rng = np.random.default_rng(0)
@@ -174,7 +173,6 @@ def residual_norms(graphs: dict[str, Path], runs: int) -> dict:
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
-
     from run import _interleaved
 
     hidden, chain = 384, 12

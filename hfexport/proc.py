@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .settings import FAULT, WORKER_USER, faults, testing, worker_user_name
 from .errors import ConfigError
+from .settings import FAULT, WORKER_USER, faults, testing, worker_user_name
 
 # Variable names that carry a credential, whatever tool set them.
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|PRIVATE_?KEY|AUTH", re.I)

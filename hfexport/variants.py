@@ -30,9 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .report import Figure, VariantKind
 from .layouts import package_onnx, package_pte
-
+from .report import Figure, VariantKind
 
 # Quality figures (worker/validate) each kind must reach against eager fp32, on inputs of another
 # shape than any trace or calibration. Overridable per kind (`--min-quality int8.cosine_mean=0.995`).

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from .store import now_iso
 
-
 # The flavors `GET /api/jobs/hardware` lists, in the Hub's format (`HfApi.list_jobs_hardware`);
 # cpu-basic's figures are those the client's documentation shows, the others this emulator's own.
 HARDWARE = [

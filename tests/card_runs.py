@@ -15,11 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 from loader_table import TABLE, record_web
-from hfexport.hub.card import END, START
 
+from hfexport.hub.card import END, START
 
 # The sentences the cards of text models are fed (and the eager references computed on).
 TEXTS = [

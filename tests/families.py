@@ -14,9 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
-
 import tiny_models
+import torch
 
 _SPECIAL = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 _SIZES = dict(

@@ -52,9 +52,8 @@ def _run_action(
 
 @pytest.fixture(scope="module")
 def action_repo(hub, tmp_path_factory):
-    from huggingface_hub import HfApi
-
     import tiny_models
+    from huggingface_hub import HfApi
 
     owner, bot = hub.add_user("alice-action"), hub.add_user("action-bot")
     folder = tiny_models.bert(tmp_path_factory.mktemp("action") / "bert")
@@ -156,9 +155,8 @@ def test_an_input_that_would_inject_a_workflow_command_is_refused_before_anythin
 def test_the_report_path_holds_the_report_of_the_repo_and_commit_published(hub, tmp_path, action_repo):
     """Two repos with the same weights: the second run's exports come from the cache the first
     filled, and its `report-path` names the second repo and its commit, not the first."""
-    from huggingface_hub import HfApi
-
     import tiny_models
+    from huggingface_hub import HfApi
 
     _, token = action_repo
     owner = HfApi(endpoint=hub.url, token=hub.add_user("alice-twins"))
@@ -309,11 +307,10 @@ def test_a_failed_push_annotates_its_cause_and_the_fix_in_the_actions_own_terms(
     """A repo with pickled weights only, and no `allow-pickle`: the `::error::` annotation and the
     job summary carry the cause and the fix, naming this Action's input (not a CLI flag); with the
     input set, the export runs."""
+    import tiny_models
     import torch
     from huggingface_hub import HfApi
     from transformers import BertForSequenceClassification
-
-    import tiny_models
 
     _, token = action_repo
     owner = HfApi(endpoint=hub.url, token=hub.add_user("alice-pickles"))

@@ -58,6 +58,7 @@ def test_a_toy_backend_added_through_the_registry_alone_is_planned_costed_and_ca
     """Adding a backend is one decorated function: the planner, preflight's cost and the export
     cache's key read it from the registry, with no other module edited."""
     import tiny_models
+
     from hfexport.backends import UNMEASURED, Cost, register_backend
     from hfexport.pipeline import cache
     from hfexport.pipeline.plan import make_plan

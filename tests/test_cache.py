@@ -4,13 +4,12 @@ failed one never is; a request exported before finds its export without a plan."
 from __future__ import annotations
 
 import dataclasses
-
 from pathlib import Path
 
+from hfexport.messages import ExportRequest
 from hfexport.pipeline.cache import by_request, cached, remember, request_key
 from hfexport.pipeline.fetch import FetchedModel
 from hfexport.report import REPORT_FILE, BackendResult, ExportPlan, Report, Source, Split, Status
-from hfexport.messages import ExportRequest
 
 
 def _kept(folder, status: Status) -> None:

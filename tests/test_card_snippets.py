@@ -20,26 +20,24 @@ from itertools import product
 from pathlib import Path
 
 import pytest
-
 import tiny_models
 from card_runs import (
-    TEXTS,
     JS,
+    TEXTS,
     WEB,
-    webgpu_script,
-    device_options,
-    record,
     card_blocks,
-    run_js,
-    node_script,
-    run_every_block,
-    push_with_bot,
+    device_options,
     eager_continuation,
     eager_text,
+    node_script,
+    push_with_bot,
+    record,
+    run_every_block,
+    run_js,
     run_loader,
+    webgpu_script,
 )
 from conftest import run_cli
-
 
 REPO = "snippets-owner/minilm"
 

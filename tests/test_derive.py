@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hfexport.report import ExportPlan, Split, Status, VariantKind, VariantResult
 from hfexport.variants import VARIANTS
-from hfexport.worker.derive import reported, rebase_shares, why_skipped
+from hfexport.worker.derive import rebase_shares, reported, why_skipped
 from hfexport.worker.splits import split_for
 
 PLAN = ExportPlan("feature-extraction", "BertModel", "BertModel", "bert", "single", "text", False, "single", ["onnx"])

@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import tiny_models
+from conftest import run_cli
 
 import hfexport
 from hfexport import Shape
 from hfexport.report import REPORT_FILE, Report
-
-from conftest import run_cli
-import tiny_models
 
 
 def _leftovers(parent: Path, name: str) -> list[Path]:
@@ -162,9 +161,9 @@ def test_a_backend_whose_worker_process_died_before_its_job_ends_at_once_with_th
     ends at once with that signal as its cause, instead of waiting out its timeout."""
     import signal
 
+    from hfexport.messages import WorkerJob
     from hfexport.pipeline.export import BackendWorkers, _crash_reason
     from hfexport.pipeline.plan import make_plan
-    from hfexport.messages import WorkerJob
 
     plan = make_plan(tiny_bert_folder, ["onnx"])
     with BackendWorkers(["onnx"], jobs=1) as workers:
@@ -298,9 +297,8 @@ def test_output_folder_of_someone_else_is_not_overwritten(tmp_path, tiny_bert_fo
 
 def test_allow_pickle_accepts_pickled_weights(tmp_path):
     """The opt-in works: a pickle-only model is planned and exported when the user allows it."""
-    from transformers import BertConfig, BertModel
-
     import torch
+    from transformers import BertConfig, BertModel
 
     folder = tmp_path / "pickled-real"
     model = BertModel(

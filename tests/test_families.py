@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 import tiny_models
 from conftest import _exported, run_cli
+
 from hfexport.report import Split, Status
 
 # name, builder, the task its head decides, the backends, and an output only the head produces.

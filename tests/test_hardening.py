@@ -14,9 +14,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
-from conftest import run_cli
 import tiny_models
+from conftest import run_cli
 
 SECRETS = {
     "HF_TOKEN": None,  # the bot's real token, filled in below

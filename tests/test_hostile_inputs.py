@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from test_service import SECRET, Service, _payload
 
 GOOD_SHA = "a" * 40

@@ -8,12 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
-
 import tiny_models
-from card_runs import TEXTS, record, run_every_block, push_with_bot, run_loader
-from hfexport.tasks import TASKS
+import yaml
+from card_runs import TEXTS, push_with_bot, record, run_every_block, run_loader
 
+from hfexport.tasks import TASKS
 
 _TEAL = ("RGB", (96, 64), "teal")  # the card's image (hfexport.hub.snippets), as PIL makes it
 _ZERO_SHOT_LABELS = ["teal", "cat", "dog"]  # the card's candidate labels

@@ -4,9 +4,8 @@ ONNX Runtime alone, optimum and transformers.js from the local Hub (tests/card_r
 
 from __future__ import annotations
 
-
 import tiny_models
-from card_runs import record, run_every_block, push_with_bot, eager_continuation
+from card_runs import eager_continuation, push_with_bot, record, run_every_block
 
 
 def test_a_graph_past_2_gb_is_published_as_onnx_data_that_its_loaders_read(hub, tmp_path):

@@ -9,23 +9,22 @@ import re
 from pathlib import Path
 
 import pytest
-
 import tiny_models
 from card_runs import (
     WEB,
-    node_script,
-    webgpu_script,
-    record,
     card_blocks,
-    run_python,
-    run_js,
-    run_every_block,
-    plumbing_only,
-    push_with_bot,
     eager_continuation,
     eager_text,
+    node_script,
+    plumbing_only,
+    push_with_bot,
+    record,
+    run_every_block,
+    run_js,
     run_loader,
+    run_python,
     runner_wrote,
+    webgpu_script,
 )
 
 

@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
-
 import tiny_models
+import yaml
 from card_runs import (
     card_blocks,
     node_script,
@@ -21,7 +20,6 @@ from card_runs import (
     run_js,
     run_loader,
 )
-
 
 S2S_REPO = "s2s-owner/tiny-t5"
 
@@ -246,11 +244,10 @@ def test_gemma3_with_its_images_generates_in_transformers_js_as_eager(hub, tmp_p
     image's soft tokens between its begin and end tokens), generates eager `generate()`'s tokens
     from the PR: its vision encoder takes both prompts' images in one call, as transformers.js feeds
     them (traced on one, it refused: "Got invalid dimensions for input: pixel_values")."""
+    import families
     import torch
     from PIL import Image
     from transformers import AutoModelForImageTextToText, AutoProcessor
-
-    import families
 
     folder = families.BY_NAME["gemma3-vision"].build(tmp_path / "model")
     repo = "vlm-owner/tiny-gemma3"
@@ -283,10 +280,9 @@ def test_moonshine_transcribes_in_transformers_js_as_eager(hub, tmp_path):
     1.3 s from the PR, writes the text transformers' own pipeline writes eagerly. (The CTC families,
     wav2vec2-BERT and Parakeet, wait on a `tokenizer.json`: transformers.js reads no other, and
     their checkpoints ship a `vocab.json`.)"""
+    import families
     import numpy as np
     from transformers import pipeline
-
-    import families
 
     family = "moonshine"
     folder = families.BY_NAME[family].build(tmp_path / "model")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import tiny_models
 import torch
 
-import tiny_models
 from hfexport.worker.memory import drop_checkpoint_pages, return_freed
 
 

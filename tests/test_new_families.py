@@ -9,11 +9,11 @@ the registry names (said before anything is exported), never with a stack trace 
 
 from __future__ import annotations
 
+import families
 import pytest
 import torch
-
-import families
 from conftest import _exported, run_cli
+
 from hfexport.report import Split, Status
 
 CI = [f for f in families.FAMILIES if f.ci]

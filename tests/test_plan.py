@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-
 import json
 
+import tiny_models
 import torch
 
 from hfexport.pipeline.plan import Shape, make_plan
 from hfexport.report import Axis, Split
 from hfexport.worker.splits import split_for
-
-import tiny_models
 
 
 def test_plans_follow_the_architecture(tmp_path):

@@ -9,9 +9,9 @@ import struct
 from pathlib import Path
 
 import pytest
-
 import tiny_models
 from conftest import run_cli
+
 from hfexport.pipeline import preflight
 from hfexport.pipeline.preflight import Machine, Weights, check, estimate, smallest_flavor, weights_of
 from hfexport.report import Source

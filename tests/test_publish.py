@@ -12,15 +12,14 @@ import os
 from pathlib import Path
 
 import pytest
+import tiny_models
 import torch
+from conftest import run_cli
 
 from hfexport import push
+from hfexport.errors import HubUnavailableError
 from hfexport.hub.card import END, START
 from hfexport_devhub import DevHub
-from hfexport.errors import HubUnavailableError
-
-from conftest import run_cli
-import tiny_models
 
 OWNER_README = """---
 license: apache-2.0

@@ -10,14 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import tiny_models
 import torch
+from conftest import run_cli
 
 from hfexport import push
 from hfexport.hub.decide import request_key
 from hfexport.messages import ExportRequest
-
-from conftest import run_cli
-import tiny_models
 
 # What sentence-transformers' export helpers leave on a repo (all-MiniLM-L6-v2 holds these, real size aside).
 OWNER_FILES = {

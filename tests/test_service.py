@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import signal
 import socket
@@ -18,12 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import tiny_models
 
 from hfexport.entrypoints.service.executors import HfJobsExecutor
 from hfexport.entrypoints.service.queue import Job, JobStatus
 from hfexport.messages import JobPlan
-
-import tiny_models
 
 SECRET = "s3cret-webhook-value"
 
@@ -461,9 +460,9 @@ def test_hf_jobs_flavor_is_the_cheapest_that_fits_the_models_estimate(hub, accou
     flavor holds with the export's copies) needs the flavor with the most memory; a 60 B one more
     than any has, so the largest is taken and the record says so."""
     from huggingface_hub import HfApi
+    from test_preflight import _header_only_checkpoint, seed_header_only
 
     from hfexport.entrypoints.service.executors import sized_flavor
-    from test_preflight import _header_only_checkpoint, seed_header_only
 
     api = HfApi(endpoint=hub.url, token=accounts["alice"])
     for billions in (7, 60):
@@ -614,7 +613,7 @@ def test_push_from_webhook_env(hub, accounts, workspace):
 def test_a_job_running_past_its_lease_is_not_started_twice(tmp_path):
     """Two workers, a 1 s lease, a job that takes 3.5 s: the heartbeat keeps the lease, so the
     second worker never claims it (without the heartbeat it would, after 1 s)."""
-    from hfexport.entrypoints.service import ServiceConfig, QueueWorkers
+    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig
     from hfexport.entrypoints.service.queue import JobQueue
 
     calls = []

@@ -124,6 +124,7 @@ def test_the_worker_is_never_imported_by_the_parent_side():
 def test_a_backend_registered_alone_shows_in_the_table_the_card_and_the_pr(hub, workspace, monkeypatch):
     """No hfexport module is edited: registering `pt2-plugin` (tests/backend_plugin.py) is enough
     for it to export, validate and publish, with its folder, tag and snippet everywhere."""
+    import tiny_models
     import yaml
     from huggingface_hub import HfApi
     from rich.console import Console
@@ -131,8 +132,6 @@ def test_a_backend_registered_alone_shows_in_the_table_the_card_and_the_pr(hub, 
     import hfexport
     from hfexport.backends import BACKENDS
     from hfexport.entrypoints import console
-
-    import tiny_models
 
     # The export worker finds the backend by importing the module that registered it.
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
@@ -307,10 +306,9 @@ def test_a_split_registered_in_splits_py_alone_is_exported_validated_and_laid_ou
 
     import numpy as np
     import onnxruntime as ort
+    import tiny_models
     import torch
     from transformers import BertModel
-
-    import tiny_models
 
     copy = tmp_path / "copy"
     shutil.copytree(ROOT / "hfexport", copy / "hfexport", ignore=shutil.ignore_patterns("__pycache__"))

@@ -4,9 +4,9 @@ tiny Llama in this process (no export)."""
 from __future__ import annotations
 
 import pytest
+import tiny_models
 import torch
 
-import tiny_models
 from hfexport.pipeline.plan import make_plan
 from hfexport.worker.splits import split_for
 from hfexport.worker.validate import Reference, eager_generate

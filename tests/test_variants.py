@@ -4,17 +4,16 @@ by what their users care about, and published only when they pass."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 
 import pytest
+import tiny_models
 import torch
-
 from card_runs import plumbing_only
 from conftest import run_cli
-import tiny_models
 
 
 def test_a_variant_below_its_threshold_is_reported_and_left_out_of_the_pr(hub, workspace, tmp_path):

@@ -19,9 +19,8 @@ import shutil
 import time
 from pathlib import Path
 
-import torch
-
 import tiny_models
+import torch
 
 # The recipe: every field is in the cache key, so changing one trains anew.
 RECIPE = dict(

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..backends import parse_backends
 from ..errors import TOKEN_FIX, AuthError, ConfigError, HubUnavailableError
+from ..messages import ExportRequest, PublishResult
 from ..pipeline import cache
 from ..pipeline.export import DEFAULT_TIMEOUT_S, BackendWorkers, Progress, default_jobs, run_backends
 from ..pipeline.fetch import FetchedModel, fetch
@@ -24,10 +25,8 @@ from ..pipeline.plan import check_request, plan_isolated
 from ..pipeline.preflight import Machine, check, check_or_raise, weights_of
 from ..pipeline.resolve import resolve
 from ..proc import FAULT_ENV, injected_fault, worker_user
-from ..sandbox import require
-from ..messages import PublishResult
 from ..report import ExportPlan, Report, Source, Split
-from ..messages import ExportRequest
+from ..sandbox import require
 from ..settings import cache_dir
 from ..settings import variants as default_variants
 from ..variants import DEFAULT, parse_thresholds, parse_variants, unavailable

@@ -9,8 +9,8 @@ Progress and tables go to stderr, so `--json` leaves stdout machine-readable.
 from __future__ import annotations
 
 import json
-import shlex
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -19,14 +19,14 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..settings import action_dir, quiet_noise, set_quiet_noise
 from ..backends import DEFAULT_BACKENDS, backends_help
 from ..errors import ExitCode, HfExportError
-from ..pipeline.export import DEFAULT_TIMEOUT_S
-from ..variants import DEFAULTS
 from ..logs import quiet_known_noise
-from .console import badge, err, fail, print_report, progress_callback, show
+from ..pipeline.export import DEFAULT_TIMEOUT_S
+from ..settings import action_dir, quiet_noise, set_quiet_noise
+from ..variants import DEFAULTS
 from . import serve_options as o
+from .console import badge, err, fail, print_report, progress_callback, show
 
 # The variant options, one definition for export and push.
 VariantsOption = Annotated[
@@ -197,14 +197,14 @@ def _next_steps(report) -> None:
 @app.command()
 def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON on stdout.")] = False) -> None:
     """Installed versions, drift from the pins and the exporters' tested versions, and which backends can run here."""
+    import torch
+
     from ..backends import BACKENDS
     from ..pipeline.preflight import Machine
     from ..proc import worker_user
     from ..sandbox import refusal
     from ..settings import cache_dir
     from ..versions import drift, installed
-
-    import torch
 
     rows = drift()
     backends = {name: b.unavailable_reason() for name, b in BACKENDS.items()}

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Literal, NoReturn
 
 import typer
-from rich.console import Console
 from rich.cells import cell_len
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 

@@ -58,8 +58,8 @@ def run_demo(root: Path, backends: str, console: Console) -> int:
 def _run(hub, model: Path, backends: str, console: Console) -> int:
     from huggingface_hub import HfApi
 
-    from .api import push
     from ..hub.card import START
+    from .api import push
     from .console import print_report
 
     owner_token = hub.add_user(REPO_ID.split("/")[0])

@@ -15,7 +15,6 @@ the owner's YAML stays as written.
 from __future__ import annotations
 
 import dataclasses
-
 import re
 from dataclasses import dataclass
 

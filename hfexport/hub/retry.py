@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from ..settings import hub_retries
 from ..errors import HubUnavailableError
+from ..settings import hub_retries
 
 T = TypeVar("T")
 

@@ -25,13 +25,13 @@ from ..tasks import TASKS
 from ..variants import VARIANTS
 from .executorch_snippets import llm_runner_section
 from .programs import (
+    INPUT_LINES,
     PREPROCESSOR_FILES,
     PROMPT,
     TEXTS,
     data_chunks,
     has_preprocessor,
     header,
-    INPUT_LINES,
     input_lines,
     program,
     weights_beside,

@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..backends import keyed_packages
-from ..report import REPORT_FILE, ExportPlan, Report, Source
 from ..messages import ExportRequest
+from ..report import REPORT_FILE, ExportPlan, Report, Source
 from ..settings import cache_dir, cache_max_bytes, web_checks
 from ..versions import runtime_versions
 from .fetch import FetchedModel

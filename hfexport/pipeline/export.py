@@ -22,8 +22,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..settings import jobs as configured_jobs
 from ..backends import get_backend
+from ..messages import WorkerJob
 from ..proc import (
     FAULT_ENV,
     WorkerUser,
@@ -37,8 +37,8 @@ from ..proc import (
     worker_user,
 )
 from ..report import BackendResult, ExportPlan, Status
-from ..messages import WorkerJob
 from ..sandbox import exit_code, wrap
+from ..settings import jobs as configured_jobs
 from .fetch import FetchedModel
 
 DEFAULT_TIMEOUT_S = 1800

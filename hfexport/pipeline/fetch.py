@@ -11,11 +11,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..settings import MAX_DOWNLOAD_MB, MAX_SUPPORT_FILE_MB, limit_bytes
 from ..backends import export_folders
 from ..errors import DownloadLimitError, NoWeightsError, PickleWeightsError, UnsafePathError
 from ..hub.retry import retry
 from ..report import Source
+from ..settings import MAX_DOWNLOAD_MB, MAX_SUPPORT_FILE_MB, limit_bytes
 from .resolve import folder_digest
 
 SAFE_WEIGHTS = (".safetensors",)

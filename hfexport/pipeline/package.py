@@ -23,9 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import OutputDirError
-from .fetch import SUPPORT_FILES
 from ..report import REPORT_FILE, ArtifactFile, BackendResult, ExportPlan, Report, Source
-
+from .fetch import SUPPORT_FILES
 
 # ── Stage 6: package ─────────────────────────────────────────────────────────
 

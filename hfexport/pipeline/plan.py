@@ -31,8 +31,8 @@ from typing import Any
 
 from ..backends import parse_backends
 from ..errors import ConfigError, RemoteCodeError, UnsupportedArchitectureError
-from ..report import Axis, DynamicAxes, ExportPlan, Modality, Mode, Shape, Split
 from ..messages import PlanAnswer, PlanRequest
+from ..report import Axis, DynamicAxes, ExportPlan, Modality, Mode, Shape, Split
 from ..tasks import TASKS, Task, auto_classes_of, supported_tasks, task_of_head
 
 __all__ = ["TASKS", "Task", "ExportPlan", "Shape", "check_request", "make_plan"]

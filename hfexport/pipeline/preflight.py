@@ -15,12 +15,12 @@ and when none fits the run stops with exit 2. `--force-memory` tries anyway.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import TypeVar
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from ..backends import UNMEASURED, Cost
 from ..errors import ResourceError

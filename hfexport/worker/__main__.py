@@ -33,10 +33,10 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..proc import die_with_parent
 from ..errors import describe_error
-from ..report import BackendResult
 from ..messages import WorkerJob
+from ..proc import die_with_parent
+from ..report import BackendResult
 from ..settings import FAULT, quiet_noise
 from .memory import peak_mb
 

@@ -7,16 +7,14 @@ a program was traced with; `positions`, `cache_of` and `one_tensor` read a step'
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PretrainedConfig
+    from transformers import PretrainedConfig, PreTrainedModel
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,9 +7,8 @@ Runs in the export worker only; each recipe takes a `VariantJob` and returns a f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..variants import Derived, VariantJob
 

@@ -9,11 +9,10 @@ the validation rebuild the same tensors from the plan instead of shipping them b
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 

@@ -49,9 +49,9 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Stag
     its loaders, filling in `result`."""
     import torch
 
+    from ..variants import variants_of
     from .derive import why_skipped
     from .inputs import as_dtype
-    from ..variants import variants_of
     from .splits import split_for
     from .validate import Reference
 

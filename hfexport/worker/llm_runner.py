@@ -20,9 +20,9 @@ SentencePiece and tiktoken tokenizers; one it cannot read is said in the check, 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,13 +31,13 @@ import torch
 from ..report import Check
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PretrainedConfig, PreTrainedTokenizerBase
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
     from ..backends import Backend
     from ..report import BackendResult
     from ..variants import Variant
-    from .splits import Decoder, ExportSplit
     from .inputs import Judged
+    from .splits import Decoder, ExportSplit
     from .validate import Reference
 
 # The file the runner and optimum-executorch's `ExecuTorchModelForCausalLM` load, one per folder: the fp32

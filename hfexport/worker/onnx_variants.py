@@ -401,11 +401,11 @@ def _weight_only(job: VariantJob, source: Path, settings: tuple[WeightOnly, ...]
     the LM head's where the two are tied (the exporter's graph reads the one table through a
     `Transpose`: stored once, quantized), else a head made for the purpose and removed once its
     blocks are taken (ORT's quantizer takes a lookup at 4 bits only, and only at opset 21)."""
+    import dataclasses
+
     import onnx
     import onnx_ir
     from onnxruntime.quantization.matmul_nbits_quantizer import HQQWeightOnlyQuantConfig, MatMulNBitsQuantizer
-
-    import dataclasses
 
     recipe = settings[job.attempt]
     proto = onnx.load(str(source / f"{job.component}.onnx"))

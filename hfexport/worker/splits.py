@@ -43,8 +43,9 @@ from .inputs import (
 )
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PretrainedConfig
+    from transformers import PretrainedConfig, PreTrainedModel
     from transformers.exporters.configs import DynamoConfig, ExportConfigMixin
+
     from .validate import Reference
 
 Call = Callable[..., Any]  # call(component, **kwargs) -> that component's output

@@ -15,11 +15,9 @@ it: `ExportedModel.from_pretrained(folder)` on the backend's own runtime. The ch
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -27,7 +25,7 @@ from ..report import Check, Figure
 from .inputs import Judged
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PretrainedConfig
+    from transformers import PretrainedConfig, PreTrainedModel
 
 Run = Callable[..., Any]  # run(component_name, **kwargs) -> model output
 

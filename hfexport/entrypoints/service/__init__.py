@@ -31,9 +31,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from ...messages import JobPlan
 from ...pipeline.resolve import is_repo_id
 from ...report import without_local_paths
-from ...messages import JobPlan
 from .budget import Busy
 from .executors import JobFailed
 from .queue import JobQueue

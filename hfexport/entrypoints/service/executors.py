@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from ...backends import get_backend
 from ...errors import ExitCode, retryable_exit
-from ...proc import die_with_parent
 from ...messages import PublishResult
-from ...report import Source, Status
 from ...pipeline import cache
+from ...proc import die_with_parent
+from ...report import Source, Status
 from ...settings import HF_CACHE_MAX_GB, MEMORY_LIMIT_MB, READ_TOKEN, WEBHOOK_SECRET, cache_max_bytes
 from .budget import Busy, MemoryBudget, limit_mb
 from .queue import Job

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from ...report import without_local_paths
 from ...messages import JobPlan
+from ...report import without_local_paths
 
 
 class JobStatus(StrEnum):
