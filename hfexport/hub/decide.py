@@ -141,10 +141,28 @@ def decide(
     if pr is not None:
         if not uploads and not deletes and _same(published, previous) and pr.thread.is_open:
             return Decision(PublishAction.UNCHANGED, pr.thread)
-        return Decision(PublishAction.UPDATED, pr.thread, published, tuple(uploads), deletes, markers, notes, changed)
+        return Decision(
+            PublishAction.UPDATED,
+            pr.thread,
+            published=published,
+            uploads=tuple(uploads),
+            deletes=deletes,
+            markers=markers,
+            notes=notes,
+            changed=changed,
+        )
     if not deletes and _already_on_base(state, uploads):
         return Decision(PublishAction.UP_TO_DATE)
-    return Decision(PublishAction.OPENED, None, published, tuple(uploads), deletes, markers, notes, changed)
+    return Decision(
+        PublishAction.OPENED,
+        None,
+        published=published,
+        uploads=tuple(uploads),
+        deletes=deletes,
+        markers=markers,
+        notes=notes,
+        changed=changed,
+    )
 
 
 def _merge(

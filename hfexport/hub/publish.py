@@ -120,6 +120,12 @@ class Change:
         uploads = [path for _, path in self.decision.uploads]
         return uploads + [REPORT_FILE] + (["README.md"] if self.writes_card else [])
 
+    def result(self, action: PublishAction, repo_id: str, report: Report | None, **where: Any) -> PublishResult:
+        """What `push` answers for this change (`where`: `pr_num`, `pr_url`, `commit`, `title`)."""
+        return PublishResult(
+            action, repo_id, files=self.files, description=self.description, card=self.card, report=report, **where
+        )
+
     def operations(self) -> list[Any]:
         """The client's operations; fresh objects each attempt (the client marks one used once committed)."""
         from huggingface_hub import CommitOperationAdd, CommitOperationDelete
@@ -161,18 +167,7 @@ def apply(
     change = _render(state, decision, nonce, log)
     if dry_run:
         title = pr_title(change.published)
-        return PublishResult(
-            PublishAction.DRY_RUN,
-            state.repo_id,
-            num,
-            None,
-            None,
-            change.files,
-            change.description,
-            change.card,
-            report,
-            title,
-        )
+        return change.result(PublishAction.DRY_RUN, state.repo_id, report, pr_num=num, title=title)
     write = _WRITES[type(state.destination)]
     return write(api, state, change, report, log)
 
@@ -239,17 +234,7 @@ def _update_pr(api: HfApi, state: HubState, change: Change, report: Report | Non
     _comment_once(api, repo_id, num, change.nonce, _update_comment(decision, state, change.description))
     _retitle(api, state, details, pr_title(change.published), change.description)
     log(f"updated PR #{num} ({', '.join(decision.changed) or 'card'}): {state.url(num)}")
-    return PublishResult(
-        PublishAction.UPDATED,
-        repo_id,
-        num,
-        state.url(num),
-        info.oid,
-        change.files,
-        change.description,
-        change.card,
-        report,
-    )
+    return change.result(PublishAction.UPDATED, repo_id, report, pr_num=num, pr_url=state.url(num), commit=info.oid)
 
 
 def _open_pr(api: HfApi, state: HubState, change: Change, report: Report | None, log: Log) -> PublishResult:
@@ -310,17 +295,7 @@ def _open_pr(api: HfApi, state: HubState, change: Change, report: Report | None,
         )
         raise PublishConflict(f"PR #{keep} was opened by another run at the same moment; adding these exports to it")
     log(f"opened PR #{num}: {state.url(num)}")
-    return PublishResult(
-        PublishAction.OPENED,
-        repo_id,
-        num,
-        state.url(num),
-        commit_oid,
-        change.files,
-        change.description,
-        change.card,
-        report,
-    )
+    return change.result(PublishAction.OPENED, repo_id, report, pr_num=num, pr_url=state.url(num), commit=commit_oid)
 
 
 # Per destination, its writes: adding one (a repo of the user's own) is a function and a line here.
