@@ -138,24 +138,15 @@ def decide(
         p for b in (previous.backends if previous else []) if any(state.owners(q) for q in b.paths) for p in b.paths
     }
     deletes = tuple(sorted(p for p in (manifest(previous) - kept - shared) & set(state.tree) if state.ours(p)))
-    if pr is not None:
-        if not uploads and not deletes and _same(published, previous) and pr.thread.is_open:
-            return Decision(PublishAction.UNCHANGED, pr.thread)
-        return Decision(
-            PublishAction.UPDATED,
-            pr.thread,
-            published=published,
-            uploads=tuple(uploads),
-            deletes=deletes,
-            markers=markers,
-            notes=notes,
-            changed=changed,
-        )
-    if not deletes and _already_on_base(state, uploads):
+    if pr is not None and not uploads and not deletes and _same(published, previous) and pr.thread.is_open:
+        return Decision(PublishAction.UNCHANGED, pr.thread)
+    if pr is None and not deletes and _already_on_base(state, uploads):
         return Decision(PublishAction.UP_TO_DATE)
+    # Our PR gets one more commit; without one (or after a merge), a new PR opens.
+    action, thread = (PublishAction.UPDATED, pr.thread) if pr is not None else (PublishAction.OPENED, None)
     return Decision(
-        PublishAction.OPENED,
-        None,
+        action,
+        thread,
         published=published,
         uploads=tuple(uploads),
         deletes=deletes,
