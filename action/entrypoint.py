@@ -3,7 +3,7 @@
 
 - the token is masked (`::add-mask::`) before anything else is printed, and reaches `hfexport`
   through its environment only;
-- outputs `pr-url`, `status`, `report-path` go to $GITHUB_OUTPUT;
+- outputs `pr-url` (or `repo-url`, with the `into` input), `status`, `report-path` go to $GITHUB_OUTPUT;
 - a job summary (the backends table and the PR link) goes to $GITHUB_STEP_SUMMARY;
 - each failed backend becomes an `::error::` annotation.
 
@@ -48,6 +48,7 @@ INPUTS = (
     "allow-pickle",
     "trust-remote-code",
     "fail-on-validation-error",
+    "into",
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -77,6 +78,8 @@ def _check_inputs() -> None:
         raise BadInput("input 'repo-id' is required (org/name)")
     if not is_repo_id(repo_id):
         raise BadInput("input 'repo-id' is not a Hub repo id; pass one such as org/name")
+    if _input("into") and not is_repo_id(_input("into")):
+        raise BadInput("input 'into' is not a Hub repo id; pass one of yours (me/model-ONNX), or leave it empty")
 
 
 def _flag(name: str, default: bool) -> bool:
@@ -152,6 +155,8 @@ def main() -> int:
         command.append("--allow-pickle")
     if _flag("trust-remote-code", False):
         command.append("--trust-remote-code")
+    if _input("into"):
+        command += ["--into", _input("into")]
     command += ["--", repo_id]  # the end of options: a repo id is never read as a flag
     env = {**os.environ, "HF_TOKEN": token} if token else dict(os.environ)
     print(f"::group::hfexport push {_escape(repo_id)}", flush=True)
@@ -193,6 +198,7 @@ def main() -> int:
         print(f"::error title={_escape_property(f'hfexport {b.backend}')}::{message}", flush=True)
 
     _set_output("pr-url", result.pr_url or "")
+    _set_output("repo-url", result.repo_url or "")
     _set_output("status", str(result.action))
     _set_output("report-path", report_path)
     _append("GITHUB_STEP_SUMMARY", _summary(repo_id, result))
@@ -223,7 +229,7 @@ def in_action_terms(fix: str) -> str:
 
 def _summary(repo_id: str, result: PublishResult) -> str:
     lines = [f"### hfexport: {_markdown(repo_id)}", ""]
-    url = result.pr_url or ""
+    url = result.pr_url or result.repo_url or ""
     if url.startswith(("https://", "http://")) and not re.search(r"[\s()<>\[\]]", url):
         lines.append(f"**{result.action}**: [{_markdown(url)}]({url})")
     else:

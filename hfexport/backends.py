@@ -438,3 +438,4 @@ def _openvino(dynamic_shapes):
 
 
 DEFAULT_BACKENDS = ("dynamo", "onnx", "executorch")
+DEFAULT_BACKEND_LIST = ",".join(DEFAULT_BACKENDS)  # as the CLI's options take them

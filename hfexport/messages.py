@@ -49,24 +49,28 @@ class ExportRequest:
 
 @dataclass(frozen=True)
 class JobPlan:
-    """What the webhook service exports of every repo it watches: the backends, the task and
-    whether a repo's own code may run (in the sandbox, `hfexport/sandbox.py`). A queued job keeps
-    it as the text `"onnx,dynamo|auto"` (`"…|auto|trust-remote-code"`; `str`, `parse`), part of
-    its dedup key."""
+    """What the webhook service exports of a repo it watches: the backends, the task, whether a
+    repo's own code may run (in the sandbox, `hfexport/sandbox.py`) and where the exports go (a PR
+    on the repo, or `into` a repo of one's own: `push --into`). A queued job keeps it as the text
+    `"onnx,dynamo|auto"` (`"…|auto|trust-remote-code"`, `"…|auto|into=me/model-ONNX"`; `str`,
+    `parse`), part of its dedup key."""
 
     backends: tuple[str, ...]
     task: str = "auto"
     trust_remote_code: bool = False
+    into: str | None = None
 
     def __str__(self) -> str:
-        return f"{','.join(self.backends)}|{self.task}" + ("|trust-remote-code" if self.trust_remote_code else "")
+        flags = (["trust-remote-code"] if self.trust_remote_code else []) + ([f"into={self.into}"] if self.into else [])
+        return "|".join([",".join(self.backends), self.task, *flags])
 
     @classmethod
     def parse(cls, text: str) -> JobPlan:
         backends, _, rest = text.partition("|")
-        task, _, trust = rest.partition("|")
+        task, *flags = rest.split("|")
         names = tuple(name for name in backends.split(",") if name)
-        return cls(names, task or "auto", trust == "trust-remote-code")
+        into = next((flag.removeprefix("into=") for flag in flags if flag.startswith("into=")), None)
+        return cls(names, task or "auto", "trust-remote-code" in flags, into)
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,7 @@ class PublishResult:
     card: str | None = None
     report: Report | None = None
     title: str | None = None  # the PR's (or the discussion's) title
+    repo_url: str | None = None  # a derived repo's page (`push --into`)
 
     def __post_init__(self) -> None:
         self.action = PublishAction(self.action)

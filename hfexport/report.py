@@ -123,6 +123,8 @@ class PublishAction(StrEnum):
     OPENED = "opened"
     UPDATED = "updated"
     DISCUSSION = "discussion"  # every backend failed: reported in one discussion instead of a PR
+    CREATED = "created"  # a derived repo (`--into`) was created holding the exports
+    NOT_PUBLISHED = "not-published"  # every backend failed: a derived repo gets nothing (the report says why)
     DRY_RUN = "dry-run"
 
 
@@ -608,6 +610,8 @@ class Report:
     created_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     out_dir: str | None = None
     schema: int = REPORT_SCHEMA
+    # A derived repo's: the source's own files (config, tokenizer) we wrote at its root for the loaders.
+    copied: list[ArtifactFile] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -633,6 +637,7 @@ class Report:
             "plan_digest": self.plan_digest,
             "backends": [b.to_dict() for b in self.backends],
             "out_dir": self.out_dir,
+            **({"copied": [asdict(f) for f in self.copied]} if self.copied else {}),
         }
 
     def to_json(self) -> str:
@@ -647,6 +652,7 @@ class Report:
             created_at=data["created_at"],
             out_dir=data.get("out_dir"),
             schema=data.get("schema", REPORT_SCHEMA),
+            copied=[ArtifactFile(**f) for f in data.get("copied", [])],
         )
 
     @classmethod

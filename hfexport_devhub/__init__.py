@@ -23,6 +23,7 @@ import uvicorn
 
 from .app import HubApp, Settings
 from .faults import Faults
+from .oauth import OAuthApp
 from .store import Store
 from .webhooks import WebhookDispatcher
 
@@ -56,6 +57,11 @@ class DevHub:
 
     def add_user(self, name: str, token: str | None = None) -> str:
         return self.store.add_user(name, token)
+
+    def add_oauth_app(self, redirect_uris: list[str]) -> OAuthApp:
+        """Register an app that signs users in with this Hub (its client id and secret), as a Space
+        with `hf_oauth: true` gets one: its OPENID_PROVIDER_URL is this Hub's `url`."""
+        return self.app.oauth.register(redirect_uris)
 
     def force_push(self, repo_id: str, commit_id: str, branch: str = "main", repo_type: str = "model") -> None:
         """Move `branch` to `commit_id`, an older commit of the repo, as `git push --force` does on

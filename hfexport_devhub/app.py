@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 
 from .faults import Faults, drop_connection
 from .jobs import HARDWARE, JobRunner, hardware_list
+from .oauth import OAuthProvider
 from .store import Actor, Store, StoreError, now_iso
 
 Handler = Callable[..., Awaitable[Response]]
@@ -105,6 +106,10 @@ class HubApp:
             ("HEAD", rf"/(?P<prefix>datasets/|spaces/)?{_REPO}/resolve/{_REV}/(?P<path>.+)", self.resolve_file),
             ("GET", rf"/(?P<prefix>datasets/|spaces/)?{_REPO}/resolve/{_REV}/(?P<path>.+)", self.resolve_file),
         ]:
+            self.routes.append((method, re.compile(pattern + r"/?$"), handler))
+        # "Sign in with Hugging Face" for the apps registered here (`DevHub.add_oauth_app`).
+        self.oauth = OAuthProvider(store)
+        for method, pattern, handler in self.oauth.routes():
             self.routes.append((method, re.compile(pattern + r"/?$"), handler))
 
     # ── ASGI plumbing ──

@@ -222,7 +222,7 @@ def test_action_inputs_are_all_used():
     source = (ROOT / "action" / "entrypoint.py").read_text()
     for name in action["inputs"]:
         assert f'"{name}"' in source, f"input {name} is declared but never read"
-    assert set(action["outputs"]) == {"pr-url", "status", "report-path"}
+    assert set(action["outputs"]) == {"pr-url", "repo-url", "status", "report-path"}
     for name in action["outputs"]:
         assert f'_set_output("{name}"' in source
     assert action["runs"]["using"] == "docker" and action["runs"]["args"] == ["github-action"]

@@ -1376,3 +1376,49 @@ def test_the_status_page_renders_a_row_per_repo_in_a_real_browser(tmp_path, acco
     counted = {str(state): bands(colour) for state, colour in STATE_COLOURS.items()}
     wanted = {str(state): list(expected.values()).count(str(state)) for state in JobStatus}
     assert counted == wanted, (counted, wanted)
+
+
+def test_a_watched_namespace_with_a_destination_publishes_each_repo_into_its_derived_repo(
+    hub, accounts, tmp_path, workspace
+):
+    """`--watch 'alice-svc/* -> svc-bot/{name}-ONNX'`: a commit on a repo of the namespace is
+    exported into the service account's derived repo (created), not a PR on the source; the job's
+    result and the status page link that repo."""
+    repo = "alice-svc/derived-e2e"
+    sha = _seed(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-derived"))
+    watch = "alice-svc/* -> svc-bot/{name}-ONNX"
+    token = "read-token-0123456789"
+    service = Service(tmp_path / "q.sqlite", [watch], accounts["bot"], extra=("--read-token", token)).start()
+    try:
+        status, body = service.post(_payload(repo, sha))
+        assert status == 202, body
+        job = service.wait_done(body["job"])
+        assert job["status"] == "done" and job["result"]["action"] == "created", job
+        assert job["plan"].endswith("|into=svc-bot/derived-e2e-ONNX"), job
+        assert job["result"]["repo_url"].endswith("/svc-bot/derived-e2e-ONNX"), job
+        api = _api(hub, accounts["bot"])
+        assert "dynamo/model.pt2" in api.list_repo_files("svc-bot/derived-e2e-ONNX")
+        assert _prs(hub, accounts["alice"], repo) == []
+        request = urllib.request.Request(service.url + "/", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=10) as r:
+            page = r.read().decode()
+        assert f'href="{job["result"]["repo_url"]}">svc-bot/derived-e2e-ONNX</a>' in page, page
+    finally:
+        service.stop()
+
+
+def test_a_watch_destination_is_the_most_specific_patterns_and_a_bad_one_is_refused():
+    from hfexport.entrypoints.service.watch import Watch
+    from hfexport.messages import JobPlan
+
+    watch = Watch.parse(["org/* -> me/{name}-ONNX", "org/special -> me/special-web", "other/model", "*"])
+    assert watch.patterns == frozenset({"org/*", "org/special", "other/model", "*"})
+    assert watch.destination("org/bert") == "me/bert-ONNX"
+    assert watch.destination("org/special") == "me/special-web"
+    assert watch.destination("other/model") is None and watch.destination("else/model") is None
+    for bad in ("org/* -> {name}", "org/* -> me/{name.__class__}", "org/* -> me/a b"):
+        with pytest.raises(ValueError, match="is not a repo id template"):
+            Watch.parse([bad])
+    plan = JobPlan(("onnx", "dynamo"), "auto", True, "me/bert-ONNX")
+    assert str(plan) == "onnx,dynamo|auto|trust-remote-code|into=me/bert-ONNX" and JobPlan.parse(str(plan)) == plan
+    assert JobPlan.parse("onnx|auto") == JobPlan(("onnx",)) and str(JobPlan(("onnx",))) == "onnx|auto"

@@ -182,8 +182,10 @@ def push(
     variants: str | list[str] | None = None,
     min_quality: list[str] | dict | None = None,
     force_memory: bool = False,
+    into: str | None = None,
 ) -> PublishResult:
-    """Export a Hub repo and open (or update) one verified PR on it — the `hfexport push` job.
+    """Export a Hub repo and open (or update) one verified PR on it — the `hfexport push` job —
+    or, with `into`, commit the exports to the `main` of a repo of one's own.
 
     The revision is resolved to a sha and the Hub's state read once (`hub.state.read_state`).
     Nothing is exported when the repo opted out, when our open PR already holds that sha and plan,
@@ -193,6 +195,11 @@ def push(
     owner changed a path it writes meanwhile, the state is read again at main's new head and the
     PR decided from there (`hub.publish.BaseMoved`).
 
+    With `into` (`"me/model-ONNX"`) the exports go to that repo instead (`hub.state.DerivedRepo`):
+    created when missing (private where the source is), with the source's config and tokenizer
+    files beside them and a card naming it as the base model; a rerun on an unchanged source
+    writes nothing, a new source commit is one more commit there.
+
     Returns:
         The `PublishResult`; its `report` is None when nothing had to be exported.
 
@@ -200,30 +207,20 @@ def push(
         HfExportError subclasses: bad input, auth (`AuthError`), Hub down (`HubUnavailableError`),
         no backend fitting this machine (`ResourceError`, before any download).
     """
-    from huggingface_hub import HfApi, get_token
+    from huggingface_hub import HfApi
 
     from ..hub.decide import decide
     from ..hub.publish import apply
-    from ..hub.state import PullRequest, read_state
+    from ..hub.state import DerivedRepo, PullRequest, read_state
 
     names = parse_backends(backends)
-    if variants is not None or min_quality:  # the caller's own choices are checked before any Hub call
-        _request(task, variants or "none", min_quality)
-    token = token or get_token()  # HF_TOKEN, else the saved login
-    if token is None and not dry_run:  # before any work: nothing can be published without one
-        raise AuthError("No Hub token is set, and opening a pull request needs one.", TOKEN_FIX)
+    token = _checked_before_the_hub(repo_id, task, variants, min_quality, into, token, dry_run)
     resolved = resolve(repo_id, revision=revision, token=token, hub_only=True)
     repo_id = resolved.ref  # the id, where a URL was given
+    destination = DerivedRepo(_derived_id(into, repo_id), repo_id) if into else PullRequest(repo_id)
     api = HfApi(token=token)
-    state = read_state(api, PullRequest(repo_id), resolved.sha, log=log)
-    # The repo's own .hfexport.yaml may choose the variants; the caller's choice wins.
-    from_repo = variants is None and "variants" in state.settings
-    try:
-        request = _request(task, state.settings.get("variants") if from_repo else variants, min_quality)
-    except ConfigError as e:
-        if not from_repo:
-            raise
-        raise ConfigError(f"{e.cause} (in the repo's .hfexport.yaml)", f"{e.fix} Or pass --variants.") from None
+    state = read_state(api, destination, resolved.sha, log=log)
+    request = _request_for(state.settings, task, variants, min_quality)
     # Before downloading or planning: opted out, already published, or closed by a maintainer.
     early = decide(state, names, request, force=force)
     if early is not None:
@@ -232,23 +229,18 @@ def push(
     def exported(resolved: Source) -> Report:
         too_large, jobs = _preflight(resolved, names, None, token, force_memory, cache_dir(), bool(request.variants))
         fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
-        key = cache.request_key(fetched, names, request, trust_remote_code)
-        # Asked and exported before: no plan needed. `force` exports again whatever is kept.
-        kept = None if force else cache.by_request(key, resolved)
-        if kept is None:
-            with _planned(fetched, names, request, trust_remote_code, jobs) as (plan, workers):
-                out_dir = cache.export_dir(fetched, plan)
-                kept = None if force else cache.cached(out_dir, resolved)
-                if kept is None:
-                    report = _export_into(
-                        out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress, too_large=too_large
-                    )
-                    if cache.complete(report):
-                        cache.remember(key, out_dir)
-                    return report
-                cache.remember(key, out_dir)
-        log(f"reusing the cached exports in {kept.out_dir}")
-        return kept
+        return cache.reuse_or_export(
+            fetched,
+            names,
+            request,
+            trust_remote_code,
+            planned=lambda: _planned(fetched, names, request, trust_remote_code, jobs),
+            export=lambda out_dir, plan, workers: _export_into(
+                out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress, too_large=too_large
+            ),
+            force=force,
+            log=log,
+        )
 
     report = exported(resolved)
     try:
@@ -265,7 +257,7 @@ def _publish(api, state, names, request, report, resolved, exported, *, force, d
     from ..hub.publish import BaseMoved, PublishConflict, apply
     from ..hub.state import read_state
 
-    repo_id = state.repo_id
+    repo_id = resolved.ref
     # Another runner (the GPU job, a second HF Job) may commit to the same PR meanwhile: our write
     # names the PR head it was decided on, and on a conflict we read the PR again and merge. The
     # owner may commit to main while we export: a new PR that would touch what they changed is
@@ -287,6 +279,77 @@ def _publish(api, state, names, request, report, resolved, exported, *, force, d
         f"Our pull request on {repo_id} kept changing under this run ({PUBLISH_ATTEMPTS} attempts).",
         "Run push again: it picks up what the other runs published.",
     )
+
+
+def _checked_before_the_hub(
+    repo_id: str,
+    task: str,
+    variants: str | list[str] | None,
+    min_quality: list[str] | dict | None,
+    into: str | None,
+    token: str | None,
+    dry_run: bool,
+) -> str | None:
+    """The caller's own choices checked before any Hub call, and the token to use (`token`, else
+    `HF_TOKEN`, else the saved login).
+
+    Raises:
+        ConfigError: bad variants, thresholds or `into`.
+        AuthError: no token, and this run would publish.
+    """
+    from huggingface_hub import get_token
+
+    if variants is not None or min_quality:
+        _request(task, variants or "none", min_quality)
+    if into is not None:
+        _derived_id(into, repo_id)
+    token = token or get_token()
+    if token is None and not dry_run:  # before any work: nothing can be published without one
+        what = f"writing to {into}" if into else "opening a pull request"
+        raise AuthError(f"No Hub token is set, and {what} needs one.", TOKEN_FIX)
+    return token
+
+
+def _derived_id(into: str, source: str) -> str:
+    """`into` checked as the id of a repo to write to: `namespace/name`, not the source itself.
+
+    Raises:
+        ConfigError: it is no repo id, or it names the source (a PR on it is the default).
+    """
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(into)
+    except HFValidationError as e:
+        raise ConfigError(f"--into {into!r} is not a repo id: {e}", "Name it as namespace/name.") from None
+    if "/" not in into:
+        raise ConfigError(
+            f"--into {into!r} names no namespace.", f"Name it as namespace/name: yourname/{into} or yourorg/{into}."
+        )
+    if into.lower() == source.lower():
+        raise ConfigError(
+            f"--into names the source repo {source} itself.",
+            "Leave --into out to open a pull request on it, or name a repo of your own (me/model-ONNX).",
+        )
+    return into
+
+
+def _request_for(
+    settings: dict, task: str, variants: str | list[str] | None, min_quality: list[str] | dict | None
+) -> ExportRequest:
+    """`_request` for a push: the repo's own .hfexport.yaml (`settings`) may choose the variants;
+    the caller's choice wins.
+
+    Raises:
+        ConfigError: the caller's or the repo's choice is bad input (saying which).
+    """
+    from_repo = variants is None and "variants" in settings
+    try:
+        return _request(task, settings.get("variants") if from_repo else variants, min_quality)
+    except ConfigError as e:
+        if not from_repo:
+            raise
+        raise ConfigError(f"{e.cause} (in the repo's .hfexport.yaml)", f"{e.fix} Or pass --variants.") from None
 
 
 def _request(task: str, variants: str | list[str] | None, min_quality: list[str] | dict | None) -> ExportRequest:

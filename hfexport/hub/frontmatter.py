@@ -158,7 +158,7 @@ def _splice(yaml_text: str, nl: str, current: Any, existing: list, new: list[str
     if block_items:
         first = next(m for i in range(start + 1, end + 1) if (m := _ITEM.match(lines[i])))
         indent, gap = first.group(1), first.group(2)
-        added = "".join(f"{indent}-{gap}{_scalar(t)}{nl}" for t in new)
+        added = "".join(f"{indent}-{gap}{scalar(t)}{nl}" for t in new)
         return "".join(lines[: end + 1]) + added + "".join(lines[end + 1 :])
     # A flow list, a single string or an empty value: the block becomes a list of every tag.
     return "".join(lines[:start]) + _tags_block([*existing, *new], nl) + "".join(lines[end + 1 :])
@@ -166,7 +166,7 @@ def _splice(yaml_text: str, nl: str, current: Any, existing: list, new: list[str
 
 def _tags_block(tags: list, nl: str) -> str:
     """A `tags` key written as a block list, the way we add one."""
-    return f"tags:{nl}" + "".join(f"- {_scalar(t)}{nl}" for t in tags)
+    return f"tags:{nl}" + "".join(f"- {scalar(t)}{nl}" for t in tags)
 
 
 def _strip_comment(value: str) -> str:
@@ -183,8 +183,8 @@ def _strip_comment(value: str) -> str:
     return value
 
 
-def _scalar(value: Any) -> str:
-    """A tag as YAML that reads back as the same string in YAML 1.1 and 1.2."""
+def scalar(value: Any) -> str:
+    """A string as YAML that reads back as the same string in YAML 1.1 and 1.2 (a tag, a repo id)."""
     text = str(value)
     if _PLAIN.match(text) and text.lower() not in _AMBIGUOUS:
         return text

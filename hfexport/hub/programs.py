@@ -17,8 +17,14 @@ PROMPT = '"hfexport validated this file against the original model."'
 TEXTS = f'[{PROMPT}, "Short one."]'
 
 
+# Where the exports are a PR, the blocks say how to run them before it is merged; a derived repo's
+# card drops these (`card.render_section(on_pr=False)`): its exports are on `main` already.
+PR_REVISION_NOTE = '  # to try the pull request before it is merged: "refs/pr/<number>"'
+JS_PR_REVISION_NOTE = ' // to try the pull request before it is merged: "refs/pr/<number>"'
+
+
 def header(repo_id: str) -> list[str]:
-    return [f'repo, revision = "{repo_id}", "main"  # to try the pull request before it is merged: "refs/pr/<number>"']
+    return [f'repo, revision = "{repo_id}", "main"{PR_REVISION_NOTE}']
 
 
 def data_chunks(b: BackendResult, file: str) -> list[str]:

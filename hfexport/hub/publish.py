@@ -41,12 +41,13 @@ from ..errors import TOKEN_FIX, AuthError
 from ..messages import PublishResult
 from ..report import REPORT_FILE, PublishAction, Report
 from ..table import markdown_table, markdown_variant_table
-from .card import RenderedCard, render_card
+from .card import RenderedCard, derived_card, render_card
 from .decide import Decision
 from .retry import retry
 from .state import (
     BASE_BRANCH,
     SETTINGS_FILE,
+    DerivedRepo,
     Destination,
     HubState,
     Log,
@@ -59,6 +60,7 @@ from .state import (
     is_utf8,
     our_threads,
     read_tree,
+    source_of,
 )
 
 if TYPE_CHECKING:
@@ -160,7 +162,8 @@ def apply(
     if not decision.writes:
         log(_explain(decision, state))
         url = state.url(num) if num is not None else None
-        return PublishResult(decision.action, state.repo_id, num, url, report=report)
+        repo_url = f"{state.endpoint}/{state.repo_id}" if state.derived and state.exists else None
+        return PublishResult(decision.action, state.repo_id, num, url, report=report, repo_url=repo_url)
     if decision.action == PublishAction.DISCUSSION:
         assert report is not None  # a discussion reports an export's failures
         return _report_failure(api, state, decision, report, nonce, dry_run, log)
@@ -178,7 +181,13 @@ def _render(state: HubState, decision: Decision, nonce: str, log: Log) -> Change
     assert published is not None  # every writing decision but a discussion carries its report
     # The card we replace: the PR head's when we update our PR (a maintainer's edits there stay).
     current = state.pr.readme if decision.action == PublishAction.UPDATED and state.pr is not None else state.readme
-    rendered = render_card(current, state.repo_id, published, decision.notes, set(state.tree))
+    notes, source = decision.notes, source_of(state.destination)
+    if state.derived:
+        if current is None:
+            current = derived_card(state.repo_id, source, state.endpoint, state.source_readme)
+        notes = (f"Exports of [{source}]({state.endpoint}/{source}) at commit `{state.sha[:12]}`.", *notes)
+    files = set(state.tree) | {f.path for f in published.copied}
+    rendered = render_card(current, state.repo_id, published, notes, files, on_pr=not state.derived)
     if current is not None and not is_utf8(current):
         # The Hub takes only UTF-8 cards (its client refuses others): a Latin-1 one stays as it is.
         rendered = RenderedCard(
@@ -190,7 +199,9 @@ def _render(state: HubState, decision: Decision, nonce: str, log: Log) -> Change
         )
     for warning in rendered.warnings:
         log(f"warning: {warning}")
-    description = _description(published, decision.notes + rendered.warnings, Marker(nonce, decision.markers).render())
+    subject = f"This commit adds exports of {source}" if state.derived else "This PR adds exports of this model"
+    hidden = Marker(nonce, decision.markers).render()
+    description = _description(published, decision.notes + rendered.warnings, hidden, subject)
     return Change(decision, published, rendered.text, rendered.text != current, description, nonce)
 
 
@@ -206,7 +217,6 @@ def _to_pull_request(api: HfApi, state: HubState, change: Change, report: Report
 
 def _update_pr(api: HfApi, state: HubState, change: Change, report: Report | None, log: Log) -> PublishResult:
     """One commit onto our PR's head as we read it, one comment, and its title and description rewritten."""
-    from huggingface_hub.errors import HfHubHTTPError
 
     decision, repo_id = change.decision, state.repo_id
     assert decision.thread is not None and state.pr is not None  # an update names our PR, read whole
@@ -215,22 +225,11 @@ def _update_pr(api: HfApi, state: HubState, change: Change, report: Report | Non
     if decision.thread.status == ThreadStatus.CLOSED:
         retry("reopen the pull request", lambda: api.change_discussion_status(repo_id, num, "open"))
 
-    def commit() -> Any:
-        try:
-            return api.create_commit(
-                repo_id,
-                change.operations(),
-                commit_message=f"Update exports to {state.sha[:12]}",
-                commit_description=change.description,
-                revision=f"refs/pr/{num}",
-                parent_commit=head,
-            )
-        except HfHubHTTPError as e:
-            if e.response is not None and e.response.status_code == 412:
-                raise PublishConflict(f"PR #{num} moved while this run committed to it") from None
-            raise
-
-    info = retry("push the new exports to the pull request", commit)
+    message, moved = f"Update exports to {state.sha[:12]}", f"PR #{num}"
+    info = retry(
+        "push the new exports to the pull request",
+        lambda: _commit_onto(api, repo_id, change, message, f"refs/pr/{num}", head, moved),
+    )
     _comment_once(api, repo_id, num, change.nonce, _update_comment(decision, state, change.description))
     _retitle(api, state, details, pr_title(change.published), change.description)
     log(f"updated PR #{num} ({', '.join(decision.changed) or 'card'}): {state.url(num)}")
@@ -265,7 +264,7 @@ def _open_pr(api: HfApi, state: HubState, change: Change, report: Report | None,
                 parent_commit=state.base,
             )
         except HfHubHTTPError as e:
-            _raise_auth(e, repo_id)
+            _raise_auth(e, repo_id, "open a pull request on")
             raise
         assert info.pr_num is not None  # the Hub answers a create_pr commit with its PR
         return int(info.pr_num), info.oid
@@ -298,9 +297,67 @@ def _open_pr(api: HfApi, state: HubState, change: Change, report: Report | None,
     return change.result(PublishAction.OPENED, repo_id, report, pr_num=num, pr_url=state.url(num), commit=commit_oid)
 
 
-# Per destination, its writes: adding one (a repo of the user's own) is a function and a line here.
+# ── A derived repo of the user's own ─────────────────────────────────────────
+
+
+def _to_repo(api: HfApi, state: HubState, change: Change, report: Report | None, log: Log) -> PublishResult:
+    """One commit onto the derived repo's `main` as we read it, creating the repo first where
+    there is none (private where the source is)."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    repo_id, action = state.repo_id, change.decision.action
+    if not state.exists:
+        try:
+            retry(
+                f"create {repo_id}",
+                lambda: api.create_repo(repo_id, private=state.source_private or None, exist_ok=True),
+            )
+        except HfHubHTTPError as e:
+            _raise_auth(e, repo_id, "create")
+            raise
+
+    message = f"Exports of {source_of(state.destination)} at {state.sha[:12]} (hfexport)"
+    parent = state.base if state.exists else None
+    info = retry(
+        f"commit the exports to {repo_id}",
+        lambda: _commit_onto(api, repo_id, change, message, BASE_BRANCH, parent, repo_id),
+    )
+    url = f"{state.endpoint}/{repo_id}"
+    log(f"{action} {url}")
+    return change.result(action, repo_id, report, commit=info.oid, repo_url=url)
+
+
+def _commit_onto(
+    api: HfApi, repo_id: str, change: Change, message: str, revision: str, parent: str | None, what: str
+) -> Any:
+    """One commit of `change` onto `revision` as we read it (`parent`; None: a new repo's first).
+
+    Raises:
+        PublishConflict: `what` (the PR, the repo) moved meanwhile (HTTP 412).
+        AuthError: the token may not write there.
+    """
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        return api.create_commit(
+            repo_id,
+            change.operations(),
+            commit_message=message,
+            commit_description=change.description,
+            revision=revision,
+            parent_commit=parent,
+        )
+    except HfHubHTTPError as e:
+        if e.response is not None and e.response.status_code == 412:
+            raise PublishConflict(f"{what} moved while this run committed to it") from None
+        _raise_auth(e, repo_id, "write to")
+        raise
+
+
+# Per destination, its writes: adding one is a function and a line here.
 _WRITES: dict[type[Destination], Callable[[HfApi, HubState, Change, Report | None, Log], PublishResult]] = {
     PullRequest: _to_pull_request,
+    DerivedRepo: _to_repo,
 }
 
 
@@ -340,6 +397,11 @@ def _check_unchanged(api: HfApi, repo_id: str, thread: OurThread) -> DiscussionW
 
 def _explain(decision: Decision, state: HubState) -> str:
     num = decision.thread.num if decision.thread else None
+    if state.derived and decision.action in (PublishAction.OPTED_OUT, PublishAction.UP_TO_DATE):
+        return {
+            PublishAction.OPTED_OUT: f"{source_of(state.destination)} opts out of hfexport: nothing to do",
+            PublishAction.UP_TO_DATE: f"{state.repo_id} already holds these exports of {state.sha[:12]}: nothing to do",
+        }[decision.action]
     return {
         PublishAction.OPTED_OUT: "the repo opts out of hfexport: nothing to do",
         PublishAction.UNCHANGED: f"PR #{num} already holds these exports: {state.url(num or 0)}",
@@ -349,6 +411,7 @@ def _explain(decision: Decision, state: HubState) -> str:
         f"{state.sha[:12]}: not moved back to it (force it with --force): {state.url(num or 0)}",
         PublishAction.UP_TO_DATE: "the repo already holds these exact exports and card section: nothing to do",
         PublishAction.NOTHING_RAN: "no backend could run on this machine (see the reasons above): nothing to publish",
+        PublishAction.NOT_PUBLISHED: f"every backend failed: nothing was written to {state.repo_id}",
     }[decision.action]
 
 
@@ -384,9 +447,10 @@ def _report_failure(
 # ── Texts ────────────────────────────────────────────────────────────────────
 
 
-def _description(published: Report, notes: tuple[str, ...], hidden: str) -> str:
+def _description(published: Report, notes: tuple[str, ...], hidden: str, subject: str) -> str:
+    """`subject`: "This PR adds exports of this model", or a derived repo's commit's, naming the source."""
     lines = [
-        f"This PR adds exports of this model at commit `{published.source.sha[:12]}`, each reloaded on its runtime "
+        f"{subject} at commit `{published.source.sha[:12]}`, each reloaded on its runtime "
         "and checked against the original model on another input shape.",
         "",
         *markdown_table(published, ["backend", "outcome", "source", "max_abs_diff", "folder", "files"]),
@@ -394,7 +458,7 @@ def _description(published: Report, notes: tuple[str, ...], hidden: str) -> str:
         *(
             [
                 "",
-                "Variants (judged against the original model in float32; a failed one is not in this PR):",
+                "Variants (judged against the original model in float32; a failed one is not published):",
                 "",
                 *variants,
             ]
@@ -426,10 +490,10 @@ def _update_comment(decision: Decision, state: HubState, description: str) -> st
 # ── Writes that look for a dropped reply's effect before retrying ───────────
 
 
-def _raise_auth(e: HfHubHTTPError, repo_id: str) -> None:
+def _raise_auth(e: HfHubHTTPError, repo_id: str, what: str) -> None:
     status = e.response.status_code if e.response is not None else None
     if status in (401, 403):
-        raise AuthError(f"The Hub refused to open a pull request on {repo_id} (HTTP {status}).", TOKEN_FIX) from None
+        raise AuthError(f"The Hub refused to {what} {repo_id} (HTTP {status}).", TOKEN_FIX) from None
 
 
 def _comment_once(api: HfApi, repo_id: str, num: int, nonce: str, text: str) -> None:

@@ -26,6 +26,7 @@ from ..variants import VARIANTS
 from .executorch_snippets import llm_runner_section
 from .programs import (
     INPUT_LINES,
+    JS_PR_REVISION_NOTE,
     PREPROCESSOR_FILES,
     PROMPT,
     TEXTS,
@@ -150,8 +151,7 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
         "```js",
         f'import {{ {", ".join(["pipeline", *pipe.imports])} }} from "@huggingface/transformers";',
         "",
-        f'const [repo, revision] = ["{repo_id}", "main"]; // to try the pull request before it is merged: '
-        '"refs/pr/<number>"',
+        f'const [repo, revision] = ["{repo_id}", "main"];{JS_PR_REVISION_NOTE}',
         *choice,
         f'const pipe = await pipeline("{task}", repo, {options});',
         *pipe.setup,

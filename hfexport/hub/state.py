@@ -47,8 +47,24 @@ class PullRequest:
     repo_id: str
 
 
+@dataclass(frozen=True)
+class DerivedRepo:
+    """A repo of the user's own whose `main` holds the exports of `source_id`, with the files its
+    loaders read beside them and a card naming its base model: created when missing, updated in
+    place by one commit when the source changes (`hfexport push SOURCE --into REPO_ID`). For a
+    model whose owner may never merge a PR: the loaders read `main`."""
+
+    repo_id: str
+    source_id: str
+
+
 # Each destination is a value `read_state`, `decide` and `apply` take; publish.py maps it to its writes.
-Destination = PullRequest
+Destination = PullRequest | DerivedRepo
+
+
+def source_of(destination: Destination) -> str:
+    """The repo the exports are made from (for a PR, the one written to)."""
+    return destination.source_id if isinstance(destination, DerivedRepo) else destination.repo_id
 
 
 # ── What we know of the Hub ──────────────────────────────────────────────────
@@ -166,6 +182,11 @@ class HubState:
     pr: OurPullRequest | None = None
     # A commit our open PR's exports were built from that is newer than `sha` (has it in its history).
     newer_held: str | None = None
+    # A derived repo's: whether it exists yet (`base` is then its head), and the source's card and
+    # privacy (its license is copied; a private source's derived repo is created private).
+    exists: bool = True
+    source_readme: str | None = None
+    source_private: bool = False
 
     def __post_init__(self) -> None:
         self.base = self.base or self.sha
@@ -174,6 +195,11 @@ class HubState:
     def repo_id(self) -> str:
         """The repo written to."""
         return self.destination.repo_id
+
+    @property
+    def derived(self) -> bool:
+        """Whether the exports go to a repo of their own (`DerivedRepo`), not a PR on the source."""
+        return isinstance(self.destination, DerivedRepo)
 
     @property
     def tree(self) -> dict[str, RemoteFile]:
@@ -208,19 +234,25 @@ def read_state(
 ) -> HubState:
     """Read what publishing needs for `destination`, once: the opt-out and card, who we are, our PRs and
     discussions, the files at `base` (default `sha`; our report there), and our latest PR whole
-    (its files with their content ids, its card, its report).
+    (its files with their content ids, its card, its report). For a `DerivedRepo`, the source's
+    opt-out, card and settings at `sha`, then the derived repo's `main` as it is now (`base`
+    unused: its head is read each time).
 
     Raises:
         AuthError: the token is missing or refused (a PR needs one).
         HubUnavailableError: the Hub kept failing after retries.
     """
     base, repo_id = base or sha, destination.repo_id
-    readme = read_file(api, repo_id, "README.md", base)
-    settings = _read_settings(read_file(api, repo_id, SETTINGS_FILE, base))
+    if isinstance(destination, DerivedRepo):
+        base = sha  # the source's card and settings are read at the commit exported
+    readme = read_file(api, source_of(destination), "README.md", base)
+    settings = _read_settings(read_file(api, source_of(destination), SETTINGS_FILE, base))
     owner_opted_out = opted_out(readme) or bool(settings.get("opt_out"))
     state = HubState(destination, sha, api.endpoint, owner_opted_out, base=base, readme=readme, settings=settings)
     if owner_opted_out:
         return state
+    if isinstance(destination, DerivedRepo):
+        return _read_derived(api, state, log)
     # No token (a dry run of a public repo): no identity, so no PR of ours to find — the dry run
     # shows the PR a first run would open.
     state.me = whoami(api) if api.token or saved_token() else None
@@ -235,6 +267,26 @@ def read_state(
         card = read_file(api, repo_id, "README.md", head) if "README.md" in tree else None
         state.pr = OurPullRequest(latest, head, tree, report, card)
         state.newer_held = _newer_than(api, repo_id, sha, {mark.sha for mark in latest.backends.values()})
+    return state
+
+
+def _read_derived(api: HfApi, state: HubState, log: Log) -> HubState:
+    """The derived repo's `main` as it is now: its head, files, card and our report there; or
+    that it does not exist yet (then whether the source is private, as it will be)."""
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    state.source_readme, state.readme = state.readme, None
+    state.me = whoami(api)
+    try:
+        state.base, state.base_files = read_tree(api, state.repo_id, BASE_BRANCH)
+    except RepositoryNotFoundError:
+        source = retry("read the source repo", lambda: api.model_info(source_of(state.destination)))
+        state.exists, state.source_private = False, bool(source.private)
+        return state
+    if "README.md" in state.base_files:
+        state.readme = read_file(api, state.repo_id, "README.md", state.base)
+    if REPORT_FILE in state.base_files:
+        state.base_report = read_report(api, state.repo_id, state.base, log)
     return state
 
 
@@ -292,6 +344,8 @@ def recorded(*reports: Report | None) -> dict[str, list[ArtifactFile]]:
         for b in report.backends if report else []:
             for f in b.files:
                 found.setdefault(f"{b.subfolder}/{f.path}", []).append(f)
+        for f in report.copied if report else []:  # a derived repo's: at its root
+            found.setdefault(f.path, []).append(f)
     return found
 
 

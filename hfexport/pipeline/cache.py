@@ -20,9 +20,10 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from ..backends import keyed_packages
 from ..messages import ExportRequest
@@ -30,6 +31,42 @@ from ..report import REPORT_FILE, ExportPlan, Report, Source
 from ..settings import cache_dir, cache_max_bytes, web_checks
 from ..versions import runtime_versions
 from .fetch import FetchedModel
+
+W = TypeVar("W")
+
+
+def reuse_or_export(
+    fetched: FetchedModel,
+    backends: list[str],
+    request: ExportRequest,
+    trust_remote_code: bool,
+    *,
+    planned: Callable[[], AbstractContextManager[tuple[ExportPlan, W]]],
+    export: Callable[[Path, ExportPlan, W], Report],
+    force: bool = False,
+    log: Callable[[str], None] = lambda message: None,
+) -> Report:
+    """`push`'s cache policy: the export of `fetched` for this request, kept or made.
+
+    A request exported before is found by its key, with no plan made; else `planned()` makes the
+    plan and starts the workers (`W`, living in that context), and the export the plan decides
+    is looked up; else `export(out_dir, plan, workers)` makes it into the cache, where it is kept when every backend
+    succeeded. `force` exports again whatever is kept.
+    """
+    key = request_key(fetched, backends, request, trust_remote_code)
+    kept = None if force else by_request(key, fetched.source)
+    if kept is None:
+        with planned() as (plan, workers):
+            out_dir = export_dir(fetched, plan)
+            kept = None if force else cached(out_dir, fetched.source)
+            if kept is None:
+                report = export(out_dir, plan, workers)
+                if complete(report):
+                    remember(key, out_dir)
+                return report
+            remember(key, out_dir)
+    log(f"reusing the cached exports in {kept.out_dir}")
+    return kept
 
 
 def _keyed_runtimes() -> dict[str, str]:

@@ -4,6 +4,8 @@
     POST /webhook   a Hub webhook (JSON; the secret in X-Webhook-Secret)
     GET  /healthz   liveness and queue counts
     GET  /jobs      recent jobs;  GET /jobs/{id}  one job
+    GET|POST /request, GET /request/{key}   (with --request-page) a form to ask for an export, and
+                    the request's page (`request_page.py`)
 
 What triggers work: a `repo.content` update of the `main` branch of a watched model repo
 (`watch.py`: ids, `org/*`, the most downloaded of a tag), and the reconcile pass that queues each
@@ -17,9 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import hmac
+import html
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -28,15 +33,40 @@ from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ...messages import JobPlan
 from ...pipeline.resolve import is_repo_id
 from ...report import without_local_paths
 from .budget import Busy
-from .executors import JobFailed
-from .queue import JobQueue
+from .executors import Executor, JobFailed
+from .outcome import JobOutcome
+from .queue import JobQueue, JobStatus
+from .request_page import (
+    MAX_FORM_BYTES,
+    RequestError,
+    RequestTokens,
+    check,
+    new_key,
+    plan_of,
+    read_form,
+    render_form,
+    render_request,
+    requested,
+    shown,
+)
+from .signin import (
+    COOKIE,
+    SESSION_TTL_S,
+    Session,
+    Sessions,
+    SignInFailed,
+    authorize_url,
+    callback_url,
+    oauth_app,
+    signed_in,
+)
 from .status_page import render as render_status
 from .watch import Watch
 
@@ -74,6 +104,13 @@ class ServiceConfig:
     read_token: str | None = None
     # Finished jobs (done, failed, superseded) are deleted this long after they ended.
     keep_s: float = 30 * 86400
+    # `/request`: a form where anyone with a Hub token asks for an export (`request_page.py`).
+    request_page: bool = False
+
+    def plan_for(self, repo_id: str) -> JobPlan:
+        """The plan of a job of `repo_id`: `plan`, into the repo its watch pattern names, if any."""
+        into = self.watch.destination(repo_id)
+        return dataclasses.replace(self.plan, into=into) if into else self.plan
 
     def retry_delay(self, attempts: int) -> float:
         """Seconds before a job that failed transiently on its `attempts`-th attempt runs again."""
@@ -204,7 +241,7 @@ def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | N
                 status_code=503,
                 headers={"Retry-After": "60"},
             )
-        job_id, created = queue.enqueue(repo_id, head, config.plan)
+        job_id, created = queue.enqueue(repo_id, head, config.plan_for(repo_id))
         log.info(json.dumps({"msg": "queued" if created else "duplicate", "job": job_id, "repo": repo_id, "sha": head}))
         return JSONResponse({"job": job_id, "queued": created}, status_code=202 if created else 200)
 
@@ -247,15 +284,107 @@ def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | N
             return JSONResponse({"error": "no such job"}, status_code=404)
         return JSONResponse(found.to_dict())
 
-    return Starlette(
-        routes=[
-            Route("/", status_page),
-            Route("/webhook", webhook, methods=["POST"]),
-            Route("/healthz", healthz),
-            Route("/jobs", jobs),
-            Route("/jobs/{job_id:int}", job),
-        ]
-    )
+    routes = [
+        Route("/", status_page),
+        Route("/webhook", webhook, methods=["POST"]),
+        Route("/healthz", healthz),
+        Route("/jobs", jobs),
+        Route("/jobs/{job_id:int}", job),
+    ]
+    if config.request_page:
+        routes += request_routes(config, queue, workers.tokens if workers is not None else RequestTokens())
+    return Starlette(routes=routes)
+
+
+def request_routes(config: ServiceConfig, queue: JobQueue, tokens: RequestTokens) -> list[Route]:
+    """`/request` (the form, and its submission), `/request/{key}` (a request's page), and where
+    the Hub offers it, "Sign in with Hugging Face" (`/request/login`, `/callback`, `/logout`): see
+    `request_page.py` and `signin.py`."""
+    offered, requests = tuple(config.plan.backends), dict[str, int]()  # a request's key → its job
+    app, sessions = oauth_app(), Sessions()
+    headers = {"Cache-Control": "no-store"}
+
+    def session_of(request: Request) -> Session | None:
+        return sessions.get(request.cookies.get(COOKIE)) if app is not None else None
+
+    def form(request: Request) -> HTMLResponse:
+        return HTMLResponse(render_form(offered, session=session_of(request), sign_in=app is not None), headers=headers)
+
+    async def submit(request: Request) -> Response:
+        from huggingface_hub import HfApi
+
+        body, size = await _read_body(request)
+        fields, session = read_form(body[:MAX_FORM_BYTES]), session_of(request)
+        try:
+            if size > MAX_FORM_BYTES:
+                raise RequestError(f"The form sent more than {MAX_FORM_BYTES} bytes.", "Send the fields alone.")
+            asked = requested(fields, offered, session)
+            if queue.full(asked.repo_id):
+                raise RequestError("The queue is full for that namespace.", "Ask again in a few minutes.")
+            sha = await asyncio.to_thread(check, HfApi(), asked)
+        except RequestError as e:
+            page = render_form(offered, shown(fields), e, session, app is not None)
+            return HTMLResponse(page, status_code=400, headers=headers)
+        job_id, _ = queue.enqueue(asked.repo_id, sha, plan_of(asked, config.plan.task))
+        tokens.put(job_id, asked.token)
+        key = new_key()
+        requests[key] = job_id
+        log.info(json.dumps({"msg": "requested", "job": job_id, "repo": asked.repo_id, "into": asked.into}))
+        return RedirectResponse(f"/request/{key}", status_code=303)
+
+    def page(request: Request) -> HTMLResponse:
+        job_id = requests.get(request.path_params["key"])
+        found = queue.get(job_id) if job_id is not None else None
+        # Superseded (the branch moved on): the request is the newer commit's job now.
+        while found is not None and found.status == JobStatus.SUPERSEDED and (found.result or {}).get("job"):
+            found = queue.get(int((found.result or {})["job"]))
+        waiting = found is not None and found.status in (JobStatus.QUEUED, JobStatus.RUNNING)
+        lost = waiting and found is not None and tokens.get(found.id) is None
+        text = render_request(found, found.plan.into if found is not None else None, lost)
+        return HTMLResponse(text, status_code=404 if found is None else 200, headers=headers)
+
+    def login(request: Request) -> Response:
+        if app is None:
+            return HTMLResponse("This service offers no sign-in: paste a token.", status_code=404)
+        target = authorize_url(app, callback_url(str(request.base_url)), sessions.new_state())
+        return RedirectResponse(target, status_code=302, headers=headers)
+
+    async def callback(request: Request) -> Response:
+        code, state = request.query_params.get("code", ""), request.query_params.get("state", "")
+        if app is None or not code or not sessions.take_state(state):
+            return HTMLResponse("This sign-in was not started here, or has expired: sign in again.", status_code=400)
+        try:
+            name, token = await asyncio.to_thread(signed_in, app, code, callback_url(str(request.base_url)))
+        except SignInFailed as e:
+            return HTMLResponse(f"Sign-in failed: {html.escape(str(e))}. Sign in again.", status_code=502)
+        response = RedirectResponse("/request", status_code=303, headers=headers)
+        secure = request.url.scheme == "https" or "SPACE_HOST" in os.environ
+        response.set_cookie(
+            COOKIE,
+            sessions.open(name, token),
+            max_age=SESSION_TTL_S,
+            path="/request",
+            httponly=True,
+            samesite="lax",
+            secure=secure,
+        )
+        log.info(json.dumps({"msg": "signed in", "user": name}))
+        return response
+
+    def logout(request: Request) -> Response:
+        sessions.close(request.cookies.get(COOKIE))
+        response = RedirectResponse("/request", status_code=303, headers=headers)
+        response.delete_cookie(COOKIE, path="/request")
+        return response
+
+    return [
+        Route("/request", form),
+        Route("/request", submit, methods=["POST"]),
+        Route("/request/login", login),
+        Route("/request/callback", callback),
+        Route("/request/logout", logout),
+        Route("/request/{key}", page),
+    ]
 
 
 def branch_head(token: str | None, branch: str) -> Callable[[str], str | None]:
@@ -291,12 +420,13 @@ class QueueWorkers:
         self,
         config: ServiceConfig,
         queue: JobQueue,
-        executor,
+        executor: Executor,
         idle_s: float = 0.5,
         head: Callable[[str], str | None] | None = None,
     ):
         self.config, self.queue, self.executor, self.idle_s = config, queue, executor, idle_s
         self.head = head or (lambda repo_id: None)
+        self.tokens = RequestTokens()  # the tokens of jobs asked for on the request page
         self._stop = threading.Event()
         self._prune_lock, self._next_prune = threading.Lock(), 0.0
         self._threads = [
@@ -381,6 +511,7 @@ class QueueWorkers:
         if head is not None and head != job.head_sha:
             newer, _ = self.queue.enqueue(job.repo_id, head, job.plan, is_head=True)
             self.queue.supersede(job.id, token, head, newer)
+            self.tokens.move(job.id, newer)
             log.info(json.dumps({"msg": "superseded", "job": job.id, "sha": job.head_sha, "head": head, "by": newer}))
             return
         wait = self.queue.take_write(self.config.writes_per_hour, self.config.writes_burst)
@@ -394,7 +525,7 @@ class QueueWorkers:
             )
         )
         try:
-            result = self.executor.run(job)
+            outcome = JobOutcome.of(self.executor.run(dataclasses.replace(job, hub_token=self.tokens.get(job.id))))
         except Busy as e:  # the machine's memory is held by the jobs running: back in the queue
             self.queue.release(job.id, token, e.retry_in_s)
             log.info(json.dumps({"msg": "waiting for memory", "job": job.id, "why": str(e)}))
@@ -408,13 +539,18 @@ class QueueWorkers:
             if e.retryable and _RATE_LIMITED.search(str(e)):  # the Hub's rate limit: every worker waits
                 self.queue.pause_writes(self.config.retry_delay(job.attempts))
             self.queue.fail(job.id, token, without_local_paths(str(e)), retry_in, transient=e.retryable)
+            if retry_in is None:
+                self.tokens.drop(job.id)
             log.warning(json.dumps({"msg": "failed", "job": job.id, "error": str(e), "retry_in_s": retry_in}))
             return
         except Exception as e:  # an executor bug must not kill the worker
             retry_in = self.config.backoff_s if job.attempts < self.config.max_attempts else None
             self.queue.fail(job.id, token, f"{type(e).__name__}: {without_local_paths(str(e))}", retry_in)
+            if retry_in is None:
+                self.tokens.drop(job.id)
             log.exception("executor error")
             return
-        result["seconds"] = round(time.perf_counter() - started, 1)
-        self.queue.finish(job.id, token, result)
-        log.info(json.dumps({"msg": "done", "job": job.id, **result}))
+        outcome = outcome.timed(time.perf_counter() - started)
+        self.queue.finish(job.id, token, outcome)
+        self.tokens.drop(job.id)
+        log.info(json.dumps({"msg": "done", "job": job.id, **outcome.to_dict()}))

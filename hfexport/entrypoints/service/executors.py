@@ -1,7 +1,8 @@
 """Where a queued export job runs: here (`local`), or as an HF Job (`hf-jobs`).
 
-An executor takes a job (repo, sha, plan) and returns a result dict, or raises `JobFailed`
-saying whether a retry may help. Adding one is a class with `run(job) -> dict`.
+An executor takes a job (repo, sha, plan) and returns its `JobOutcome`, or raises `JobFailed`
+saying whether a retry may help. Adding one is a class with `run(job) -> JobOutcome` and
+`close()` (`Executor`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...backends import get_backend
 from ...errors import ExitCode, retryable_exit
@@ -26,11 +28,27 @@ from ...proc import die_with_parent
 from ...report import Source, Status
 from ...settings import HF_CACHE_MAX_GB, MEMORY_LIMIT_MB, READ_TOKEN, WEBHOOK_SECRET, cache_max_bytes
 from .budget import Busy, MemoryBudget, limit_mb
+from .outcome import HfJobRun, JobOutcome
 from .queue import Job
 from .warm import WarmPushes
 
 if TYPE_CHECKING:
     from ...pipeline.preflight import Weights
+
+
+class Executor(Protocol):
+    """Where a claimed job runs."""
+
+    def run(self, job: Job) -> JobOutcome | Mapping[str, Any]:
+        """Run `job` to its end (a dict of `JobOutcome`'s fields is read as one).
+
+        Raises:
+            Busy: not now (the machine's memory is held): back in the queue.
+            JobFailed: it failed, saying whether a retry may help.
+        """
+        ...
+
+    def close(self) -> None: ...
 
 
 class JobFailed(Exception):
@@ -53,6 +71,7 @@ def push_arguments(job: Job, backends: str | None = None) -> list[str]:
         job.plan.task,
         "--json",
         *(["--trust-remote-code"] if job.plan.trust_remote_code else []),
+        *(["--into", job.plan.into] if job.plan.into else []),
         "--",
         job.repo_id,
     ]
@@ -122,7 +141,7 @@ class LocalExecutor:
     def _start_warm(self) -> subprocess.Popen:
         return self._popen("hfexport.entrypoints.warm_push", ",".join(self.backends))
 
-    def run(self, job: Job) -> dict:
+    def run(self, job: Job) -> JobOutcome:
         """Run the job's push here once its memory is reserved.
 
         Raises:
@@ -147,8 +166,10 @@ class LocalExecutor:
             if reservation is not None and self.budget is not None:
                 self.budget.release(reservation[0])
 
-    def _run(self, job: Job, env: dict[str, str]) -> dict:
-        if self._pushes is not None:
+    def _run(self, job: Job, env: dict[str, str]) -> JobOutcome:
+        if job.hub_token is not None:  # asked for on the request page: it runs with the asker's token
+            env = {**env, "HF_TOKEN": job.hub_token}
+        if self._pushes is not None and job.hub_token is None:
             process, warm = self._pushes.take()
             stdin = json.dumps({"arguments": push_arguments(job), "env": env}) + "\n"
         else:
@@ -177,12 +198,13 @@ class LocalExecutor:
             stopped = [f"{b.backend} {b.status}" for b in backends if b.status in NOT_ANSWERS]
             if stopped:
                 raise JobFailed(f"{', '.join(stopped)}: the machine's doing, not the model's; retried", True)
-            return {
-                "action": str(result.action),
-                "pr_url": result.pr_url,
-                "exit_code": process.returncode,
-                "warm": warm,
-            }
+            return JobOutcome(
+                action=str(result.action),
+                pr_url=result.pr_url,
+                repo_url=result.repo_url,
+                exit_code=process.returncode,
+                warm=warm,
+            )
         raise JobFailed(f"push exited with {process.returncode}: {tail}", retryable=retryable_exit(process.returncode))
 
     def close(self) -> None:
@@ -289,7 +311,7 @@ class HfJobsExecutor:
     timeout_s: float = 4 * 3600
     env: dict[str, str] = field(default_factory=dict)
 
-    def run(self, job: Job) -> dict:
+    def run(self, job: Job) -> JobOutcome:
         from huggingface_hub import HfApi
 
         from ...hub.retry import retry
@@ -313,7 +335,7 @@ class HfJobsExecutor:
                     image=self.image,
                     command=["hfexport", *push_arguments(job, ",".join(backends))],
                     env=dict(self.env),
-                    secrets={"HF_TOKEN": self.token} if self.token else None,
+                    secrets={"HF_TOKEN": job.hub_token or self.token} if job.hub_token or self.token else None,
                     flavor=flavor,
                     timeout=int(self.timeout_s),
                     namespace=self.namespace,
@@ -324,7 +346,7 @@ class HfJobsExecutor:
         # still belong in the PR); the job fails once all have ended if any did. The Hub ends a Job
         # at its timeout; this deadline (a poll later) is for a Hub that does not.
         deadline = launched + self.timeout_s + 2 * self.poll_s
-        running, done, failed, timed_out = dict(started), {}, [], False
+        running, done, failed, timed_out = dict(started), dict[str, HfJobRun](), [], False
         while running:
             for hardware, info in list(running.items()):
                 current = retry(
@@ -332,13 +354,13 @@ class HfJobsExecutor:
                 )
                 stage = str(current.status.stage)
                 if stage.endswith("COMPLETED"):
-                    done[hardware] = {
-                        "hf_job": info.id,
-                        "hf_job_url": getattr(current, "url", None),
-                        "flavor": current.flavor,
-                        "timeout_s": int(self.timeout_s),
-                        **({"sized_for": sized[hardware]} if sized.get(hardware) else {}),
-                    }
+                    done[hardware] = HfJobRun(
+                        hf_job=info.id,
+                        hf_job_url=getattr(current, "url", None),
+                        flavor=current.flavor,
+                        timeout_s=int(self.timeout_s),
+                        sized_for=sized.get(hardware),
+                    )
                     del running[hardware]
                 elif stage.endswith(("ERROR", "CANCELED", "DELETED")):
                     # Ended by the Hub at its timeout: the same commit would run as long again.
@@ -361,7 +383,7 @@ class HfJobsExecutor:
                 time.sleep(self.poll_s)
         if failed:
             raise JobFailed("; ".join(failed), retryable=not timed_out)
-        return {"stage": "COMPLETED", "jobs": done}
+        return JobOutcome(stage="COMPLETED", jobs=done)
 
     def close(self) -> None:
         """Nothing waits here: the Jobs are the Hub's."""

@@ -24,13 +24,15 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from ...messages import JobPlan
 from ...report import without_local_paths
+from .outcome import JobOutcome
 
 
 class JobStatus(StrEnum):
@@ -95,6 +97,7 @@ class RepoStatus:
     error: str | None  # the newest failed job's error, without local paths
     updated_at: float
     started_at: float | None = None  # when the newest job's current run began (running: its elapsed time)
+    repo_url: str | None = None  # the derived repo the last done job wrote to (`push --into`)
 
 
 @dataclass
@@ -105,15 +108,17 @@ class Job:
     plan: JobPlan
     status: JobStatus
     attempts: int
-    result: dict | None
+    result: dict | None  # `JobOutcome.to_dict()` when done; the newer head and job when superseded
     error: str | None
     created_at: float
     updated_at: float
+    # A requester's token the job runs with (`request_page.RequestTokens`): never stored or shown.
+    hub_token: str | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        """As `/jobs` shows it: no local path in the error."""
+        """As `/jobs` shows it: no local path in the error, no token."""
         return {
-            **self.__dict__,
+            **{k: v for k, v in self.__dict__.items() if k != "hub_token"},
             "plan": str(self.plan),
             "status": str(self.status),
             "error": without_local_paths(self.error) if self.error else None,
@@ -332,8 +337,9 @@ class JobQueue:
         )
         return cursor.rowcount == 1
 
-    def finish(self, job_id: int, token: str, result: dict) -> bool:
-        return self._set(job_id, token, JobStatus.DONE, result=result)
+    def finish(self, job_id: int, token: str, outcome: JobOutcome | Mapping[str, Any]) -> bool:
+        """Done, with what it came to (only the lease holder can; False when the lease was lost)."""
+        return self._set(job_id, token, JobStatus.DONE, result=JobOutcome.of(outcome).to_dict())
 
     def supersede(self, job_id: int, token: str, head_sha: str, newer_id: int) -> bool:
         """End a running job whose repo's branch is now at `head_sha` (job `newer_id` exports it)."""
@@ -444,15 +450,16 @@ class JobQueue:
         )
         statuses = []
         for row in rows:
-            result = json.loads(row["done_result"]) if row["done_result"] else {}
+            result = JobOutcome.of(json.loads(row["done_result"])) if row["done_result"] else JobOutcome()
             statuses.append(
                 RepoStatus(
                     repo_id=row["repo_id"],
                     head_sha=row["head_sha"],
                     status=JobStatus(row["status"]),
                     waiting=row["waiting"],
-                    pr_url=result.get("pr_url"),
-                    action=result.get("action"),
+                    pr_url=result.pr_url,
+                    repo_url=result.repo_url,
+                    action=result.action,
                     error=without_local_paths(row["failed_error"]) if row["failed_error"] else None,
                     updated_at=row["updated_at"],
                     started_at=row["started_at"],

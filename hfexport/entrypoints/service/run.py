@@ -38,8 +38,10 @@ def configure(o: ServeOptions) -> ServiceConfig:
         watched = Watch.parse(o.watch or [], o.watch_file, o.watch_top, o.watch_filter)
     except ValueError as e:
         raise HfExportError(f"Cannot start: {e}.", "Pass --watch org/name, --watch 'org/*' or --watch '*'.") from None
-    if not watched.patterns and not watched.top:
-        raise HfExportError("Cannot start: nothing is watched.", "Pass --watch, --watch-file or --watch-top.")
+    if not watched.patterns and not watched.top and not o.request_page:
+        raise HfExportError(
+            "Cannot start: nothing is watched.", "Pass --watch, --watch-file or --watch-top (or --request-page)."
+        )
     try:
         config = ServiceConfig(
             secret=o.secret,
@@ -52,6 +54,7 @@ def configure(o: ServeOptions) -> ServiceConfig:
             writes_per_hour=o.prs_per_hour,
             read_token=o.read_token,
             keep_s=o.keep_days * 86400,
+            request_page=o.request_page,
         )
     except ValueError as e:
         raise HfExportError(
@@ -108,7 +111,7 @@ def run(o: ServeOptions) -> None:
     pool = QueueWorkers(config, queue, runner, head=branch_head(os.environ.get("HF_TOKEN"), config.branch)).start()
 
     def queue_head(repo_id: str, sha: str) -> bool:
-        return queue.enqueue(repo_id, sha, config.plan, is_head=True)[1]
+        return queue.enqueue(repo_id, sha, config.plan_for(repo_id), is_head=True)[1]
 
     hub = HfApi(token=os.environ.get("HF_TOKEN"))
     reconciler = Reconciler(watched, queue_head, hub, config.branch, o.reconcile_every, full=queue.full)

@@ -2,11 +2,11 @@
 
 A row per repo (the ones whose jobs changed last first): the commit of its newest job, that job's
 state, how many of its jobs wait (queued, not running), the PR its last finished job opened or
-updated, and its newest
-failure. Above them, the queue's counts and the workers' health, the same facts `/healthz` and
-`/jobs` give as JSON. Every value is escaped: repo ids, errors and URLs come from the outside.
-Each state has a colour of its own (`STATE_COLOURS`), which the screenshot test counts rows by. It
-reloads itself every 15 s (a meta refresh: still no script).
+updated (or the derived repo it wrote to), and its newest failure. Above them, the queue's counts
+and the workers' health, the same facts `/healthz` and `/jobs` give as JSON. Every value is
+escaped: repo ids, errors and URLs come from the outside. Each state has a colour of its own
+(`STATE_COLOURS`), which the screenshot test counts rows by. It reloads itself every 15 s (a meta
+refresh: still no script).
 """
 
 from __future__ import annotations
@@ -62,6 +62,8 @@ def render(rows: list[RepoStatus], counts: dict[str, int], problems: list[str], 
     body = []
     for r in rows:
         pr = f'<a href="{e(r.pr_url)}">#{e(r.pr_url.rsplit("/", 1)[-1])}</a>' if r.pr_url else "-"
+        if r.repo_url:  # a derived repo of the watcher's own (`--into`)
+            pr = f'<a href="{e(r.repo_url)}">{e(r.repo_url.rstrip("/").split("/", 3)[-1])}</a>'
         body.append(
             "<tr>"
             f"<td>{e(r.repo_id)}</td>"
@@ -74,7 +76,7 @@ def render(rows: list[RepoStatus], counts: dict[str, int], problems: list[str], 
             "</tr>"
         )
     table = (
-        "<table><thead><tr><th>repo</th><th>newest commit</th><th>state</th><th>waiting</th><th>our PR</th>"
+        "<table><thead><tr><th>repo</th><th>newest commit</th><th>state</th><th>waiting</th><th>published</th>"
         "<th>last failure</th><th>changed</th></tr></thead><tbody>" + "".join(body) + "</tbody></table>"
         if body
         else "<p>No job yet: the service has not been sent a watched repo's commit.</p>"

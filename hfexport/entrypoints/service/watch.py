@@ -6,6 +6,11 @@ itself), the N most downloaded models of a tag (`--watch-top N --watch-filter te
 or `*` (any repo whose webhook reaches the service; nothing to list). A watch file holds the same,
 one a line (`#` comments).
 
+Each may name where its repos' exports go instead of a PR on them: `org/* -> me/{name}-ONNX`
+publishes every model of `org` into a repo of the service's account (`push --into`), `{name}` and
+`{namespace}` being the source's. The most specific pattern a repo matches decides (its id, then
+its namespace, then `*`).
+
 The Hub delivers a webhook at most once and caps them per day; a service that was down, a
 dropped delivery or a rate limit loses a commit for good unless something looks. `Reconciler`
 looks: on start and every `--reconcile-every` seconds it asks the Hub for each watched repo's
@@ -40,6 +45,8 @@ class Watch:
     patterns: frozenset[str]
     top: int = 0
     top_filter: str | None = None
+    # Per pattern, the repo its repos' exports go to (`me/{name}-ONNX`); a pattern not here: a PR.
+    into: dict[str, str] = field(default_factory=dict)
     # The top models as last listed (`resolve`): a webhook of one of them matches.
     listed_top: set[str] = field(default_factory=set, compare=False)
 
@@ -48,6 +55,14 @@ class Watch:
             namespace = pattern.endswith("/*") and is_repo_id(pattern.replace("/*", "/x"))
             if pattern != "*" and not (is_repo_id(pattern) or namespace):
                 raise ValueError(f"{pattern!r} is neither a repo id (org/name), a namespace (org/*) nor '*'")
+        for pattern, template in self.into.items():
+            if pattern not in self.patterns:
+                raise ValueError(f"{pattern!r} has a destination but is not watched")
+            if not is_repo_id(_fill(template, "org/model")) or "/" not in _fill(template, "org/model"):
+                raise ValueError(
+                    f"{template!r} (where {pattern} goes) is not a repo id template such as me/{{name}}-ONNX: "
+                    "namespace/name, with {name} and {namespace} the source's"
+                )
 
     @classmethod
     def parse(
@@ -65,7 +80,16 @@ class Watch:
             except OSError as e:
                 raise ValueError(f"cannot read the watch file {file}: {e.strerror}") from None
             found += [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
-        return cls(frozenset(found), top, top_filter)
+        sources = [line.partition("->")[0].strip() for line in found]
+        into = {source: line.partition("->")[2].strip() for source, line in zip(sources, found) if "->" in line}
+        return cls(frozenset(sources), top, top_filter, into)
+
+    def destination(self, repo_id: str) -> str | None:
+        """Where `repo_id`'s exports go: the repo its most specific pattern names, or None (a PR on it)."""
+        for pattern in (repo_id, f"{repo_id.split('/')[0]}/*", "*"):
+            if pattern in self.patterns:
+                return _fill(self.into[pattern], repo_id) if pattern in self.into else None
+        return None
 
     def matches(self, repo_id: str) -> bool:
         """Whether a webhook of `repo_id` is acted on."""
@@ -82,6 +106,13 @@ class Watch:
             self.listed_top = {m.id for m in api.list_models(filter=self.top_filter, sort="downloads", limit=self.top)}
             repos.update(self.listed_top)
         return sorted(repos)
+
+
+def _fill(template: str, repo_id: str) -> str:
+    """`template` with the source's `{namespace}` and `{name}` (no other field, no format spec:
+    what is left is checked as a repo id)."""
+    namespace, _, name = repo_id.partition("/")
+    return template.replace("{namespace}", namespace).replace("{name}", name)
 
 
 class Reconciler:

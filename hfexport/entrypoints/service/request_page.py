@@ -1,0 +1,267 @@
+"""`GET|POST /request`: a page where anyone with a Hub token asks for an export, and a page per
+request to watch it — for the users with no runner of their own (`serve --request-page`).
+
+The form names a model repo, the backends (of those the service exports) and where the files go:
+a pull request on the repo, or a repo of the user's own (`push --into`). The user's token proves
+who asks and is the token the job runs with: the PR is theirs, the derived repo is written in
+their namespace, and the service's own token is lent to no one. The token is checked with the Hub
+(`whoami`) before anything is queued, kept in this process's memory only for the job's run
+(`RequestTokens`: never in the queue's database, a log or a page) and dropped once the job ends.
+A service restart forgets it: the request's page then says to ask again.
+
+Bad input re-renders the form with what is wrong and how to fix it (HTTP 400) and queues nothing.
+A request answers with a redirect to its own page, `/request/<key>`, whose key (random, 128 bits)
+is the only way to it; the page refreshes itself until the job ends, then links the PR or the
+repo. Server-rendered HTML, no script, every value escaped; the form is urlencoded (no multipart
+parser needed), read up to `MAX_FORM_BYTES`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import html
+import secrets
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs
+
+from ...backends import get_backend
+from ...messages import JobPlan
+from ...pipeline.resolve import is_repo_id
+from .queue import Job, JobStatus
+from .signin import Session
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+MAX_FORM_BYTES = 64 * 1024
+REFRESH_S = 3
+
+
+class RequestTokens:
+    """The requesters' tokens by job id, in memory only, for the workers to run each job with."""
+
+    def __init__(self) -> None:
+        self._tokens: dict[int, str] = {}
+        self._lock = threading.Lock()
+
+    def put(self, job_id: int, token: str) -> None:
+        with self._lock:
+            self._tokens[job_id] = token
+
+    def get(self, job_id: int) -> str | None:
+        with self._lock:
+            return self._tokens.get(job_id)
+
+    def move(self, job_id: int, to: int) -> None:
+        """The job was superseded by `to` (the branch moved on): the request follows it."""
+        with self._lock:
+            if job_id in self._tokens:
+                self._tokens[to] = self._tokens.pop(job_id)
+
+    def drop(self, job_id: int) -> None:
+        with self._lock:
+            self._tokens.pop(job_id, None)
+
+
+class RequestError(Exception):
+    """What is wrong with a request, and how to fix it (shown above the form)."""
+
+    def __init__(self, cause: str, fix: str):
+        super().__init__(cause)
+        self.cause, self.fix = cause, fix
+
+
+@dataclass(frozen=True)
+class Requested:
+    """A request as submitted, checked by `check`."""
+
+    repo_id: str
+    backends: tuple[str, ...]
+    into: str | None
+    token: str
+
+
+def read_form(body: bytes) -> dict[str, str]:
+    """The submitted fields (the first value of each; `backends`: every one, comma-joined)."""
+    fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=32)
+    one = {name: values[0].strip() for name, values in fields.items() if values}
+    one["backends"] = ",".join(fields.get("backends", []))
+    return one
+
+
+def shown(fields: dict[str, str]) -> dict[str, str]:
+    """The fields to fill the form with again: never the token."""
+    return {name: value for name, value in fields.items() if name != "token"}
+
+
+def requested(fields: dict[str, str], offered: tuple[str, ...], session: Session | None = None) -> Requested:
+    """The request the fields make: with the token pasted, or the signed-in `session`'s.
+
+    Raises:
+        RequestError: a field missing or malformed.
+    """
+    repo_id, to_repo = fields.get("repo", ""), fields.get("destination") == "repo"
+    into = fields.get("into", "") if to_repo else ""
+    if not is_repo_id(repo_id) or "/" not in repo_id:
+        raise RequestError(f"{repo_id[:100]!r} is not a model repo id.", "Name it as it is on the Hub: org/model.")
+    backends = tuple(name for name in offered if name in fields.get("backends", "").split(","))
+    if not backends:
+        raise RequestError("No format was chosen.", f"Tick at least one of {', '.join(offered)}.")
+    if to_repo and not (is_repo_id(into) and "/" in into):
+        raise RequestError(f"{into[:100]!r} is not a repo id to publish into.", "Name a repo of yours: you/model-ONNX.")
+    if into and into.lower() == repo_id.lower():
+        raise RequestError("The repo to publish into is the model's own.", "Choose a pull request on it instead.")
+    if session is not None and not fields.get("token"):
+        if not hmac.compare_digest(fields.get("form_key", ""), session.form_key):
+            raise RequestError("This form is not from your signed-in page.", "Reload the page and submit it again.")
+        return Requested(repo_id, backends, into or None, session.token)
+    if not fields.get("token"):
+        raise RequestError("No Hub token was given.", "Sign in, or paste a token of yours with write access.")
+    return Requested(repo_id, backends, into or None, fields["token"])
+
+
+def check(api: HfApi, request: Requested) -> str:
+    """The model's head commit, once the Hub says the token is valid, may write where the files go
+    and can read the model.
+
+    Raises:
+        RequestError: the Hub refused the token, the namespace is not the token's, or the model
+            cannot be read with it.
+    """
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    try:
+        me = api.whoami(token=request.token)
+    except HfHubHTTPError:
+        raise RequestError("The Hub refused this token (wrong or expired).", "Paste a valid token of yours.") from None
+    namespaces = {me["name"], *(org.get("name") for org in me.get("orgs") or [] if isinstance(org, dict))}
+    if request.into and request.into.split("/")[0] not in namespaces:
+        raise RequestError(
+            f"This token belongs to {me['name']}, which cannot publish into {request.into.split('/')[0]}/.",
+            f"Publish into {me['name']}/… or an organisation of yours.",
+        )
+    try:
+        sha = api.model_info(request.repo_id, token=request.token).sha
+    except RepositoryNotFoundError:
+        raise RequestError(
+            f"There is no model repo {request.repo_id} that this token can read.", "Check the repo id."
+        ) from None
+    assert sha is not None  # the Hub names the commit of every repo it answers for
+    return sha
+
+
+def plan_of(request: Requested, task: str = "auto") -> JobPlan:
+    return JobPlan(request.backends, task, False, request.into)
+
+
+# ── Pages ────────────────────────────────────────────────────────────────────
+
+_STYLE = (
+    "<style>body{font:15px system-ui,sans-serif;margin:2em auto;max-width:44em;color:#222;padding:0 1em}"
+    "label{display:block;margin:.8em 0 .2em;font-weight:600}input[type=text],input[type=password]{width:100%;"
+    "padding:.45em;font:inherit;box-sizing:border-box}fieldset{border:1px solid #ddd;margin:1em 0}"
+    ".error{background:#fbe3e3;border-left:4px solid #d43c3c;padding:.6em .8em}.fix{color:#555}"
+    "button{font:inherit;padding:.5em 1.4em;margin-top:1em}.state{font-weight:700}"
+    ".button{display:inline-block;background:#ffd21e;color:#222;padding:.45em 1em;border-radius:6px;"
+    "text-decoration:none;font-weight:600}</style>"
+)
+
+
+def _page(title: str, body: str, refresh: bool = False) -> str:
+    meta = f'<meta http-equiv="refresh" content="{REFRESH_S}">' if refresh else ""
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f'<meta name="viewport" content="width=device-width">{meta}{_STYLE}</head><body>{body}</body></html>'
+    )
+
+
+def render_form(
+    offered: tuple[str, ...],
+    shown: dict[str, str] | None = None,
+    error: RequestError | None = None,
+    session: Session | None = None,
+    sign_in: bool = False,
+) -> str:
+    """The request form; `shown`: the fields as submitted (never the token), `error`: what was
+    wrong; `session`: the signed-in user (no token asked), `sign_in`: offer "Sign in with Hugging Face"."""
+    e, shown = html.escape, shown or {}
+    to_repo = shown.get("destination") == "repo"
+    boxes = "".join(
+        f'<label style="font-weight:400"><input type="checkbox" name="backends" value="{e(name)}" checked> '
+        f"{e(get_backend(name).title or name)} <code>{e(name)}</code></label>"
+        for name in offered
+    )
+    problem = (
+        f'<p class="error" role="alert">{e(error.cause)} <span class="fix">{e(error.fix)}</span></p>' if error else ""
+    )
+    if session is not None:
+        who = (
+            f'<p id="signed-in">Signed in as <b>{e(session.name)}</b> · <a href="/request/logout">sign out</a></p>'
+            f'<input type="hidden" name="form_key" value="{e(session.form_key)}">'
+        )
+    else:
+        offer = (
+            '<p><a id="sign-in" class="button" href="/request/login">Sign in with Hugging Face</a> '
+            "or paste a token:</p>"
+            if sign_in
+            else ""
+        )
+        who = (
+            f'{offer}<label for="token">Your Hub token (write access)</label>'
+            f'<input type="password" id="token" name="token" autocomplete="off"{"" if sign_in else " required"}>'
+            '<p class="fix">The job runs with it, and it is forgotten once the job ends: never stored or shown.</p>'
+        )
+    return _page(
+        "hfexport: ask for an export",
+        "<h1>Ask for an export</h1>"
+        "<p>hfexport exports the model, reloads every file on its runtime and checks it against the original "
+        "model, then publishes what passed.</p>"
+        f'{problem}<form method="post" action="/request">'
+        '<label for="repo">Model repo</label>'
+        f'<input type="text" id="repo" name="repo" placeholder="org/model" value="{e(shown.get("repo", ""))}" required>'
+        f"<fieldset><legend>Formats</legend>{boxes}</fieldset>"
+        "<fieldset><legend>Where the files go</legend>"
+        '<label style="font-weight:400"><input type="radio" name="destination" value="pr"'
+        f"{'' if to_repo else ' checked'}> a pull request on the model repo</label>"
+        '<label style="font-weight:400"><input type="radio" name="destination" value="repo"'
+        f"{' checked' if to_repo else ''}> a repo of mine:</label>"
+        '<input type="text" id="into" name="into" placeholder="yourname/model-ONNX" '
+        f'value="{e(shown.get("into", ""))}">'
+        f"</fieldset>{who}"
+        "<button type=submit>Export</button></form>",
+    )
+
+
+def render_request(job: Job | None, into: str | None, token_lost: bool) -> str:
+    """A request's page: its job's state, and once done the PR or repo it published to."""
+    e = html.escape
+    if job is None:
+        return _page("hfexport: no such request", "<h1>No such request</h1><p><a href=/request>Ask for one</a>.</p>")
+    where = f"into <code>{e(into)}</code>" if into else "as a pull request on it"
+    lines = [f"<h1>{e(job.repo_id)}</h1>", f"<p>Commit <code>{e(job.head_sha[:12])}</code>, {where}.</p>"]
+    result = job.result or {}
+    link = result.get("repo_url") or result.get("pr_url")
+    finished = job.status in (JobStatus.DONE, JobStatus.FAILED, JobStatus.SUPERSEDED)
+    lines.append(f'<p>State: <span class="state" id="state">{e(str(job.status))}</span></p>')
+    if job.status == JobStatus.DONE:
+        action = str(result.get("action") or "")
+        lines.append(
+            f'<p id="outcome">{e(action)}: <a id="link" href="{e(link)}">{e(link)}</a></p>'
+            if link
+            else f'<p id="outcome">{e(action)}: nothing to publish.</p>'
+        )
+    elif job.status == JobStatus.FAILED:
+        lines.append(f'<p class="error" id="outcome">{e(job.error or "failed")}</p>')
+    elif job.status == JobStatus.SUPERSEDED:
+        lines.append('<p id="outcome">A newer commit of the model was exported instead.</p>')
+    elif token_lost:
+        lines.append('<p class="error">The service restarted and no longer holds your token: ask again.</p>')
+    if finished or token_lost:
+        lines.append('<p><a href="/request">Ask for another export</a></p>')
+    return _page(f"hfexport: {job.repo_id}", "".join(lines), refresh=not finished)
+
+
+def new_key() -> str:
+    return secrets.token_urlsafe(16)

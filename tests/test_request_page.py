@@ -1,0 +1,125 @@
+"""The service's request page (`serve --request-page`), driven in headless Chromium against the
+local Hub: a user names a model, formats and a destination with a token of theirs, the job runs
+with that token, and the request's page links what it published. Bad input gets the form again
+with what is wrong, and no job."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import tiny_models
+from test_service import Service
+
+JS = Path(__file__).parent / "js"
+CHROMIUM = shutil.which("chromium-headless-shell") or shutil.which("chromium")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="needs Chromium: `apt-get install chromium-headless-shell` (make test does)"
+)
+
+
+def _drive(service: Service, fields: dict, shot: Path) -> dict:
+    run = subprocess.run(
+        ["node", str(JS / "request_form.mjs"), str(CHROMIUM), service.url, json.dumps(fields), str(shot)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert shot.exists()
+    # The test's artifacts: where CI keeps them, when it names a folder.
+    if os.environ.get("HFEXPORT_TEST_ARTIFACTS"):
+        Path(os.environ["HFEXPORT_TEST_ARTIFACTS"]).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(os.environ["HFEXPORT_TEST_ARTIFACTS"]) / shot.name)
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def asked(hub, tmp_path_factory):
+    """A model of one user, a service offering the page (its own token another account's), and a
+    second user who asks for an export into a repo of theirs."""
+    from huggingface_hub import HfApi
+
+    owner, service_token, user = hub.add_user("form-owner"), hub.add_user("form-service"), hub.add_user("form-user")
+    folder = tiny_models.bert(tmp_path_factory.mktemp("form") / "model")
+    api = HfApi(endpoint=hub.url, token=owner)
+    api.create_repo("form-owner/tiny-bert")
+    api.upload_folder(repo_id="form-owner/tiny-bert", folder_path=folder)
+    db = tmp_path_factory.mktemp("form-service") / "q.sqlite"
+    service = Service(db, [], service_token, backends="onnx,dynamo", extra=("--request-page", "--warm", "0")).start()
+    yield service, user
+    service.stop()
+
+
+def test_a_user_asks_in_the_browser_and_the_requests_page_links_the_repo_it_made(hub, asked, tmp_path):
+    from huggingface_hub import HfApi
+
+    service, user = asked
+    shot = tmp_path / "request-page-done.png"
+    fields = {"repo": "form-owner/tiny-bert", "into": "form-user/tiny-bert-ONNX", "token": user, "uncheck": ["dynamo"]}
+    page = _drive(service, fields, shot)
+    assert page["status"] == 200 and "/request/" in page["url"], page
+    assert page["state"] == "done" and page["outcome"].startswith("created"), page
+    assert page["link"] == f"{hub.url}/form-user/tiny-bert-ONNX" and not page["token_shown"], page
+    files = HfApi(endpoint=hub.url, token=user).list_repo_files("form-user/tiny-bert-ONNX")
+    assert "onnx/model.onnx" in files and not any(f.startswith("dynamo/") for f in files), files
+    # Asked by the user, run with the user's token: the job says so nowhere, and keeps no token.
+    (job,) = service.get("/jobs")["jobs"]
+    assert job["plan"] == "onnx|auto|into=form-user/tiny-bert-ONNX" and user not in json.dumps(job), job
+    assert user not in (service.db.with_suffix(".log")).read_text()
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"repo": "not a repo", "token": "hf_never-shown-token"}, "is not a model repo id"),
+        ({"repo": "form-owner/tiny-bert", "token": "hf_wrong-token-value"}, "refused this token"),
+        ({"repo": "form-owner/no-such-model", "token": None}, "no model repo form-owner/no-such-model"),
+        ({"repo": "form-owner/tiny-bert", "into": "form-owner/taken", "token": None}, "cannot publish into"),
+        ({"repo": "form-owner/tiny-bert", "into": "bad into", "token": None}, "is not a repo id to publish into"),
+    ],
+)
+def test_bad_input_gets_the_form_again_saying_what_is_wrong_and_queues_nothing(asked, fields, said, tmp_path):
+    service, user = asked
+    before = service.get("/jobs")["jobs"]
+    page = _drive(service, {**fields, "token": fields["token"] or user}, tmp_path / "request-page-refused.png")
+    assert page["status"] == 400 and page["url"].endswith("/request"), page
+    assert said in page["error"] and not page["token_shown"], page
+    assert service.get("/jobs")["jobs"] == before
+
+
+def test_where_the_hub_offers_sign_in_a_user_signs_in_with_hugging_face_instead_of_pasting_a_token(hub, tmp_path):
+    """A service with the OAuth app a Space gets (`OAUTH_CLIENT_ID`, `OAUTH_CLIENT_SECRET`,
+    `OAUTH_SCOPES`, `OPENID_PROVIDER_URL`): the page offers "Sign in with Hugging Face", the Hub's
+    authorize page sends the browser back signed in, and the request runs as that user — here a
+    PR on the model, opened in their name."""
+    from huggingface_hub import HfApi
+
+    owner, user = hub.add_user("signin-owner"), hub.add_user("signin-user")
+    api = HfApi(endpoint=hub.url, token=owner)
+    api.create_repo("signin-owner/tiny-bert")
+    api.upload_folder(repo_id="signin-owner/tiny-bert", folder_path=tiny_models.bert(tmp_path / "model"))
+    service = Service(tmp_path / "q.sqlite", [], hub.add_user("signin-service"), backends="onnx")
+    app = hub.add_oauth_app([f"{service.url}/request/callback"])
+    service.env = {
+        "OAUTH_CLIENT_ID": app.client_id,
+        "OAUTH_CLIENT_SECRET": app.client_secret,
+        "OAUTH_SCOPES": "openid profile write-repos manage-repos",
+        "OPENID_PROVIDER_URL": hub.url,
+    }
+    service.extra = ("--request-page", "--warm", "0")
+    service.start()
+    try:
+        fields = {"repo": "signin-owner/tiny-bert", "sign_in": user}
+        page = _drive(service, fields, tmp_path / "request-page-signed-in.png")
+    finally:
+        service.stop()
+    assert page["signed_in"].startswith("Signed in as signin-user"), page
+    assert page["state"] == "done" and page["outcome"].startswith("opened") and not page["token_shown"], page
+    (pr,) = list(HfApi(endpoint=hub.url, token=user).get_repo_discussions("signin-owner/tiny-bert"))
+    assert pr.is_pull_request and pr.author == "signin-user" and page["link"].endswith(f"/discussions/{pr.num}")
+    assert app.client_secret not in (tmp_path / "q.log").read_text()
