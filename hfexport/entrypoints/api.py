@@ -195,10 +195,8 @@ def push(
     owner changed a path it writes meanwhile, the state is read again at main's new head and the
     PR decided from there (`hub.publish.BaseMoved`).
 
-    With `into` (`"me/model-ONNX"`) the exports go to that repo instead (`hub.state.DerivedRepo`):
-    created when missing (private where the source is), with the source's config and tokenizer
-    files beside them and a card naming it as the base model; a rerun on an unchanged source
-    writes nothing, a new source commit is one more commit there.
+    With `into` (`"me/model-ONNX"`) the exports go to that repo's main instead, created when
+    missing (`hub.state.DerivedRepo`); an unchanged source writes nothing there.
 
     Returns:
         The `PublishResult`; its `report` is None when nothing had to be exported.
@@ -235,8 +233,8 @@ def push(
             request,
             trust_remote_code,
             planned=lambda: _planned(fetched, names, request, trust_remote_code, jobs),
-            export=lambda out_dir, plan, workers: _export_into(
-                out_dir, fetched, plan, workers, timeout_s=timeout_s, progress=progress, too_large=too_large
+            export=lambda out, plan, workers: _export_into(
+                out, fetched, plan, workers, timeout_s=timeout_s, progress=progress, too_large=too_large
             ),
             force=force,
             log=log,

@@ -276,7 +276,7 @@ def _read_derived(api: HfApi, state: HubState, log: Log) -> HubState:
     from huggingface_hub.errors import RepositoryNotFoundError
 
     state.source_readme, state.readme = state.readme, None
-    state.me = whoami(api)
+    state.me = whoami(api) if api.token or saved_token() else None  # a dry run may have none
     try:
         state.base, state.base_files = read_tree(api, state.repo_id, BASE_BRANCH)
     except RepositoryNotFoundError:

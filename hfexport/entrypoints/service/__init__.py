@@ -21,10 +21,8 @@ import asyncio
 import base64
 import dataclasses
 import hmac
-import html
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -33,7 +31,7 @@ from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ...messages import JobPlan
@@ -42,31 +40,8 @@ from ...report import without_local_paths
 from .budget import Busy
 from .executors import Executor, JobFailed
 from .outcome import JobOutcome
-from .queue import JobQueue, JobStatus
-from .request_page import (
-    MAX_FORM_BYTES,
-    RequestError,
-    RequestTokens,
-    check,
-    new_key,
-    plan_of,
-    read_form,
-    render_form,
-    render_request,
-    requested,
-    shown,
-)
-from .signin import (
-    COOKIE,
-    SESSION_TTL_S,
-    Session,
-    Sessions,
-    SignInFailed,
-    authorize_url,
-    callback_url,
-    oauth_app,
-    signed_in,
-)
+from .queue import JobQueue
+from .request_page import RequestPage, RequestTokens
 from .status_page import render as render_status
 from .watch import Watch
 
@@ -292,99 +267,8 @@ def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | N
         Route("/jobs/{job_id:int}", job),
     ]
     if config.request_page:
-        routes += request_routes(config, queue, workers.tokens if workers is not None else RequestTokens())
+        routes += RequestPage(config.plan, queue, workers.tokens if workers else RequestTokens()).routes()
     return Starlette(routes=routes)
-
-
-def request_routes(config: ServiceConfig, queue: JobQueue, tokens: RequestTokens) -> list[Route]:
-    """`/request` (the form, and its submission), `/request/{key}` (a request's page), and where
-    the Hub offers it, "Sign in with Hugging Face" (`/request/login`, `/callback`, `/logout`): see
-    `request_page.py` and `signin.py`."""
-    offered, requests = tuple(config.plan.backends), dict[str, int]()  # a request's key → its job
-    app, sessions = oauth_app(), Sessions()
-    headers = {"Cache-Control": "no-store"}
-
-    def session_of(request: Request) -> Session | None:
-        return sessions.get(request.cookies.get(COOKIE)) if app is not None else None
-
-    def form(request: Request) -> HTMLResponse:
-        return HTMLResponse(render_form(offered, session=session_of(request), sign_in=app is not None), headers=headers)
-
-    async def submit(request: Request) -> Response:
-        from huggingface_hub import HfApi
-
-        body, size = await _read_body(request)
-        fields, session = read_form(body[:MAX_FORM_BYTES]), session_of(request)
-        try:
-            if size > MAX_FORM_BYTES:
-                raise RequestError(f"The form sent more than {MAX_FORM_BYTES} bytes.", "Send the fields alone.")
-            asked = requested(fields, offered, session)
-            if queue.full(asked.repo_id):
-                raise RequestError("The queue is full for that namespace.", "Ask again in a few minutes.")
-            sha = await asyncio.to_thread(check, HfApi(), asked)
-        except RequestError as e:
-            page = render_form(offered, shown(fields), e, session, app is not None)
-            return HTMLResponse(page, status_code=400, headers=headers)
-        job_id, _ = queue.enqueue(asked.repo_id, sha, plan_of(asked, config.plan.task))
-        tokens.put(job_id, asked.token)
-        key = new_key()
-        requests[key] = job_id
-        log.info(json.dumps({"msg": "requested", "job": job_id, "repo": asked.repo_id, "into": asked.into}))
-        return RedirectResponse(f"/request/{key}", status_code=303)
-
-    def page(request: Request) -> HTMLResponse:
-        job_id = requests.get(request.path_params["key"])
-        found = queue.get(job_id) if job_id is not None else None
-        # Superseded (the branch moved on): the request is the newer commit's job now.
-        while found is not None and found.status == JobStatus.SUPERSEDED and (found.result or {}).get("job"):
-            found = queue.get(int((found.result or {})["job"]))
-        waiting = found is not None and found.status in (JobStatus.QUEUED, JobStatus.RUNNING)
-        lost = waiting and found is not None and tokens.get(found.id) is None
-        text = render_request(found, found.plan.into if found is not None else None, lost)
-        return HTMLResponse(text, status_code=404 if found is None else 200, headers=headers)
-
-    def login(request: Request) -> Response:
-        if app is None:
-            return HTMLResponse("This service offers no sign-in: paste a token.", status_code=404)
-        target = authorize_url(app, callback_url(str(request.base_url)), sessions.new_state())
-        return RedirectResponse(target, status_code=302, headers=headers)
-
-    async def callback(request: Request) -> Response:
-        code, state = request.query_params.get("code", ""), request.query_params.get("state", "")
-        if app is None or not code or not sessions.take_state(state):
-            return HTMLResponse("This sign-in was not started here, or has expired: sign in again.", status_code=400)
-        try:
-            name, token = await asyncio.to_thread(signed_in, app, code, callback_url(str(request.base_url)))
-        except SignInFailed as e:
-            return HTMLResponse(f"Sign-in failed: {html.escape(str(e))}. Sign in again.", status_code=502)
-        response = RedirectResponse("/request", status_code=303, headers=headers)
-        secure = request.url.scheme == "https" or "SPACE_HOST" in os.environ
-        response.set_cookie(
-            COOKIE,
-            sessions.open(name, token),
-            max_age=SESSION_TTL_S,
-            path="/request",
-            httponly=True,
-            samesite="lax",
-            secure=secure,
-        )
-        log.info(json.dumps({"msg": "signed in", "user": name}))
-        return response
-
-    def logout(request: Request) -> Response:
-        sessions.close(request.cookies.get(COOKIE))
-        response = RedirectResponse("/request", status_code=303, headers=headers)
-        response.delete_cookie(COOKIE, path="/request")
-        return response
-
-    return [
-        Route("/request", form),
-        Route("/request", submit, methods=["POST"]),
-        Route("/request/login", login),
-        Route("/request/callback", callback),
-        Route("/request/logout", logout),
-        Route("/request/{key}", page),
-    ]
 
 
 def branch_head(token: str | None, branch: str) -> Callable[[str], str | None]:

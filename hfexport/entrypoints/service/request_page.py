@@ -18,23 +18,42 @@ parser needed), read up to `MAX_FORM_BYTES`.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import html
+import json
+import logging
+import os
 import secrets
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
 from ...backends import get_backend
 from ...messages import JobPlan
 from ...pipeline.resolve import is_repo_id
-from .queue import Job, JobStatus
-from .signin import Session
+from .queue import Job, JobQueue, JobStatus
+from .signin import (
+    COOKIE,
+    SESSION_TTL_S,
+    Session,
+    Sessions,
+    SignInFailed,
+    authorize_url,
+    callback_url,
+    oauth_app,
+    signed_in,
+)
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
 
+log = logging.getLogger("hfexport.serve")
 MAX_FORM_BYTES = 64 * 1024
 REFRESH_S = 3
 
@@ -265,3 +284,120 @@ def render_request(job: Job | None, into: str | None, token_lost: bool) -> str:
 
 def new_key() -> str:
     return secrets.token_urlsafe(16)
+
+
+# ── The routes ───────────────────────────────────────────────────────────────
+
+
+class RequestPage:
+    """`/request` (the form, and its submission), `/request/{key}` (a request's page), and where
+    the Hub offers it "Sign in with Hugging Face" (`/request/login`, `/callback`, `/logout`).
+
+    Args:
+        plan: the service's: its backends are the form's formats, its task the jobs'.
+        queue: where a request becomes a job.
+        tokens: where its token waits for the worker that runs it.
+    """
+
+    def __init__(self, plan: JobPlan, queue: JobQueue, tokens: RequestTokens):
+        self.offered, self.task, self.queue, self.tokens = tuple(plan.backends), plan.task, queue, tokens
+        self.requests: dict[str, int] = {}  # a request's key → its job
+        self.app, self.sessions = oauth_app(), Sessions()
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/request", self.form),
+            Route("/request", self.submit, methods=["POST"]),
+            Route("/request/login", self.login),
+            Route("/request/callback", self.callback),
+            Route("/request/logout", self.logout),
+            Route("/request/{key}", self.page),
+        ]
+
+    def _session(self, request: Request) -> Session | None:
+        return self.sessions.get(request.cookies.get(COOKIE)) if self.app is not None else None
+
+    def form(self, request: Request) -> HTMLResponse:
+        text = render_form(self.offered, session=self._session(request), sign_in=self.app is not None)
+        return HTMLResponse(text, headers=_NO_STORE)
+
+    async def submit(self, request: Request) -> Response:
+        from huggingface_hub import HfApi
+
+        session = self._session(request)
+        try:
+            body = await asyncio.wait_for(_body(request), BODY_DEADLINE_S)
+        except TimeoutError:
+            return HTMLResponse("The form did not arrive in time.", status_code=408)
+        fields = read_form(body[:MAX_FORM_BYTES])
+        try:
+            if len(body) > MAX_FORM_BYTES:
+                raise RequestError(f"The form sent more than {MAX_FORM_BYTES} bytes.", "Send the fields alone.")
+            asked = requested(fields, self.offered, session)
+            if self.queue.full(asked.repo_id):
+                raise RequestError("The queue is full for that namespace.", "Ask again in a few minutes.")
+            sha = await asyncio.to_thread(check, HfApi(), asked)
+        except RequestError as e:
+            text = render_form(self.offered, shown(fields), e, session, self.app is not None)
+            return HTMLResponse(text, status_code=400, headers=_NO_STORE)
+        job_id, _ = self.queue.enqueue(asked.repo_id, sha, plan_of(asked, self.task))
+        self.tokens.put(job_id, asked.token)
+        key = new_key()
+        self.requests[key] = job_id
+        log.info(json.dumps({"msg": "requested", "job": job_id, "repo": asked.repo_id, "into": asked.into}))
+        return RedirectResponse(f"/request/{key}", status_code=303)
+
+    def page(self, request: Request) -> HTMLResponse:
+        job_id = self.requests.get(request.path_params["key"])
+        found = self.queue.get(job_id) if job_id is not None else None
+        # Superseded (the branch moved on): the request is the newer commit's job now.
+        while found is not None and found.status == JobStatus.SUPERSEDED and (found.result or {}).get("job"):
+            found = self.queue.get(int((found.result or {})["job"]))
+        if found is None:
+            return HTMLResponse(render_request(None, None, False), status_code=404, headers=_NO_STORE)
+        lost = found.status in (JobStatus.QUEUED, JobStatus.RUNNING) and self.tokens.get(found.id) is None
+        return HTMLResponse(render_request(found, found.plan.into, lost), headers=_NO_STORE)
+
+    def login(self, request: Request) -> Response:
+        if self.app is None:
+            return HTMLResponse("This service offers no sign-in: paste a token.", status_code=404)
+        target = authorize_url(self.app, callback_url(str(request.base_url)), self.sessions.new_state())
+        return RedirectResponse(target, status_code=302, headers=_NO_STORE)
+
+    async def callback(self, request: Request) -> Response:
+        code, state = request.query_params.get("code", ""), request.query_params.get("state", "")
+        if self.app is None or not code or not self.sessions.take_state(state):
+            return HTMLResponse("This sign-in was not started here, or has expired: sign in again.", status_code=400)
+        try:
+            redirect_uri = callback_url(str(request.base_url))
+            name, token = await asyncio.to_thread(signed_in, self.app, code, redirect_uri)
+        except SignInFailed as e:
+            return HTMLResponse(f"Sign-in failed: {html.escape(str(e))}. Sign in again.", status_code=502)
+        response = RedirectResponse("/request", status_code=303, headers=_NO_STORE)
+        secure = request.url.scheme == "https" or "SPACE_HOST" in os.environ
+        session_id = self.sessions.open(name, token)
+        response.set_cookie(
+            COOKIE, session_id, SESSION_TTL_S, path="/request", httponly=True, samesite="lax", secure=secure
+        )
+        log.info(json.dumps({"msg": "signed in", "user": name}))
+        return response
+
+    def logout(self, request: Request) -> Response:
+        self.sessions.close(request.cookies.get(COOKIE))
+        response = RedirectResponse("/request", status_code=303, headers=_NO_STORE)
+        response.delete_cookie(COOKIE, path="/request")
+        return response
+
+
+_NO_STORE = {"Cache-Control": "no-store"}
+BODY_DEADLINE_S = 10.0
+
+
+async def _body(request: Request) -> bytes:
+    """The form's body, read up to a little past `MAX_FORM_BYTES` (the rest is refused)."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            break
+    return body
