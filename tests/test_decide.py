@@ -6,13 +6,23 @@ each rule alone, so a change to one names the rule it broke.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from hfexport.hub.card import START
 from hfexport.hub.decide import OWN_FOLDER, decide, request_key
-from hfexport.hub.state import BackendMark, HubState, OurPullRequest, OurThread, PullRequest, RemoteFile, ThreadStatus
+from hfexport.hub.state import (
+    BackendMark,
+    DerivedRepo,
+    HubState,
+    OurPullRequest,
+    OurThread,
+    PullRequest,
+    RemoteFile,
+    ThreadStatus,
+)
 from hfexport.messages import ExportRequest
 from hfexport.report import ArtifactFile, BackendResult, ExportPlan, PublishAction, Report, Source, Status
 
@@ -128,3 +138,50 @@ def test_a_new_commit_replaces_our_files_and_deletes_only_what_still_holds_ours(
     assert decision.deletes == ()  # the folder holds someone's edit: its other files stay too
     del pr.tree["onnx/edited.onnx"]
     assert decide(state, ["onnx"], REQUEST, _report(tmp_path)).deletes == ("onnx/stale.onnx",)
+
+
+# ── a derived repo (`push --into`) ───────────────────────────────────────────
+
+
+def _derived(**kwargs: object) -> HubState:
+    return HubState(DerivedRepo("me/model-ONNX", "org/model"), SHA, "http://hub", False, me="me", **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_derived_repo_that_does_not_exist_is_created_with_the_exports_and_the_loaders_files(tmp_path: Path) -> None:
+    report = _report(tmp_path)
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')
+    decision = decide(_derived(exists=False), ["onnx"], REQUEST, report)
+    assert decision.action == PublishAction.CREATED and decision.thread is None
+    assert {path for _, path in decision.uploads} == {"onnx/model.onnx", "config.json"}
+    assert decision.published is not None and [f.path for f in decision.published.copied] == ["config.json"]
+
+
+def test_a_derived_repo_holding_these_exports_of_this_commit_gets_nothing(tmp_path: Path) -> None:
+    report = _report(tmp_path)
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')
+    first = decide(_derived(exists=False), ["onnx"], REQUEST, report)
+    assert first.published is not None
+    tree = {path: _remote(path, local) for local, path in first.uploads}
+    state = _derived(base_files=tree, base_report=first.published, readme=f"# card\n{START}\n")
+    assert decide(state, ["onnx"], REQUEST, report).action == PublishAction.UP_TO_DATE
+    # A new commit of the source (same files): one more commit, naming it.
+    moved = _report(tmp_path, sha="c" * 40)
+    again = decide(dataclasses.replace(state, sha="c" * 40), ["onnx"], REQUEST, moved)
+    assert again.action == PublishAction.UPDATED and again.published is not None
+    assert again.published.backends[0].source_sha == "c" * 40
+
+
+def test_a_derived_repos_own_replacement_of_a_copied_file_is_kept_and_said(tmp_path: Path) -> None:
+    report = _report(tmp_path)
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')
+    (tmp_path / "theirs.json").write_text('{"theirs": true}')
+    state = _derived(base_files={"config.json": _remote("config.json", tmp_path / "theirs.json")})
+    decision = decide(state, ["onnx"], REQUEST, report)
+    assert decision.action == PublishAction.UPDATED
+    assert "config.json" not in {path for _, path in decision.uploads}
+    assert any("`config.json` is kept" in note for note in decision.notes), decision.notes
+
+
+def test_a_derived_repo_gets_nothing_when_every_backend_failed(tmp_path: Path) -> None:
+    decision = decide(_derived(exists=False), ["onnx"], REQUEST, _report(tmp_path, Status.FAILED))
+    assert decision.action == PublishAction.NOT_PUBLISHED and not decision.writes
