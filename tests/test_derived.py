@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import tiny_models
 import yaml
-from card_runs import card_blocks, run_js, run_python
+from card_runs import card_blocks, run_js, run_loader, run_python
 from conftest import run_cli
 from test_loaders_heads import _eager_head, _largest_score_gap
 
@@ -170,6 +170,20 @@ def test_a_derived_repo_is_read_by_transformers_js_and_optimum_from_main_as_eage
     gap = _largest_score_gap([(r["label"], r["score"]) for r in json.loads(got.stdout.strip())], eager)
     assert gap < 1e-5, gap
     assert optimum == [shapes], (optimum, shapes)
+    # optimum's own class, from the derived repo's main, computes eager's logits.
+    texts = ["hfexport validated this file against the original model.", "Short one."]
+    logits = run_loader(tmp_path / "optimum", "optimum-sequence-classification", into, "main", json.dumps(texts))
+    eager_logits = _eager_logits(folder, texts)
+    assert max(abs(a - b) for row, ref in zip(logits, eager_logits) for a, b in zip(row, ref)) < 1e-4
+
+
+def _eager_logits(folder: Path, texts: list[str]) -> list:
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    with torch.inference_mode():
+        return model(**AutoTokenizer.from_pretrained(folder)(texts, padding=True, return_tensors="pt")).logits.tolist()
 
 
 @pytest.mark.parametrize(

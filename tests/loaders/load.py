@@ -5,6 +5,7 @@ the way its users call it. Prints what it computed as JSON on the last line.
     python load.py optimum-causal-lm REPO REVISION '[token ids]' NEW_TOKENS  → greedy new token ids
     python load.py optimum-seq2seq-lm REPO REVISION '[token ids]' NEW_TOKENS  → the greedy decoder ids
     python load.py transformers-qa REPO REVISION QUESTION CONTEXT              → eager PyTorch's answer
+    python load.py optimum-sequence-classification REPO REVISION '["text", ...]' → the logits
 """
 
 import json
@@ -44,6 +45,15 @@ def optimum_seq2seq_lm(repo: str, revision: str, ids: str, new_tokens: str) -> l
     return out[0].tolist()
 
 
+def optimum_sequence_classification(repo: str, revision: str, texts: str) -> list:
+    from optimum.onnxruntime import ORTModelForSequenceClassification
+    from transformers import AutoTokenizer
+
+    model = ORTModelForSequenceClassification.from_pretrained(repo, revision=revision)
+    tokenizer = AutoTokenizer.from_pretrained(repo, revision=revision)
+    return model(**tokenizer(json.loads(texts), padding=True, return_tensors="pt")).logits.tolist()
+
+
 def transformers_qa(repo: str, revision: str, question: str, context: str) -> str:
     # The eager answer: transformers' own question-answering pipeline (gone from 5.x) on the repo's
     # PyTorch weights, which picks the span as transformers.js's pipeline does.
@@ -57,6 +67,7 @@ LOADERS = {
     "sentence-transformers": sentence_transformers,
     "optimum-causal-lm": optimum_causal_lm,
     "optimum-seq2seq-lm": optimum_seq2seq_lm,
+    "optimum-sequence-classification": optimum_sequence_classification,
 }
 
 if __name__ == "__main__":
