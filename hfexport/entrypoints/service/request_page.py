@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hfexport.serve")
 MAX_FORM_BYTES = 64 * 1024
+MAX_REQUESTS_KEPT = 100_000  # request pages this process answers for (a key and a job id each)
 REFRESH_S = 3
 
 
@@ -344,6 +345,8 @@ class RequestPage:
         self.tokens.put(job_id, asked.token)
         key = new_key()
         self.requests[key] = job_id
+        while len(self.requests) > MAX_REQUESTS_KEPT:  # the oldest requests' pages go first
+            del self.requests[next(iter(self.requests))]
         log.info(json.dumps({"msg": "requested", "job": job_id, "repo": asked.repo_id, "into": asked.into}))
         return RedirectResponse(f"/request/{key}", status_code=303)
 
