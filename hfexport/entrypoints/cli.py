@@ -363,7 +363,8 @@ def push(
         ),
     ] = None,
 ) -> None:
-    """Export REPO_ID, validate, and open (or update) ONE pull request with the exports and a card section.
+    """Export REPO_ID, validate, and open (or update) ONE pull request with the exports and a card section
+    (with --into, commit them to a repo of yours instead).
 
     Reruns are cheap: an open PR of ours that already holds this commit and plan means no export
     and no upload. A closed PR is respected unless --force. Opt out with `hfexport: false` in the
@@ -395,7 +396,7 @@ def push(
             )
         except HfExportError as e:
             fail(e, as_json)
-    _show_push(result, as_json)
+    _show_push(result, as_json, into is not None)
     raise typer.Exit(ExitCode.BACKEND_FAILED if result.failed else ExitCode.OK)
 
 
@@ -420,7 +421,7 @@ def _push_target(
     return repo_id, revision
 
 
-def _show_push(result: PublishResult, as_json: bool) -> None:
+def _show_push(result: PublishResult, as_json: bool, derived: bool = False) -> None:
     """The outcome of a push: the report's table and the PR on stderr; what a dry run would
     publish, or the JSON, on stdout."""
     from ..report import PublishAction
@@ -432,7 +433,7 @@ def _show_push(result: PublishResult, as_json: bool) -> None:
         for path in result.files:
             err.print(f"  {path}")
         if not as_json:  # what would be published, on stdout: `> pr.md` keeps it
-            sys.stdout.write(_dry_run_text(result))
+            sys.stdout.write(_dry_run_text(result, derived))
     elif result.pr_url or result.repo_url:
         err.print(f"[bold]{result.action}[/]: {result.pr_url or result.repo_url}")
     else:
@@ -441,11 +442,14 @@ def _show_push(result: PublishResult, as_json: bool) -> None:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
 
 
-def _dry_run_text(result: PublishResult) -> str:
-    """A dry run's PR as it would be opened: its title, its description, then the card."""
-    parts = [f"# {result.title or ''}", "", result.description or "", ""]
+def _dry_run_text(result: PublishResult, derived: bool = False) -> str:
+    """A dry run's PR as it would be opened (its title, its description, then the card), or a
+    derived repo's commit (`derived`: its message, description and card)."""
+    title = f"Commit to {result.repo_id}" if derived else (result.title or "")
+    parts = [f"# {title}", "", result.description or "", ""]
     if result.card is not None:
-        parts += ["---- README.md (the card, as the PR would leave it) ----", "", result.card]
+        what = "the commit" if derived else "the PR"
+        parts += [f"---- README.md (the card, as {what} would leave it) ----", "", result.card]
     return "\n".join(parts).rstrip("\n") + "\n"
 
 
