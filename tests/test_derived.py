@@ -196,3 +196,16 @@ def test_a_bad_into_is_refused_before_anything_is_read_or_written(hub, into, sai
     answer = json.loads(pushed.stdout)
     assert said in answer["error"] and answer["fix"], answer
     assert token not in pushed.stdout + pushed.stderr
+
+
+def test_a_dry_run_into_needs_no_token_prints_the_commit_and_card_and_creates_nothing(hub, tmp_path):
+    owner = hub.add_user("derived-dry")
+    api = _api(hub, owner)
+    api.create_repo("derived-dry/model")
+    api.upload_folder(repo_id="derived-dry/model", folder_path=tiny_models.bert(tmp_path / "model"))
+    args = ("push", "derived-dry/model", "--into", "someone/model-ONNX", "--backends", "onnx", "--variants", "none")
+    dry = run_cli(*args, "--dry-run")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert dry.stdout.startswith("# Commit to someone/model-ONNX") and "base_model: derived-dry/model" in dry.stdout
+    assert "(the card, as the commit would leave it)" in dry.stdout and "refs/pr/" not in dry.stdout
+    assert not api.repo_exists("someone/model-ONNX")
