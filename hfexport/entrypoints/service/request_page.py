@@ -105,7 +105,10 @@ class Requested:
 
 def read_form(body: bytes) -> dict[str, str]:
     """The submitted fields (the first value of each; `backends`: every one, comma-joined)."""
-    fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=32)
+    try:
+        fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=32)
+    except ValueError:  # more fields than the form has: none is read (the form says what is missing)
+        fields = {}
     one = {name: values[0].strip() for name, values in fields.items() if values}
     one["backends"] = ",".join(fields.get("backends", []))
     return one
@@ -154,8 +157,10 @@ def check(api: HfApi, request: Requested) -> str:
 
     try:
         me = api.whoami(token=request.token)
-    except HfHubHTTPError:
-        raise RequestError("The Hub refused this token (wrong or expired).", "Paste a valid token of yours.") from None
+    except HfHubHTTPError as e:
+        if e.response is not None and e.response.status_code in (401, 403):
+            raise RequestError("The Hub refused this token (wrong or expired).", "Paste a valid one.") from None
+        raise RequestError(f"The Hub did not answer ({e.__class__.__name__}).", "Ask again in a minute.") from None
     namespaces = {me["name"], *(org.get("name") for org in me.get("orgs") or [] if isinstance(org, dict))}
     if request.into and request.into.split("/")[0] not in namespaces:
         raise RequestError(
@@ -168,6 +173,8 @@ def check(api: HfApi, request: Requested) -> str:
         raise RequestError(
             f"There is no model repo {request.repo_id} that this token can read.", "Check the repo id."
         ) from None
+    except HfHubHTTPError as e:
+        raise RequestError(f"The Hub did not answer ({e.__class__.__name__}).", "Ask again in a minute.") from None
     assert sha is not None  # the Hub names the commit of every repo it answers for
     return sha
 
