@@ -371,7 +371,10 @@ class RequestPage:
     def login(self, request: Request) -> Response:
         if self.app is None:
             return HTMLResponse("This service offers no sign-in: paste a token.", status_code=404)
-        target = authorize_url(self.app, callback_url(str(request.base_url)), self.sessions.new_state())
+        try:
+            target = authorize_url(self.app, callback_url(str(request.base_url)), self.sessions.new_state())
+        except Exception as e:  # the Hub's OpenID configuration unreadable: said, not a 500
+            return HTMLResponse(f"Sign-in is unavailable ({html.escape(type(e).__name__)}): paste a token.", 502)
         return RedirectResponse(target, status_code=302, headers=_NO_STORE)
 
     async def callback(self, request: Request) -> Response:
@@ -383,6 +386,8 @@ class RequestPage:
             name, token = await asyncio.to_thread(signed_in, self.app, code, redirect_uri)
         except SignInFailed as e:
             return HTMLResponse(f"Sign-in failed: {html.escape(str(e))}. Sign in again.", status_code=502)
+        except Exception as e:  # the Hub unreachable, or answering something else than JSON
+            return HTMLResponse(f"Sign-in failed ({html.escape(type(e).__name__)}). Sign in again.", 502)
         response = RedirectResponse("/request", status_code=303, headers=_NO_STORE)
         secure = request.url.scheme == "https" or "SPACE_HOST" in os.environ
         session_id = self.sessions.open(name, token)
