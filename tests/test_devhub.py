@@ -240,3 +240,42 @@ def test_a_prs_link_opens_a_page_and_its_title_and_description_are_edited_by_the
             with pytest.raises(HfHubHTTPError) as refused:
                 attempt()
             assert refused.value.response.status_code == 403
+
+
+class _Client:
+    def __init__(self, session, base: str):
+        self.session, self.base = session, base
+
+    def get(self, path: str, **kwargs):
+        return self.session.get(self.base + path, follow_redirects=False, **kwargs)
+
+    def post(self, path: str, **kwargs):
+        return self.session.post(self.base + path, follow_redirects=False, **kwargs)
+
+
+def test_sign_in_with_the_hub_refuses_what_the_hub_refuses(tmp_path):
+    """The OAuth provider (`hfexport_devhub/oauth.py`): an unregistered redirect URI, a wrong
+    secret and a code used twice are refused; a good code is one access token acting as the user."""
+    from urllib.parse import parse_qs, urlparse
+
+    from huggingface_hub.utils import get_session
+
+    with DevHub(tmp_path / "hub") as hub:
+        user = hub.add_user("oauth-user")
+        app = hub.add_oauth_app(["http://127.0.0.1:9/request/callback"])
+        client = _Client(get_session(), hub.url)  # the Hub client's own HTTP session; redirects not followed
+        config = client.get("/.well-known/openid-configuration").json()
+        assert config["token_endpoint"] == f"{hub.url}/oauth/token"
+        query = {"client_id": app.client_id, "response_type": "code", "state": "s", "scope": "openid"}
+        assert client.get("/oauth/authorize", params={**query, "redirect_uri": "http://evil/cb"}).status_code == 400
+        good = {**query, "redirect_uri": app.redirect_uris[0]}
+        assert client.get("/oauth/authorize", params=good).status_code == 200
+        approved = client.post("/oauth/authorize", data={**good, "token": user})
+        assert approved.status_code == 302 and parse_qs(urlparse(approved.headers["location"]).query)["state"] == ["s"]
+        code = parse_qs(urlparse(approved.headers["location"]).query)["code"][0]
+        trade = {"grant_type": "authorization_code", "code": code, "redirect_uri": app.redirect_uris[0]}
+        assert client.post("/oauth/token", data=trade, auth=(app.client_id, "wrong")).status_code == 401
+        token = client.post("/oauth/token", data=trade, auth=(app.client_id, app.client_secret)).json()["access_token"]
+        assert client.post("/oauth/token", data=trade, auth=(app.client_id, app.client_secret)).status_code == 400
+        who = client.get("/oauth/userinfo", headers={"authorization": f"Bearer {token}"}).json()
+        assert who["preferred_username"] == "oauth-user" and _api(hub.url, token).whoami()["name"] == "oauth-user"
