@@ -5,10 +5,14 @@ with what is wrong, and no job."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import shutil
 import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -73,23 +77,38 @@ def test_a_user_asks_in_the_browser_and_the_requests_page_links_the_repo_it_made
     assert user not in (service.db.with_suffix(".log")).read_text()
 
 
-@pytest.mark.parametrize(
-    ("fields", "said"),
-    [
-        ({"repo": "not a repo", "token": "hf_never-shown-token"}, "is not a model repo id"),
-        ({"repo": "form-owner/tiny-bert", "token": "hf_wrong-token-value"}, "refused this token"),
-        ({"repo": "form-owner/no-such-model", "token": None}, "no model repo form-owner/no-such-model"),
-        ({"repo": "form-owner/tiny-bert", "into": "form-owner/taken", "token": None}, "cannot publish into"),
-        ({"repo": "form-owner/tiny-bert", "into": "bad into", "token": None}, "is not a repo id to publish into"),
-    ],
-)
-def test_bad_input_gets_the_form_again_saying_what_is_wrong_and_queues_nothing(asked, fields, said, tmp_path):
+BAD = [
+    ({"repo": "not a repo", "token": "hf_never-shown-token"}, "is not a model repo id"),
+    ({"repo": "form-owner/tiny-bert", "token": "hf_wrong-token-value"}, "refused this token"),
+    ({"repo": "form-owner/no-such-model", "token": None}, "no model repo form-owner/no-such-model"),
+    ({"repo": "form-owner/tiny-bert", "into": "form-owner/taken", "token": None}, "cannot publish into"),
+    ({"repo": "form-owner/tiny-bert", "into": "bad into", "token": None}, "is not a repo id to publish into"),
+]
+
+
+def test_bad_input_in_the_browser_gets_the_form_again_saying_what_is_wrong_and_queues_nothing(asked, tmp_path):
     service, user = asked
     before = service.get("/jobs")["jobs"]
-    page = _drive(service, {**fields, "token": fields["token"] or user}, tmp_path / "request-page-refused.png")
+    fields, said = BAD[3]  # someone else's namespace: the Hub's answer, shown in the browser
+    page = _drive(service, {**fields, "token": user}, tmp_path / "request-page-refused.png")
     assert page["status"] == 400 and page["url"].endswith("/request"), page
     assert said in page["error"] and not page["token_shown"], page
     assert service.get("/jobs")["jobs"] == before
+
+
+@pytest.mark.parametrize(("fields", "said"), BAD)
+def test_each_bad_input_is_refused_with_its_cause_and_no_job(asked, fields, said):
+    """The same form posted as a browser posts it (urlencoded), without one: each refusal."""
+    service, user = asked
+    before = service.get("/jobs")["jobs"]
+    form = {"backends": "onnx", "destination": "repo" if "into" in fields else "pr", **fields}
+    form["token"] = fields["token"] or user
+    request = urllib.request.Request(service.url + "/request", data=urllib.parse.urlencode(form).encode())
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=60)
+    page = refused.value.read().decode()
+    assert refused.value.code == 400 and said in html.unescape(page), page
+    assert form["token"] not in page and service.get("/jobs")["jobs"] == before
 
 
 def test_where_the_hub_offers_sign_in_a_user_signs_in_with_hugging_face_instead_of_pasting_a_token(hub, tmp_path):
