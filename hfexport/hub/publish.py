@@ -162,7 +162,7 @@ def apply(
     if not decision.writes:
         log(_explain(decision, state))
         url = state.url(num) if num is not None else None
-        repo_url = f"{state.endpoint}/{state.repo_id}" if state.derived and state.exists else None
+        repo_url = state.repo_url if state.derived and state.exists else None
         return PublishResult(decision.action, state.repo_id, num, url, report=report, repo_url=repo_url)
     if decision.action == PublishAction.DISCUSSION:
         assert report is not None  # a discussion reports an export's failures
@@ -322,9 +322,8 @@ def _to_repo(api: HfApi, state: HubState, change: Change, report: Report | None,
         f"commit the exports to {repo_id}",
         lambda: _commit_onto(api, repo_id, change, message, BASE_BRANCH, parent, repo_id),
     )
-    url = f"{state.endpoint}/{repo_id}"
-    log(f"{action} {url}")
-    return change.result(action, repo_id, report, commit=info.oid, repo_url=url)
+    log(f"{action} {state.repo_url}")
+    return change.result(action, repo_id, report, commit=info.oid, repo_url=state.repo_url)
 
 
 def _commit_onto(

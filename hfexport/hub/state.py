@@ -228,6 +228,11 @@ class HubState:
     def url(self, num: int) -> str:
         return f"{self.endpoint}/{self.repo_id}/discussions/{num}"
 
+    @property
+    def repo_url(self) -> str:
+        """The page of the repo written to."""
+        return f"{self.endpoint}/{self.repo_id}"
+
 
 def read_state(
     api: HfApi, destination: Destination, sha: str, log: Log = lambda message: None, *, base: str | None = None

@@ -37,6 +37,7 @@ from starlette.routing import Route
 from ...messages import JobPlan
 from ...pipeline.resolve import is_repo_id
 from ...report import without_local_paths
+from .body import BODY_DEADLINE_S, read_body
 from .budget import Busy
 from .executors import Executor, JobFailed
 from .outcome import JobOutcome
@@ -49,7 +50,6 @@ log = logging.getLogger("hfexport.serve")
 MAX_PAYLOAD_BYTES = 1 << 20
 MIN_SECRET_LENGTH = 16
 MAX_JSON_DEPTH = 32
-BODY_DEADLINE_S = 10.0
 # A Hub repo id: namespace/name, each starting with a letter or digit (never a flag, never a path).
 SHA = re.compile(r"[0-9a-f]{40}")
 # How a push that ended on the Hub's rate limit says so (huggingface_hub's 429 message).
@@ -156,17 +156,6 @@ def _depth(value: object) -> int:
     return deepest
 
 
-async def _read_body(request: Request) -> tuple[bytes, int]:
-    body, size = b"", 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size <= MAX_PAYLOAD_BYTES:
-            body += chunk
-        elif size > 8 * MAX_PAYLOAD_BYTES:
-            break  # read a little past the limit so the sender hears the 413, not a reset
-    return body, size
-
-
 def _refused(config: ServiceConfig, request: Request, readers: bool = False) -> JSONResponse | None:
     """401/403 unless the request carries the webhook secret (or, to read, the read token)."""
     secret = request.headers.get("x-webhook-secret")
@@ -194,7 +183,7 @@ def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | N
         if (answer := _refused(config, request)) is not None:
             return answer
         try:
-            body, size = await asyncio.wait_for(_read_body(request), BODY_DEADLINE_S)
+            body, size = await asyncio.wait_for(read_body(request, MAX_PAYLOAD_BYTES), BODY_DEADLINE_S)
         except asyncio.TimeoutError:
             return JSONResponse({"error": f"the body did not arrive within {BODY_DEADLINE_S:g} s"}, status_code=408)
         if size > MAX_PAYLOAD_BYTES:

@@ -317,6 +317,7 @@ class HfJobsExecutor:
         from ...hub.retry import retry
 
         api = HfApi(token=self.token)
+        token = job.hub_token or self.token  # a job asked on the request page runs as its asker
         started: dict[str, Any] = {}
         sized: dict[str, Any] = {}
         launched = time.monotonic()
@@ -335,7 +336,7 @@ class HfJobsExecutor:
                     image=self.image,
                     command=["hfexport", *push_arguments(job, ",".join(backends))],
                     env=dict(self.env),
-                    secrets={"HF_TOKEN": job.hub_token or self.token} if job.hub_token or self.token else None,
+                    secrets={"HF_TOKEN": token} if token else None,
                     flavor=flavor,
                     timeout=int(self.timeout_s),
                     namespace=self.namespace,

@@ -13,7 +13,8 @@ own h11 protocol with the two limits added:
   waiting for its head — the service's descriptors stay bounded, and a real request (the Hub's
   webhook, a health check) is served while a flood of half-sent requests is shed.
 
-A request's body has its own deadline in the webhook handler (`BODY_DEADLINE_S`).
+A request's body has its own deadline and size limit in the handlers that read one (the webhook,
+the request page's form): `body.read_body` within `body.BODY_DEADLINE_S`.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from starlette.routing import Route
 from ...backends import get_backend
 from ...messages import JobPlan
 from ...pipeline.resolve import is_repo_id
+from .body import BODY_DEADLINE_S, read_body
 from .queue import Job, JobQueue, JobStatus
 from .signin import (
     COOKIE,
@@ -334,12 +335,12 @@ class RequestPage:
 
         session = self._session(request)
         try:
-            body = await asyncio.wait_for(_body(request), BODY_DEADLINE_S)
+            body, size = await asyncio.wait_for(read_body(request, MAX_FORM_BYTES), BODY_DEADLINE_S)
         except TimeoutError:
             return HTMLResponse("The form did not arrive in time.", status_code=408)
-        fields = read_form(body[:MAX_FORM_BYTES])
+        fields = read_form(body)
         try:
-            if len(body) > MAX_FORM_BYTES:
+            if size > MAX_FORM_BYTES:
                 raise RequestError(f"The form sent more than {MAX_FORM_BYTES} bytes.", "Send the fields alone.")
             asked = requested(fields, self.offered, session)
             if self.queue.full(asked.repo_id):
@@ -405,14 +406,3 @@ class RequestPage:
 
 
 _NO_STORE = {"Cache-Control": "no-store"}
-BODY_DEADLINE_S = 10.0
-
-
-async def _body(request: Request) -> bytes:
-    """The form's body, read up to a little past `MAX_FORM_BYTES` (the rest is refused)."""
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_FORM_BYTES:
-            break
-    return body
