@@ -154,6 +154,12 @@ def test_a_derived_repo_that_does_not_exist_is_created_with_the_exports_and_the_
     assert decision.action == PublishAction.CREATED and decision.thread is None
     assert {path for _, path in decision.uploads} == {"onnx/model.onnx", "config.json"}
     assert decision.published is not None and [f.path for f in decision.published.copied] == ["config.json"]
+    # A sentence-transformers module's folder is copied too; the exports' own folder is not a copy.
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    again = decide(_derived(exists=False), ["onnx"], REQUEST, report)
+    assert again.published is not None
+    assert [f.path for f in again.published.copied] == ["1_Pooling/config.json", "config.json"]
 
 
 def test_a_derived_repo_holding_these_exports_of_this_commit_gets_nothing(tmp_path: Path) -> None:

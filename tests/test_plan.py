@@ -121,3 +121,25 @@ def test_a_sentence_transformers_repo_is_planned_as_an_embedder_whatever_head_it
     plan = make_plan(folder, ["onnx"])
     assert plan.task == "feature-extraction" and plan.model_class == "BertModel"
     assert make_plan(folder, ["onnx"], task="fill-mask").task == "fill-mask"  # asked for: the worker judges it
+
+
+def test_a_sentence_transformers_module_folder_travels_with_the_support_files(tmp_path):
+    """`1_Pooling/config.json` is what sentence-transformers reads its pooling from: an output
+    folder (and a derived repo) without it cannot be loaded. A path outside the folder is never one."""
+    from hfexport.pipeline.package import support_files
+    from hfexport.pipeline.plan import module_folders
+
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "../outside", "type": "sentence_transformers.models.Normalize"},
+    ]
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "modules.json").write_text(json.dumps(modules))
+    (tmp_path / "model" / "config.json").write_text("{}")
+    (tmp_path / "model" / "1_Pooling").mkdir()
+    (tmp_path / "model" / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.json").write_text("{}")
+    assert module_folders(tmp_path / "model") == ["1_Pooling"]
+    assert support_files(tmp_path / "model") == ["1_Pooling/config.json", "config.json", "modules.json"]

@@ -229,21 +229,24 @@ def _merge(
 
 
 def _copies(state: HubState, report: Report) -> tuple[list[ArtifactFile], list[tuple[Path, str]], list[str]]:
-    """A derived repo's copies of the source's support files (config, tokenizer, processor: what
-    `package` put beside the exports): those it holds as we wrote them, those to write (missing,
-    or ours and changed in the source), and those the repo's owner wrote that differ (kept)."""
+    """A derived repo's copies of the source's support files (config, tokenizer, processor,
+    sentence-transformers' module folders: what `package` put beside the exports): those it holds
+    as we wrote them, those to write (missing, or ours and changed in the source), and those the
+    repo's owner wrote that differ (kept)."""
     folder = Path(report.out_dir or ".")
+    exports = tuple(f"{b.subfolder}/" for b in report.backends)
     copied, uploads, theirs = [], [], []
-    for local in sorted(folder.iterdir()):
-        if not local.is_file() or local.name == REPORT_FILE or local.name.startswith("."):
+    for local in sorted(folder.rglob("*")):
+        path = local.relative_to(folder).as_posix()
+        if not local.is_file() or path == REPORT_FILE or local.name.startswith(".") or path.startswith(exports):
             continue
-        entry, remote = ArtifactFile.of(local.name, local), state.tree.get(local.name)
-        if remote is not None and not remote.holds(entry) and state.owners(local.name):
-            theirs.append(local.name)
+        entry, remote = ArtifactFile.of(path, local), state.tree.get(path)
+        if remote is not None and not remote.holds(entry) and state.owners(path):
+            theirs.append(path)
             continue
         copied.append(entry)
         if remote is None or not remote.holds(entry):
-            uploads.append((local, local.name))
+            uploads.append((local, path))
     return copied, uploads, theirs
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from ..errors import OutputDirError
 from ..report import REPORT_FILE, ArtifactFile, BackendResult, ExportPlan, Report, Source
 from .fetch import SUPPORT_FILES
+from .plan import module_folders
 
 # ── Stage 6: package ─────────────────────────────────────────────────────────
 
@@ -66,6 +67,7 @@ def package(
     out_dir = Path(out_dir).resolve()
     if model_dir is not None:
         for name in support_files(Path(model_dir), plan.trust_remote_code):
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(Path(model_dir) / name, staging / name)
     for result in results:
         result.source_sha, result.plan_digest = source.sha, plan.backend_digest(result.backend)
@@ -97,6 +99,14 @@ def support_files(model_dir: Path, code: bool = False) -> list[str]:
     beside `from_pretrained(out, subfolder="onnx")`. Never the card or our report."""
     patterns = [*SUPPORT_FILES, *(["*.py"] if code else [])]
     found = {p.name for pattern in patterns for p in model_dir.glob(pattern) if p.is_file()}
+    # Each sentence-transformers module's folder whole: without `1_Pooling/config.json`,
+    # sentence-transformers cannot load the folder (nor a derived repo made from it).
+    found |= {
+        str(p.relative_to(model_dir))
+        for folder in module_folders(model_dir)
+        for p in (model_dir / folder).rglob("*")
+        if p.is_file()
+    }
     # Not a sharded checkpoint's index: it names weights the folder does not hold.
     return sorted(n for n in found - {REPORT_FILE, "README.md"} if not n.endswith(".index.json"))
 

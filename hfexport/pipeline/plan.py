@@ -381,6 +381,22 @@ def _is_sentence_transformer(model_dir: Path) -> bool:
         return False
 
 
+def module_folders(model_dir: Path) -> list[str]:
+    """The folders of a sentence-transformers repo's modules beside the transformer (`1_Pooling`,
+    `2_Dense`: each reads its config, and a Dense its weights, from its folder), as `modules.json`
+    names them; only folders inside `model_dir` (the file is the repo's text). [] for other repos."""
+    if not _is_sentence_transformer(model_dir):
+        return []
+    root = Path(model_dir).resolve()
+    folders = []
+    for module in json.loads((root / "modules.json").read_text()):
+        path = str(module.get("path") or "") if isinstance(module, dict) else ""
+        folder = (root / path).resolve()
+        if path and folder.is_dir() and folder.is_relative_to(root) and folder != root:
+            folders.append(str(folder.relative_to(root)))
+    return folders
+
+
 # sentence-transformers' pooling modes (its Pooling module's config) as transformers.js names them;
 # the others (max, weighted mean) it has no name for.
 _POOLING = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_lasttoken": "last_token"}
