@@ -12,6 +12,13 @@ a script (`enter`): it lays an empty file or folder over every credential file (
 drops every capability, so that nothing it runs can undo those mounts or remount `/proc`, and runs
 `command` as its only child (its end read back by `exit_code`). Measured: 0.05 s more per start.
 
+It also confines what the code can write (`confine`), so that nothing it leaves behind is read or
+run later by a process that holds a token: every mount is read-only (site-packages, the home, the
+checkout), `/tmp` and `/dev/shm` are private tmpfs, and only the job's own folders (`writes`) are
+writable. The Hub client's home (saved logins, the HF cache of every other repo) and the export
+cache are covered by empty read-only tmpfs, with only the model being exported (`reads`) shown
+again, read-only. What the code wrote crosses back only through `crossing.py`.
+
 Where the kernel or a seccomp profile refuses new namespaces (a container under Docker's default
 profile, as the GitHub Action's is), `refusal()` says why; a root hfexport then relies on the
 unprivileged `HFEXPORT_WORKER_USER` alone, and elsewhere a repo's code does not run at all
@@ -23,8 +30,11 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -81,7 +91,7 @@ def refusal(user: WorkerUser | None = None) -> str | None:
         return f"new namespaces are Linux's, and this is {sys.platform}"
     try:
         done = subprocess.run(
-            [*UNSHARE, "--", "true"],
+            [*UNSHARE, "--", sys.executable, "-I", "-S", __file__, "--", "true"],  # with `enter`'s mounts
             capture_output=True,
             text=True,
             timeout=30,
@@ -98,13 +108,65 @@ def refusal(user: WorkerUser | None = None) -> str | None:
     return f"`unshare` was refused ({said})"
 
 
-def wrap(command: list[str], user: WorkerUser | None = None) -> list[str]:
+def wrap(
+    command: list[str], user: WorkerUser | None = None, *, writes: Sequence[Path] = (), reads: Sequence[Path] = ()
+) -> list[str]:
     """`command`, to run in the sandbox where this machine gives one (`refusal`), else as it is:
-    then `require` has already refused what must not run unprotected."""
+    then `require` has already refused what must not run unprotected.
+
+    `writes`: the job's own folders, the only places it may write. `reads`: what it must read that
+    may lie under a concealed folder (`concealed_roots`) or `/tmp` — the model being exported."""
     if refusal(user) is not None:
         return command
-    hide = [arg for path in credential_paths() for arg in ("--hide", str(path))]
-    return [*UNSHARE, "--", sys.executable, "-I", "-S", __file__, *hide, "--", *command]
+    from .settings import test_writable
+
+    args = [arg for path in credential_paths() for arg in ("--hide", str(path))]
+    args += [arg for path in concealed_roots() for arg in ("--conceal", str(path))]
+    from .crossing import repo_root
+
+    # A snapshot's files link into its repo's blobs: the repo's folder is shown whole.
+    shown = [repo_root(Path(path)) for path in [*reads, *_runtime_paths()] if Path(path).is_dir()]
+    args += [arg for path in shown for arg in ("--read", str(path))]
+    args += [arg for path in [*writes, *map(Path, test_writable())] if path.is_dir() for arg in ("--write", str(path))]
+    return [*UNSHARE, "--", sys.executable, "-I", "-S", __file__, *args, "--", *command]
+
+
+def concealed_roots() -> list[Path]:
+    """The folders a sandbox sees as empty: the Hub client's home and cache (every repo's downloads,
+    the saved logins) and the export cache (every repo's exports)."""
+    from huggingface_hub import constants
+
+    from .settings import cache_dir
+
+    roots = {Path(constants.HF_HOME), Path(constants.HF_HUB_CACHE), Path(constants.HF_XET_CACHE), cache_dir()}
+    return sorted({root.resolve() for root in roots if root.is_dir()})
+
+
+def _covered() -> list[Path]:
+    """What a sandbox sees as empty or private: `/tmp`, `/dev/shm` and the concealed folders."""
+    return [Path("/tmp"), Path("/dev/shm"), *concealed_roots()]
+
+
+def _under(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+def visible(path: Path, reads: Sequence[Path] = ()) -> bool:
+    """Whether a sandbox started with `reads` sees `path` as it is here (always, where this machine
+    gives no sandbox)."""
+    if refusal(None) is not None:
+        return True
+    from .crossing import repo_root
+
+    path = Path(path).resolve()
+    return _under(path, [repo_root(Path(p)).resolve() for p in reads]) or not _under(path, _covered())
+
+
+def _runtime_paths() -> list[Path]:
+    """What the sandboxed Python and its tools run from, where a private `/tmp` or a concealed folder
+    would hide it (a checkout and its venv under /tmp): the interpreter's prefixes, `sys.path`."""
+    found = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, *sys.path) if p and Path(p).is_dir()}
+    return sorted(p for p in found if _under(p, _covered()))
 
 
 def require(what: str, user: WorkerUser | None) -> None:
@@ -142,37 +204,111 @@ def require(what: str, user: WorkerUser | None) -> None:
 
 # ── Inside the namespaces ───────────────────────────────────────────────────
 
-_MS_RDONLY, _MS_REMOUNT, _MS_BIND = 1, 32, 4096
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND, _MS_REC = 1, 2, 4, 8, 32, 4096, 16384
+_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
+# statvfs's f_flag bits → the mount flags a remount must repeat: in a user namespace the kernel
+# refuses a remount that would clear a flag the mount was given outside it (nosuid, nodev, atime).
+_KEPT_FLAGS = {
+    os.ST_RDONLY: _MS_RDONLY,
+    os.ST_NOSUID: _MS_NOSUID,
+    os.ST_NODEV: _MS_NODEV,
+    os.ST_NOEXEC: _MS_NOEXEC,
+    os.ST_NOATIME: _MS_NOATIME,
+    os.ST_NODIRATIME: _MS_NODIRATIME,
+    os.ST_RELATIME: _MS_RELATIME,
+}
+# Pseudo-filesystems whose mounts may refuse a remount in a user namespace: their files are the
+# kernel's, writable by the real root alone, so a mount left as it is there grants nothing.
+_PSEUDO = ("/proc", "/sys", "/dev")
 _PR_CAPBSET_DROP, _PR_SET_SECUREBITS, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 24, 28, 38, 47
 _SECBIT_NOROOT_LOCKED, _CAP_AMBIENT_CLEAR_ALL = 0b11, 4  # root gains no capability by exec, for good
 _CAP_LAST = 63  # above the kernel's last capability: dropping one it lacks is a harmless EINVAL
 
 
-def enter(hide: list[str], command: list[str]) -> None:
-    """Lay an empty file or read-only tmpfs over each path in `hide`, give up every capability (the
-    mounts stay), and exec `command`. Raises OSError when a mount fails: then nothing runs."""
-    libc = ctypes.CDLL(None, use_errno=True)
+_libc = ctypes.CDLL(None, use_errno=True)
 
-    def call(result: int, what: str) -> None:
-        if result != 0:
-            errno = ctypes.get_errno()
-            raise OSError(errno, f"hfexport sandbox: {what}: {os.strerror(errno)}")
 
-    for path in hide:
+def _call(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"hfexport sandbox: {what}: {os.strerror(errno)}")
+
+
+@dataclass
+class Mounts:
+    """What `enter` lays out: credentials to hide, folders to conceal, what to show again read-only
+    (`reads`) or writable (`writes`)."""
+
+    hide: list[str] = field(default_factory=list)
+    conceal: list[str] = field(default_factory=list)
+    reads: list[str] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+
+
+def enter(mounts: Mounts, command: list[str]) -> None:
+    """Lay an empty file or read-only tmpfs over each credential, confine writes (`confine`), give
+    up every capability (the mounts stay), and exec `command`. Raises OSError when a mount fails:
+    then nothing runs."""
+    for path in mounts.hide:
         target = path.encode()
         if os.path.isdir(path):
-            call(libc.mount(b"tmpfs", target, b"tmpfs", _MS_RDONLY, b"size=4k,mode=555"), f"hide {path}")
+            _call(_libc.mount(b"tmpfs", target, b"tmpfs", _MS_RDONLY, b"size=4k,mode=555"), f"hide {path}")
         else:
-            call(libc.mount(b"/dev/null", target, None, _MS_BIND, None), f"hide {path}")
-            call(libc.mount(None, target, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY, None), f"hide {path}")
+            _call(_libc.mount(b"/dev/null", target, None, _MS_BIND, None), f"hide {path}")
+            _call(_libc.mount(None, target, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY, None), f"hide {path}")
+    confine(mounts)
     _loopback_up()
-    call(libc.prctl(_PR_SET_SECUREBITS, _SECBIT_NOROOT_LOCKED, 0, 0, 0), "no capabilities for root")
-    call(libc.prctl(_PR_CAP_AMBIENT, _CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "no ambient capabilities")
+    _call(_libc.prctl(_PR_SET_SECUREBITS, _SECBIT_NOROOT_LOCKED, 0, 0, 0), "no capabilities for root")
+    _call(_libc.prctl(_PR_CAP_AMBIENT, _CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "no ambient capabilities")
     for cap in range(_CAP_LAST + 1):
-        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
-    call(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no new privileges")
+        _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    _call(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no new privileges")
     # `command` starts with no capability (root or not), so it cannot undo the mounts or remount /proc.
     _run_as_init(command)
+
+
+def confine(mounts: Mounts) -> None:
+    """Make every mount read-only; a private writable tmpfs on `/tmp` and `/dev/shm`; an empty
+    read-only tmpfs over each `conceal` folder; then `reads` shown again read-only and `writes`
+    writable, each bound from a descriptor opened before anything covered it.
+
+    Measured (this repo's CI machine, 20 mounts): ~4 ms. The model's own files are bound, not copied."""
+    shown = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in [*mounts.reads, *mounts.writes]}
+    for point in dict.fromkeys(_mount_points()):
+        try:
+            _remount(point, read_only=True)
+        except OSError:
+            if not point.startswith(_PSEUDO):
+                raise
+    concealed = []
+    for point in ("/tmp", "/dev/shm", *mounts.conceal):
+        if os.path.isdir(point):  # not one inside an earlier one (a concealed folder under /tmp): gone already
+            private = _libc.mount(b"tmpfs", point.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=1777")
+            _call(private, f"cover {point}")
+            concealed += [point] if point in mounts.conceal else []
+    # Shallowest first: a folder shown inside another shown one lands on top of it.
+    for path in sorted(shown, key=lambda p: p.count("/")):
+        os.makedirs(path, exist_ok=True)  # inside a fresh tmpfs: the mount point
+        source = f"/proc/self/fd/{shown[path]}".encode()
+        _call(_libc.mount(source, path.encode(), None, _MS_BIND | _MS_REC, None), f"show {path}")
+        _remount(path, read_only=path not in mounts.writes)
+        os.close(shown[path])
+    for point in concealed:
+        _remount(point, read_only=True)
+
+
+def _mount_points() -> list[str]:
+    """Every mount point this namespace sees (`/proc/self/mountinfo`'s fifth field, unescaped)."""
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as info:
+        points = [line.split()[4] for line in info if len(line.split()) > 4]
+    return [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), point) for point in points]
+
+
+def _remount(point: str, *, read_only: bool) -> None:
+    kept = os.statvfs(point).f_flag
+    flags = sum(bit for st, bit in _KEPT_FLAGS.items() if kept & st and bit != _MS_RDONLY)
+    flags |= _MS_RDONLY if read_only else 0
+    _call(_libc.mount(None, point.encode(), None, _MS_BIND | _MS_REMOUNT | flags, None), f"remount {point}")
 
 
 def _loopback_up() -> None:
@@ -222,13 +358,14 @@ def exit_code(code: int) -> int:
 
 
 def _main(argv: list[str]) -> None:
-    hide: list[str] = []
-    while argv and argv[0] == "--hide":
-        hide.append(argv[1])
+    mounts = Mounts()
+    lists = {"--hide": mounts.hide, "--conceal": mounts.conceal, "--read": mounts.reads, "--write": mounts.writes}
+    while len(argv) > 1 and argv[0] in lists:
+        lists[argv[0]].append(argv[1])
         argv = argv[2:]
     if not argv or argv[0] != "--" or len(argv) < 2:
-        raise SystemExit("usage: sandbox.py [--hide PATH]... -- COMMAND...")
-    enter(hide, argv[1:])
+        raise SystemExit("usage: sandbox.py [--hide|--conceal|--read|--write PATH]... -- COMMAND...")
+    enter(mounts, argv[1:])
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ processes it starts (`quiet_noise`), and tests set others per test. Defaults liv
 | `HFEXPORT_MEMORY_LIMIT_MB` | the memory the preflight counts on | the cgroup's limit, else the machine's |
 | `HFEXPORT_QUIET_NOISE` | hide the libraries' known-harmless log lines ("0": show them) | "1" |
 | `HFEXPORT_TESTING`, `HFEXPORT_FAULT` | the fault-injection test hook, live only with TESTING=1 | off |
+| `HFEXPORT_TEST_WRITABLE` | a test's records: folders a sandbox may write, live only with TESTING=1 | (none) |
 | `HFEXPORT_WEBHOOK_SECRET`, `HFEXPORT_READ_TOKEN` | `hfexport serve`'s secret and read token | (none) |
 | `HFEXPORT_ACTION_DIR` | where the Action's entrypoint lives | `action/` beside the package |
 | `HFEXPORT_ONNXRUNTIME_WEB` | onnxruntime-web's folder (the browser's runtime) | `hfexport/web/node_modules/...` |
@@ -42,6 +43,7 @@ MEMORY_LIMIT_MB = "HFEXPORT_MEMORY_LIMIT_MB"
 QUIET_NOISE = "HFEXPORT_QUIET_NOISE"
 TESTING = "HFEXPORT_TESTING"
 FAULT = "HFEXPORT_FAULT"
+TEST_WRITABLE = "HFEXPORT_TEST_WRITABLE"
 WEBHOOK_SECRET = "HFEXPORT_WEBHOOK_SECRET"
 READ_TOKEN = "HFEXPORT_READ_TOKEN"
 ACTION_DIR = "HFEXPORT_ACTION_DIR"
@@ -116,6 +118,13 @@ def testing() -> bool:
 
 def faults() -> str:
     return os.environ.get(FAULT, "")
+
+
+def test_writable() -> list[str]:
+    """Folders (`os.pathsep`-separated) a sandbox may write besides its job's own: where a test's
+    hostile repo code records what it reached. Nothing unless `HFEXPORT_TESTING=1`."""
+    value = os.environ.get(TEST_WRITABLE, "") if testing() else ""
+    return [path for path in value.split(os.pathsep) if path]
 
 
 def action_dir() -> Path | None:

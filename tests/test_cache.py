@@ -1,15 +1,23 @@
 """hfexport/pipeline/cache.py: a kept export is reused for another commit of the same content, a
-failed one never is; a request exported before finds its export without a plan."""
+failed one never is, nor one whose files are not those it was sealed with; a request exported
+before finds its export without a plan."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from hfexport.messages import ExportRequest
-from hfexport.pipeline.cache import by_request, cached, remember, request_key
+from hfexport.pipeline.cache import by_request, cached, remember, request_key, seal
 from hfexport.pipeline.fetch import FetchedModel
 from hfexport.report import REPORT_FILE, BackendResult, ExportPlan, Report, Source, Split, Status
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HFEXPORT_CACHE", str(tmp_path / "cache"))
 
 
 def _kept(folder, status: Status) -> None:
@@ -19,6 +27,9 @@ def _kept(folder, status: Status) -> None:
     backend = BackendResult("onnx", status, "onnx", source_sha="a" * 40)
     folder.mkdir(parents=True)
     (folder / REPORT_FILE).write_text(Report(Source("hub", "o/m", "a" * 40), plan, [backend]).to_json())
+    (folder / "onnx").mkdir()
+    (folder / "onnx" / "model.onnx").write_bytes(b"the graph as exported")
+    seal(folder)
 
 
 def test_a_kept_export_is_reused_as_built_from_the_new_commit(tmp_path):
@@ -27,6 +38,31 @@ def test_a_kept_export_is_reused_as_built_from_the_new_commit(tmp_path):
     report = cached(tmp_path / "ok", moved)
     assert report is not None and report.source == moved and report.out_dir == str(tmp_path / "ok")
     assert [b.source_sha for b in report.backends] == ["b" * 40]
+
+
+@pytest.mark.parametrize("change", ["rewritten", "added", "removed", "report", "linked", "unsealed"])
+def test_an_export_whose_files_are_not_the_sealed_ones_is_not_reused(tmp_path, change):
+    """Issue 56, row 3: a repo's code (or anything else) that rewrote a kept graph or its report,
+    planted a file or a link, or removed one, gets the entry exported again, never handed on."""
+    folder = tmp_path / "kept"
+    _kept(folder, Status.OK)
+    assert cached(folder, Source("hub", "o/m", "b" * 40)) is not None
+    graph = folder / "onnx" / "model.onnx"
+    if change == "rewritten":
+        graph.write_bytes(b"another graph")
+    elif change == "added":
+        (folder / "onnx" / "model_q4.onnx").write_bytes(b"planted")
+    elif change == "removed":
+        graph.unlink()
+    elif change == "report":
+        (folder / REPORT_FILE).write_text((folder / REPORT_FILE).read_text().replace('"o/m"', '"evil/m"'))
+    elif change == "linked":
+        graph.unlink()
+        graph.symlink_to(tmp_path / "elsewhere")
+        (tmp_path / "elsewhere").write_bytes(b"the graph as exported")
+    else:
+        (tmp_path / "cache" / "seals" / "kept.json").unlink()
+    assert cached(folder, Source("hub", "o/m", "b" * 40)) is None
 
 
 def test_nothing_or_a_failure_is_not_reused(tmp_path):

@@ -61,7 +61,7 @@ def test_trusted_remote_code_runs_only_in_processes_that_hold_no_secret(hub, wor
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, **SECRETS, "HF_TOKEN": bot, "HF_HOME": str(home)},
+        env={**os.environ, **SECRETS, "HF_TOKEN": bot, "HF_HOME": str(home), "HFEXPORT_TEST_WRITABLE": str(records)},
     )
     stdout, stderr = push.communicate(timeout=900)
     assert push.returncode == 0, stderr[-3000:]
@@ -155,7 +155,7 @@ def test_as_root_the_repos_code_runs_as_the_worker_user_and_its_files_come_back(
                 capture_output=True,
                 text=True,
                 timeout=600,
-                env={**os.environ, "HFEXPORT_WORKER_USER": "nobody"},
+                env={**os.environ, "HFEXPORT_WORKER_USER": "nobody", "HFEXPORT_TEST_WRITABLE": str(records)},
             )
 
         result = export(folder, open_dir / "out")
@@ -238,7 +238,7 @@ def test_a_repos_code_is_refused_where_the_machine_gives_no_sandbox(workspace, t
     said = " ".join(result.stderr.split())
     assert "needs a sandbox, and this machine gives none: `unshare` was refused (unshare: unshare failed" in said
     assert "HFEXPORT_WORKER_USER" in said and "Traceback" not in said
-    assert not records.exists() and not (tmp_path / "out").exists()
+    assert not list(records.glob("*.json")) and not (tmp_path / "out").exists()
 
 
 def test_a_planning_error_in_the_isolated_process_keeps_its_type_and_fix(workspace, tmp_path):

@@ -238,7 +238,7 @@ def test_a_repos_code_run_by_the_service_reaches_no_credential(hub, accounts, tm
     folder = tiny_models.remote_code_bert(workspace / "svc-remote-code", records, **hunting(home, hub))
     sha = _seed(hub, accounts["alice"], repo, folder)
     extra = {name: value for name, value in SECRETS.items() if name not in ("HF_TOKEN", "HFEXPORT_WEBHOOK_SECRET")}
-    env = {**extra, "HF_HOME": str(home)}
+    env = {**extra, "HF_HOME": str(home), "HFEXPORT_TEST_WRITABLE": str(records)}
     service = Service(tmp_path / "q.sqlite", [repo], accounts["bot"], "onnx", ("--trust-remote-code",), env=env)
     service.start()
     try:

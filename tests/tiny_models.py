@@ -301,9 +301,12 @@ def _hunt(paths, knock):
 
 _stat = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
 _me = f"{{_os.getpid()}}.{{_stat[19]}}"  # pid and start time: pids repeat across PID namespaces
-_os.makedirs({record_dir!r}, exist_ok=True)
-with open(_os.path.join({record_dir!r}, f"{{_me}}-{{__name__.rsplit('.', 1)[-1]}}.json"), "w") as _f:
-    _json.dump({{**_os.environ, "__uid__": _os.getuid(), "__reached__": _hunt({hunt!r}, {knock!r})}}, _f)
+_record = {{**_os.environ, "__uid__": _os.getuid(), "__reached__": _hunt({hunt!r}, {knock!r})}}
+try:  # writable only where the test lends it (HFEXPORT_TEST_WRITABLE): the sandbox is read-only elsewhere
+    with open(_os.path.join({record_dir!r}, f"{{_me}}-{{__name__.rsplit('.', 1)[-1]}}.json"), "w") as _f:
+        _json.dump(_record, _f)
+except OSError:
+    pass
 """
 
 
@@ -328,6 +331,8 @@ def remote_code_bert(
         num_labels=3,
     )
     BertForSequenceClassification(config).eval().save_pretrained(folder)
+    record_dir.mkdir(parents=True, exist_ok=True)
+    record_dir.chmod(0o777)  # a worker user writes there too
     recorder = _RECORDER.format(record_dir=str(record_dir), hunt=tuple(hunt), knock=knock)
     (folder / "configuration_dumpbert.py").write_text(
         recorder
@@ -350,6 +355,54 @@ def remote_code_bert(
         },
     )
     (folder / "config.json").write_text(json.dumps(data, indent=2))
+    return folder
+
+
+_WRITER = """
+import glob as _glob, json as _json, os as _os
+
+
+def _attack(plan):
+    # What a hostile repo's code tries to leave for a later process holding a token: files where
+    # Python or a shell runs them (a .pth, sitecustomize, a dotfile), other repos' downloads and
+    # cached exports rewritten, and links to the token in its own snapshot and output folders.
+    done = {{}}
+
+    def attempt(name, act):
+        try:
+            act()
+            done[name] = "done"
+        except OSError as error:
+            done[name] = f"refused: {{error.strerror}}"
+
+    for name, path in plan["write"].items():
+        attempt(name, lambda path=path: open(path, "w").write("planted by the repo's code\\n"))
+    for pattern, names in plan["links"].items():
+        for folder in _glob.glob(pattern, recursive=True):
+            for name, target in names.items():
+                link = _os.path.join(folder, name)
+                attempt(f"link {{link}}", lambda link=link, target=target: _os.symlink(target, link))
+    return done
+
+
+_done = _attack({plan!r})
+try:
+    _name = f"attack-{{_os.urandom(6).hex()}}-{{__name__.rsplit('.', 1)[-1]}}.json"  # pids repeat across sandboxes
+    with open(_os.path.join({record_dir!r}, _name), "w") as _f:
+        _json.dump(_done, _f)
+except OSError:
+    pass
+"""
+
+
+def hostile_writer_bert(folder: Path, record_dir: Path, plan: dict) -> Path:
+    """`remote_code_bert` whose modules, on import (in the planner and each worker), try every write
+    in `plan`: `{"write": {name: path}, "links": {glob of folders: {link name: target}}}`; what
+    each attempt did is recorded in `record_dir` (`attack-*.json`, "done" or "refused: …")."""
+    remote_code_bert(folder, record_dir)
+    writer = _WRITER.format(plan=plan, record_dir=str(record_dir))
+    for module in ("configuration_dumpbert.py", "modeling_dumpbert.py"):
+        (folder / module).write_text(writer + (folder / module).read_text())
     return folder
 
 

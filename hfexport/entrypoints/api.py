@@ -135,7 +135,7 @@ def _planned(
         require("a repo's own code (--trust-remote-code)", worker_user())
     if not fetched.use_safetensors:
         require("a repo's pickled weights (--allow-pickle: unpickling runs code)", worker_user())
-    with BackendWorkers(names, jobs) as workers:
+    with BackendWorkers(names, jobs, fetched.model_dir) as workers:
         plan = plan_isolated(fetched.model_dir, names, task, trust_remote_code, checked)
         missing = unavailable(request.variants, plan.backends, generates=plan.split != Split.SINGLE)
         asked = [name for name in request.variants if name != DEFAULT]

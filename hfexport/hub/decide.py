@@ -238,7 +238,13 @@ def _copies(state: HubState, report: Report) -> tuple[list[ArtifactFile], list[t
     copied, uploads, theirs = [], [], []
     for local in sorted(folder.rglob("*")):
         path = local.relative_to(folder).as_posix()
-        if not local.is_file() or path == REPORT_FILE or local.name.startswith(".") or path.startswith(exports):
+        if (
+            local.is_symlink()
+            or not local.is_file()
+            or path == REPORT_FILE
+            or local.name.startswith(".")
+            or path.startswith(exports)
+        ):
             continue
         entry, remote = ArtifactFile.of(path, local), state.tree.get(path)
         if remote is not None and not remote.holds(entry) and state.owners(path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from .. import crossing
 from ..backends import get_backend
 from ..messages import WorkerJob
 from ..proc import (
@@ -37,7 +39,7 @@ from ..proc import (
     worker_user,
 )
 from ..report import BackendResult, ExportPlan, Status
-from ..sandbox import exit_code, wrap
+from ..sandbox import exit_code, visible, wrap
 from ..settings import jobs as configured_jobs
 from .fetch import FetchedModel
 
@@ -77,16 +79,9 @@ def run_backends(
     """
     progress = progress or (lambda backend, message: None)
     user = workers.user
-    if user is not None:  # the workers run as another user: what they read and write must be open to it
+    if user is not None:  # the workers run as another user: the model must be open to it
         check_model_readable(fetched.model_dir, user)
-        check_readable(
-            staging,
-            user,
-            "the output folder",
-            "Write the output where others can traverse it (--out, or HFEXPORT_CACHE for push).",
-            reach_only=True,
-        )
-        staging.chmod(0o711)  # traversable, not listable: each worker reaches only its own folder
+    model_dir = workers.shown(fetched.model_dir)
 
     def one(name: str) -> BackendResult:
         backend = get_backend(name)
@@ -97,11 +92,19 @@ def run_backends(
             return BackendResult(name, Status.SKIPPED, backend.subfolder, error=reason)
         out_dir = staging / backend.subfolder
         out_dir.mkdir(parents=True)
-        lend(out_dir, user)
-        job = WorkerJob(name, backend.module, plan, str(fetched.model_dir), str(out_dir), fetched.use_safetensors)
         with workers.take() as worker:
+            # The worker writes in its own job folder; the files it names cross back (`crossing.take`).
+            written = worker.path / "out"
+            written.mkdir()
+            lend(written, user)
+            job = WorkerJob(name, backend.module, plan, str(model_dir), str(written), fetched.use_safetensors)
             result = _run(worker, job, timeout_s, progress)
-        reclaim(out_dir, user)  # the worker has exited: its files are ours now, out of its user's reach
+            if result.ok:
+                try:
+                    crossing.take(written, out_dir, [f.path for f in result.files], f"The {name} worker")
+                except crossing.PlantedFileError as error:
+                    result.status, result.error = Status.FAILED, str(error.cause)
+        reclaim(out_dir, user)  # its files are ours now, out of the worker user's reach
         progress(name, str(result.status))
         return result
 
@@ -125,8 +128,10 @@ class BackendWorkers:
     exports come from the cache. It also ends once no backend is left to run.
     """
 
-    def __init__(self, backends: list[str], jobs: int | None = None):
+    def __init__(self, backends: list[str], jobs: int | None = None, model_dir: Path | None = None):
         self.jobs = jobs or default_jobs()
+        # What the sandbox shows, read-only, beside the runtime: the model being exported.
+        self.reads = (Path(model_dir),) if model_dir is not None else ()
         self.user = worker_user()  # HFEXPORT_WORKER_USER: checked here, before any process starts
         for path, what in ((Path(sys.executable).resolve(), "the Python interpreter"), (_PACKAGE, "hfexport's code")):
             check_readable(
@@ -146,8 +151,17 @@ class BackendWorkers:
 
     def __enter__(self) -> BackendWorkers:
         if self._pending:
-            self._forks = _prestarted(self._threads, self.user) or _Forks.start(self.backends, self._threads, self.user)
+            self._forks = _prestarted(self._threads, self.user) or _Forks.start(
+                self.backends, self._threads, self.user, self.reads
+            )
         return self
+
+    def shown(self, model_dir: Path) -> Path:
+        """`model_dir` as the workers can read it: itself, or (a worker started before its job,
+        `prestart`, whose sandbox conceals the caches) a copy in the workers' own folder."""
+        if self._forks is None:
+            raise RuntimeError("BackendWorkers is not open (use it as a context manager)")
+        return self._forks.shown(Path(model_dir))
 
     def __exit__(self, *exc) -> None:
         with self._lock:
@@ -194,7 +208,7 @@ def prestart(backends: list[str], jobs: int | None = None) -> None:
     """Start the worker process a `BackendWorkers(backends, jobs)` would start, for a later pool of
     this process to take: its imports are done before its job arrives."""
     pool = BackendWorkers(backends, jobs)
-    _PRESTARTED.append(((pool._threads, pool.user), _Forks.start(pool.backends, pool._threads, pool.user)))
+    _PRESTARTED.append(((pool._threads, pool.user), _Forks.start(pool.backends, pool._threads, pool.user, ())))
 
 
 def _prestarted(threads: str | None, user: WorkerUser | None) -> _Forks | None:
@@ -209,8 +223,9 @@ class _Forks:
     """The parent's side of `python -m hfexport.worker`: asks it to fork a child per job and learns,
     from the lines it writes, each child's pid and how it ended."""
 
-    def __init__(self, process: subprocess.Popen, home: tempfile.TemporaryDirectory, log):
-        self.process, self.home, self.log = process, home, log
+    def __init__(self, process: subprocess.Popen, home: tempfile.TemporaryDirectory, log, reads: tuple[Path, ...]):
+        self.process, self.home, self.log, self.reads = process, home, log, reads
+        self._copies: dict[Path, Path] = {}
         self._lock = threading.Lock()
         self._by_dir: dict[str, _Forked] = {}
         self._by_pid: dict[int, _Forked] = {}
@@ -219,15 +234,20 @@ class _Forks:
         self._reader.start()
 
     @classmethod
-    def start(cls, backends: list[str], threads: str | None, user: WorkerUser | None) -> _Forks:
+    def start(
+        cls, backends: list[str], threads: str | None, user: WorkerUser | None, reads: tuple[Path, ...]
+    ) -> _Forks:
         home = tempfile.TemporaryDirectory(prefix="hfexport-workers-")
         lend(Path(home.name), user)
         log = open(Path(home.name) / "workers.log", "wb")
-        # Under another user the workers' home and the repo's imported code live in its own folder.
-        own = {"HOME": home.name, "HF_MODULES_CACHE": str(Path(home.name) / "modules")} if user else {}
+        # The workers' home, the repo's imported code and each job's folder live in this folder, the
+        # only one their sandbox may write (`sandbox.confine`).
+        own = {"HOME": home.name, "HF_MODULES_CACHE": str(Path(home.name) / "modules")}
         # A session of its own: ending it leaves no process behind (its children die with it).
+        command = [sys.executable, "-m", "hfexport.worker", ",".join(backends)]
         process = subprocess.Popen(
-            wrap([sys.executable, "-m", "hfexport.worker", ",".join(backends)], user),
+            wrap(command, user, writes=[Path(home.name)], reads=reads),
+            cwd=home.name,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,
@@ -243,7 +263,20 @@ class _Forks:
                 }
             ),
         )
-        return cls(process, home, log)
+        return cls(process, home, log, reads)
+
+    def shown(self, model_dir: Path) -> Path:
+        """`model_dir`, or a copy of it in this worker's folder where its sandbox cannot see it (a
+        worker started before its job knew the model: the HF cache is concealed from it)."""
+        if visible(model_dir, self.reads):
+            return model_dir
+        with self._lock:
+            if model_dir not in self._copies:
+                copy = Path(tempfile.mkdtemp(prefix="model-", dir=self.home.name))
+                # The Hub client's snapshot links point into its blobs: the copy holds their content.
+                shutil.copytree(model_dir, copy, symlinks=False, dirs_exist_ok=True)
+                self._copies[model_dir] = copy
+            return self._copies[model_dir]
 
     def fork(self, job_dir: Path, child: _Forked) -> None:
         """Ask for a child running the job in `job_dir`; `child` learns its pid and its end."""
@@ -353,7 +386,7 @@ class _Worker:
     """One backend's job folder and, once handed its job, the process forked to run it."""
 
     def __init__(self, forks: _Forks, user: WorkerUser | None, done: Callable[[], None]):
-        self.job_dir = tempfile.TemporaryDirectory(prefix="hfexport-worker-")
+        self.job_dir = tempfile.TemporaryDirectory(prefix="job-", dir=forks.home.name)
         lend(Path(self.job_dir.name), user)
         self.process = _Forked(forks)
         self._handed = False
@@ -392,7 +425,7 @@ def _run(worker: _Worker, job: WorkerJob, timeout_s: float, progress: Progress) 
     status = _wait(worker.process, worker.path, name, started, timeout_s, progress)
     wall = round(time.perf_counter() - started, 2)
     log_tail = _tail(worker.path / "worker.log") or worker.process.note
-    result_path = worker.path / "result.json"
+    written = crossing.read_text(worker.path / "result.json")
     fault = injected_fault(name)
     if status == "timeout":
         return BackendResult(
@@ -405,7 +438,7 @@ def _run(worker: _Worker, job: WorkerJob, timeout_s: float, progress: Progress) 
             error=f"did not finish within {timeout_s:g} s and was stopped (raise the timeout for large models: "
             "--timeout, or timeout_s= in Python)",
         )
-    if not result_path.exists():
+    if written is None:
         return BackendResult(
             name,
             Status.CRASHED,
@@ -415,7 +448,17 @@ def _run(worker: _Worker, job: WorkerJob, timeout_s: float, progress: Progress) 
             fault=fault,
             error=_crash_reason(worker.process.returncode, fault),
         )
-    result = BackendResult.from_dict(json.loads(result_path.read_text()))
+    try:
+        result = BackendResult.from_dict(json.loads(written))
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        return BackendResult(
+            name,
+            Status.CRASHED,
+            backend.subfolder,
+            wall_seconds=wall,
+            log_tail=log_tail,
+            error=f"the export process wrote a result that does not read as one ({type(error).__name__})",
+        )
     result.wall_seconds = wall
     result.log_tail = None if result.ok else log_tail
     result.fault = fault
@@ -434,8 +477,7 @@ def _wait(process, job_path: Path, name: str, started: float, timeout_s: float, 
         if elapsed > timeout_s:
             _kill_group(process)
             return "timeout"
-        stage_file = job_path / "stage"
-        stage = stage_file.read_text() if stage_file.exists() else "starting"
+        stage = (crossing.read_text(job_path / "stage", limit=200) or "starting").strip()[:200]
         if stage != last_stage:
             progress(name, stage)
             last_stage = stage
@@ -465,8 +507,5 @@ def _crash_reason(returncode: int | None, fault: str | None = None) -> str:
 
 
 def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
+    text = crossing.read_text(path) or ""
     return "\n".join(text.strip().splitlines()[-lines:])

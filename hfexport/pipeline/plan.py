@@ -207,7 +207,8 @@ def plan_isolated(
     with tempfile.TemporaryDirectory(prefix="hfexport-plan-") as home:
         lend(Path(home), user)  # the repo's code is copied and imported from here (HF_MODULES_CACHE)
         process = subprocess.run(
-            wrap([sys.executable, "-m", "hfexport.worker.plan"], user),
+            wrap([sys.executable, "-m", "hfexport.worker.plan"], user, writes=[Path(home)], reads=[model_dir]),
+            cwd=home,
             input=request.to_json(),
             capture_output=True,
             text=True,
