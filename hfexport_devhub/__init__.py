@@ -58,6 +58,14 @@ class DevHub:
     def add_user(self, name: str, token: str | None = None) -> str:
         return self.store.add_user(name, token)
 
+    def grant_access(self, repo_id: str, user: str, repo_type: str = "model") -> None:
+        """The owner of the gated `repo_id` accepts `user`'s access request (the Hub's "Accept")."""
+        with self.store.transaction():
+            data = self.store.load(repo_type, repo_id)
+            assert data is not None, repo_id
+            data["granted"] = sorted({*data.get("granted", []), user})
+            self.store.save(data)
+
     def add_oauth_app(self, redirect_uris: list[str]) -> OAuthApp:
         """Register an app that signs users in with this Hub (its client id and secret), as a Space
         with `hf_oauth: true` gets one: its OPENID_PROVIDER_URL is this Hub's `url`."""

@@ -227,6 +227,10 @@ class HubApp:
                 data["private"] = bool(body["private"])
             if "visibility" in body:
                 data["private"] = body["visibility"] == "private"
+            if "gated" in body:  # as the Hub: "auto", "manual" or false, nothing else
+                if body["gated"] not in ("auto", "manual", False):
+                    return _error(400, "gated must be one of 'auto', 'manual' or false")
+                data["gated"] = body["gated"]
             self.store.save(data)
         return JSONResponse({})
 
@@ -293,7 +297,7 @@ class HubApp:
         return JSONResponse(
             {
                 **_model_summary(data, sha, commit, card),
-                "gated": False,
+                "gated": data.get("gated", False),
                 "disabled": False,
                 "tags": list(card.get("tags") or []),
                 "cardData": card or None,
@@ -596,7 +600,12 @@ class HubApp:
         self, request: Request, repo: str, rev: str, path: str, prefix: str | None = None
     ) -> Response:
         repo_type = {"datasets/": "dataset", "spaces/": "space"}.get(prefix or "", "model")
-        data = self.store.get_repo(repo_type, repo, self.actor(request))
+        actor = self.actor(request)
+        data = self.store.get_repo(repo_type, repo, actor)
+        if data.get("gated") and actor.name != data["owner"] and actor.name not in data.get("granted", []):
+            # As the Hub: a gated repo's card and metadata are public, its files only for those granted.
+            status = 403 if actor.name else 401
+            return _error(status, f"Access to model {repo} is restricted and you are not in the authorized list.", "GatedRepo")
         sha = self.store.resolve(data, rev)
         files = self.store.files_at(data, sha)
         if path not in files:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hfexport.errors import ConfigError
 from hfexport.hub.card import START
 from hfexport.hub.decide import OWN_FOLDER, decide, request_key
 from hfexport.hub.state import (
@@ -191,3 +192,42 @@ def test_a_derived_repos_own_replacement_of_a_copied_file_is_kept_and_said(tmp_p
 def test_a_derived_repo_gets_nothing_when_every_backend_failed(tmp_path: Path) -> None:
     decision = decide(_derived(exists=False), ["onnx"], REQUEST, _report(tmp_path, Status.FAILED))
     assert decision.action == PublishAction.NOT_PUBLISHED and not decision.writes
+
+
+def test_a_derived_repo_of_another_source_is_refused_with_the_fix(tmp_path: Path) -> None:
+    """Issue 56, row 9: one source per derived repo; `evil/bert --into` acme's is refused."""
+    theirs = dataclasses.replace(_report(tmp_path), source=Source("hub", "acme/bert", SHA))
+    with pytest.raises(ConfigError) as refused:
+        decide(_derived(base_report=theirs), ["onnx"], REQUEST)
+    assert "holds the exports of acme/bert, not org/model" in refused.value.cause
+    assert "--into me/model-ONNX" in refused.value.fix
+
+
+@pytest.mark.parametrize(
+    ("source", "repo", "allowed"),
+    [
+        ({"source_private": True}, {}, False),  # row 5: a private source into a public repo
+        ({"source_private": True}, {"repo_private": True}, True),
+        ({"source_gated": "manual"}, {}, False),  # row 6: a gated source into an open repo
+        ({"source_gated": "auto"}, {"repo_gated": "auto"}, True),
+        ({"source_gated": "auto"}, {"repo_private": True}, True),
+        ({}, {}, True),
+    ],
+)
+def test_a_derived_repo_is_never_more_visible_than_its_source(tmp_path: Path, source, repo, allowed) -> None:
+    state = _derived(base_report=_report(tmp_path), **source, **repo)
+    if allowed:
+        assert decide(state, ["onnx"], REQUEST) is None  # export
+    else:
+        with pytest.raises(ConfigError) as refused:
+            decide(state, ["onnx"], REQUEST)
+        assert "Make me/model-ONNX private" in refused.value.fix or "Gate me/model-ONNX" in refused.value.fix
+    # A new derived repo is never refused: it is created private (hub/publish.py).
+    assert decide(_derived(exists=False, **source), ["onnx"], REQUEST) is None
+
+
+def test_a_derived_repo_holding_a_newer_commits_exports_is_not_moved_back(tmp_path: Path) -> None:
+    """Row 11: the older of two racing pushes reads the newer one's commit and leaves it."""
+    state = _derived(base_report=_report(tmp_path, sha="b" * 40), newer_held="b" * 40)
+    assert decide(state, ["onnx"], REQUEST).action == PublishAction.NEWER_HELD
+    assert decide(state, ["onnx"], REQUEST, force=True) is None

@@ -213,3 +213,80 @@ def test_a_link_left_in_a_workers_output_never_crosses_back(hub, team, workspace
     assert not bot.repo_exists("redteam-bot/linker-ONNX")  # every backend failed: nothing is published
     kept = [p for p in team["cache"].rglob("*") if p.name in links]
     assert not kept, kept
+
+
+# ── push --into: a derived repo (rows 5, 6, 9, 11) ──────────────────────────
+
+
+def _head(api, repo: str) -> str:
+    return api.list_repo_commits(repo)[0].commit_id
+
+
+def test_a_derived_repo_follows_one_source_its_newest_commit_and_its_privacy(hub, team, workspace):
+    """Row 11: of two source commits, the newer one's exports stay (the older push, as a race's
+    loser re-reads it, says newer-held and writes nothing). Row 5: once the source turns private
+    and moves on, the public derived repo is refused the private commit's exports, as is a public
+    repo of the owner's own. Row 9: another model pushed into it is refused, naming its source."""
+    alice_token = hub.add_user("redteam-alice")
+    alice = _api(hub, alice_token)
+    source, into = "redteam-alice/bert", "redteam-alice/bert-ONNX"
+    alice.create_repo(source)
+    alice.upload_folder(repo_id=source, folder_path=tiny_models.bert(workspace / "redteam-alice-bert", seed=11))
+    older = _head(alice, source)
+    alice.upload_file(path_or_fileobj=b"# newer\n", path_in_repo="NOTES.md", repo_id=source)
+    newer = _head(alice, source)
+
+    def push(*arguments: str) -> subprocess.CompletedProcess:
+        return _push({**team, "bot": alice_token}, *arguments, "--backends", "dynamo")
+
+    made = push(source, "--revision", newer, "--into", into)
+    assert made.returncode == 0 and json.loads(made.stdout)["action"] == "created", made.stderr[-2000:]
+    held = _head(alice, into)
+    back = push(source, "--revision", older, "--into", into)
+    assert back.returncode == 0 and json.loads(back.stdout)["action"] == "newer-held", back.stderr[-2000:]
+    assert _head(alice, into) == held
+
+    alice.update_repo_settings(source, private=True)
+    alice.upload_file(path_or_fileobj=b"# private now\n", path_in_repo="NOTES.md", repo_id=source)
+    refused = push(source, "--into", into)
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert f"{source} is private and {into} is public" in said and "Make" in said, said
+    alice.create_repo("redteam-alice/public-ONNX")
+    also = push(source, "--into", "redteam-alice/public-ONNX")
+    assert also.returncode == 2 and "is private and redteam-alice/public-ONNX is public" in " ".join(
+        also.stderr.split()
+    )
+    assert _head(alice, into) == held and not alice.model_info(into).private
+
+    mallory = _api(hub, team["mallory"])
+    mallory.create_repo(f"{OWNER}/bert")
+    mallory.upload_folder(repo_id=f"{OWNER}/bert", folder_path=tiny_models.bert(workspace / "redteam-evil", seed=12))
+    foreign = push(f"{OWNER}/bert", "--into", into)
+    said = " ".join(foreign.stderr.split())
+    assert foreign.returncode == 2 and f"{into} holds the exports of {source}, not {OWNER}/bert" in said, said
+    assert _head(alice, into) == held
+
+
+def test_a_gated_sources_derived_repo_is_created_private_and_never_opened(hub, team, workspace):
+    """Row 6: the exports of a gated model go to a derived repo created private; made public and
+    ungated by its owner, it is refused the next commit's exports."""
+    owner_token = hub.add_user("redteam-gatekeeper")
+    owner = _api(hub, owner_token)
+    source, into = "redteam-gatekeeper/bert", "redteam-bot/gated-bert-ONNX"
+    owner.create_repo(source)
+    owner.upload_folder(repo_id=source, folder_path=tiny_models.bert(workspace / "redteam-gated", seed=13))
+    owner.update_repo_settings(source, gated="manual")
+    hub.grant_access(source, "redteam-bot")
+
+    made = _push(team, source, "--backends", "dynamo", "--into", into)
+    assert made.returncode == 0 and json.loads(made.stdout)["action"] == "created", made.stderr[-2000:]
+    bot = _api(hub, team["bot"])
+    assert bot.model_info(into).private is True
+    bot.update_repo_settings(into, private=False)
+    owner.upload_file(path_or_fileobj=b"# moved on\n", path_in_repo="NOTES.md", repo_id=source)
+    held = _head(bot, into)
+    refused = _push(team, source, "--backends", "dynamo", "--into", into)
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2 and f"{source} is gated (access manual)" in said, said
+    assert _head(bot, into) == held

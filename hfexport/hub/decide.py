@@ -12,6 +12,9 @@ nothing to do, and after it. The rules, in order:
   history: a retry, a late webhook, a slow runner) → nothing, unless `force`: a PR is never moved
   back to an older commit;
 - every backend asked for is on our open PR at this sha, for this request → nothing to do;
+- (a derived repo) it holds another source's exports, or is more visible than its source (public
+  for a private source, open for a gated one) → refused (`derived_refusal`); its exports are of a
+  newer commit of the source → nothing, unless `force`;
 - every backend was skipped here (no GPU for executorch-cuda) → nothing;
 - every backend failed → no PR; one discussion (opened or updated) with the error report;
 - otherwise the PR's content is recomputed: backends asked for that changed are replaced, the
@@ -39,11 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import overload
 
+from ..errors import ConfigError
 from ..messages import ExportRequest
 from ..report import REPORT_FILE, ArtifactFile, BackendResult, PublishAction, Report, Status
 from ..versions import installed
 from .card import START
-from .state import BackendMark, HubState, OurThread, ThreadStatus
+from .state import BackendMark, HubState, OurThread, ThreadStatus, source_of
 
 # Where a backend's files go when the owner already has files at its usual paths.
 OWN_FOLDER = "hfexport"
@@ -113,6 +117,10 @@ def decide(
     """
     if state.opted_out:
         return Decision(PublishAction.OPTED_OUT)
+    if state.derived and (refusal := derived_refusal(state)) is not None:
+        raise refusal
+    if state.derived and state.newer_held and not force:
+        return Decision(PublishAction.NEWER_HELD)
     pr = state.pr
     if pr is not None and pr.thread.status == ThreadStatus.CLOSED and not force:
         return Decision(PublishAction.CLOSED_RESPECTED, pr.thread)
@@ -226,6 +234,35 @@ def _merge(
         n for n in dict.fromkeys([*asked, *before]) if n in rebuilt or _key(after.get(n)) != _key(before.get(n))
     )
     return merged, uploads, tuple(notes), changed
+
+
+def derived_refusal(state: HubState) -> ConfigError | None:
+    """Why the exports of `state`'s source may not go to its derived repo, or None: the repo holds
+    another source's exports (a derived repo has one source), or it is more visible than its source
+    — public for a private source, open for a gated one (a new repo is created private then)."""
+    source, repo = source_of(state.destination), state.repo_id
+    if not state.exists:
+        return None
+    theirs = state.base_report.source.ref if state.base_report is not None else None
+    if theirs is not None and theirs != source:
+        return ConfigError(
+            f"{repo} holds the exports of {theirs}, not {source}: a derived repo follows one source",
+            f"Push {source} into a repo of its own (--into {repo.split('/')[0]}/{source.split('/')[1]}-ONNX), "
+            f"or delete {repo} first if it should follow {source} from now on.",
+        )
+    if state.source_private and not state.repo_private:
+        return ConfigError(
+            f"{source} is private and {repo} is public: its exports would show a private model to everyone",
+            f"Make {repo} private (its Settings page on the Hub), or push into a new repo: one is created private.",
+        )
+    if state.source_gated and not (state.repo_private or state.repo_gated):
+        return ConfigError(
+            f"{source} is gated (access {state.source_gated}) and {repo} is neither gated nor private: its "
+            "weights, exported, would reach anyone without the source's access conditions",
+            f"Gate {repo} or make it private (its Settings page on the Hub), or push into a new repo: one is "
+            "created private.",
+        )
+    return None
 
 
 def _copies(state: HubState, report: Report) -> tuple[list[ArtifactFile], list[tuple[Path, str]], list[str]]:

@@ -310,9 +310,12 @@ def _to_repo(api: HfApi, state: HubState, change: Change, report: Report | None,
         try:
             retry(
                 f"create {repo_id}",
-                lambda: api.create_repo(repo_id, private=state.source_private or None, exist_ok=True),
+                # Never more visible than its source: private for a private or gated one.
+                lambda: api.create_repo(repo_id, private=bool(state.source_private or state.source_gated) or None),
             )
         except HfHubHTTPError as e:
+            if e.response is not None and e.response.status_code == 409:  # another run created it: read it again
+                raise PublishConflict(f"{repo_id} was created by another run meanwhile") from None
             _raise_auth(e, repo_id, "create")
             raise
 
@@ -396,11 +399,14 @@ def _check_unchanged(api: HfApi, repo_id: str, thread: OurThread) -> DiscussionW
 
 def _explain(decision: Decision, state: HubState) -> str:
     num = decision.thread.num if decision.thread else None
-    if state.derived and decision.action in (PublishAction.OPTED_OUT, PublishAction.UP_TO_DATE):
-        return {
-            PublishAction.OPTED_OUT: f"{source_of(state.destination)} opts out of hfexport: nothing to do",
-            PublishAction.UP_TO_DATE: f"{state.repo_id} already holds these exports of {state.sha[:12]}: nothing to do",
-        }[decision.action]
+    derived = {
+        PublishAction.OPTED_OUT: f"{source_of(state.destination)} opts out of hfexport: nothing to do",
+        PublishAction.UP_TO_DATE: f"{state.repo_id} already holds these exports of {state.sha[:12]}: nothing to do",
+        PublishAction.NEWER_HELD: f"{state.repo_id} holds exports of {(state.newer_held or '')[:12]}, a newer "
+        f"commit than {state.sha[:12]}: not moved back to it (force it with --force)",
+    }
+    if state.derived and decision.action in derived:
+        return derived[decision.action]
     return {
         PublishAction.OPTED_OUT: "the repo opts out of hfexport: nothing to do",
         PublishAction.UNCHANGED: f"PR #{num} already holds these exports: {state.url(num or 0)}",

@@ -182,11 +182,15 @@ class HubState:
     pr: OurPullRequest | None = None
     # A commit our open PR's exports were built from that is newer than `sha` (has it in its history).
     newer_held: str | None = None
-    # A derived repo's: whether it exists yet (`base` is then its head), and the source's card and
-    # privacy (its license is copied; a private source's derived repo is created private).
+    # A derived repo's: whether it exists yet (`base` is then its head), the source's card (its
+    # license is copied), and who may see each, read at every push: the source's visibility and
+    # gating, and the derived repo's (`decide.derived_refusal`: never more visible than its source).
     exists: bool = True
     source_readme: str | None = None
     source_private: bool = False
+    source_gated: str | bool = False  # "auto", "manual" or False, as the Hub says
+    repo_private: bool = False
+    repo_gated: str | bool = False
 
     def __post_init__(self) -> None:
         self.base = self.base or self.sha
@@ -280,18 +284,26 @@ def _read_derived(api: HfApi, state: HubState, log: Log) -> HubState:
     that it does not exist yet (then whether the source is private, as it will be)."""
     from huggingface_hub.errors import RepositoryNotFoundError
 
+    source_id = source_of(state.destination)
     state.source_readme, state.readme = state.readme, None
     state.me = whoami(api) if api.token or saved_token() else None  # a dry run may have none
+    source = retry("read the source repo", lambda: api.model_info(source_id))
+    state.source_private, state.source_gated = bool(source.private), source.gated or False
     try:
         state.base, state.base_files = read_tree(api, state.repo_id, BASE_BRANCH)
     except RepositoryNotFoundError:
-        source = retry("read the source repo", lambda: api.model_info(source_of(state.destination)))
-        state.exists, state.source_private = False, bool(source.private)
+        state.exists = False
         return state
+    derived = retry(f"read {state.repo_id}", lambda: api.model_info(state.repo_id))
+    state.repo_private, state.repo_gated = bool(derived.private), derived.gated or False
     if "README.md" in state.base_files:
         state.readme = read_file(api, state.repo_id, "README.md", state.base)
     if REPORT_FILE in state.base_files:
         state.base_report = read_report(api, state.repo_id, state.base, log)
+    report = state.base_report
+    if report is not None and report.source.ref == source_id:  # a newer commit's exports are never replaced
+        held = {report.source.sha, *(b.source_sha for b in report.backends if b.source_sha)}
+        state.newer_held = _newer_than(api, source_id, state.sha, held)
     return state
 
 
