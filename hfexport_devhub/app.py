@@ -605,7 +605,8 @@ class HubApp:
         if data.get("gated") and actor.name != data["owner"] and actor.name not in data.get("granted", []):
             # As the Hub: a gated repo's card and metadata are public, its files only for those granted.
             status = 403 if actor.name else 401
-            return _error(status, f"Access to model {repo} is restricted and you are not in the authorized list.", "GatedRepo")
+            said = f"Access to model {repo} is restricted and you are not in the authorized list."
+            return _error(status, said, "GatedRepo")
         sha = self.store.resolve(data, rev)
         files = self.store.files_at(data, sha)
         if path not in files:
