@@ -16,12 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
+
+from .redact import without_local_paths_in
 
 REPORT_FILE = "hfexport-report.json"
 REPORT_SCHEMA = 3  # 3: the plan names its split (schema 2 listed components)
@@ -574,8 +575,10 @@ class BackendResult:
         return [f"{self.subfolder}/{f.path}" for f in self.files]
 
     def public(self) -> BackendResult:
-        """This result as published on the Hub: no raw log of our processes, no local path in the error."""
-        return replace(self, log_tail=None, error=without_local_paths(self.error) if self.error else None)
+        """This result as published on the Hub: no raw log of our processes, and no local path in any
+        of its texts (an error, a web runtime's or a variant's note: "onnxruntime-web is not
+        installed at /home/…" reached cards, issue 56 row 14)."""
+        return without_local_paths_in(replace(self, log_tail=None))
 
     def to_dict(self) -> dict:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -665,14 +668,6 @@ def format_diff(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:.2e}" if math.isfinite(value) else str(value)
-
-
-_LOCAL_PATH = re.compile(r"(?<![\w.:/])(?:/[\w.@+-]+){2,}/?")
-
-
-def without_local_paths(text: str) -> str:
-    """`text` with absolute local paths cut to their last part (`/tmp/x/.out.partial-1/onnx` → `…/onnx`)."""
-    return _LOCAL_PATH.sub(lambda m: "…/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
 
 
 def one_line(text: str, limit: int = 300) -> str:

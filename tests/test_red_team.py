@@ -53,9 +53,10 @@ def _api(hub, token):
     return HfApi(endpoint=hub.url, token=token)
 
 
-def _push(team, *arguments: str, records: Path | None = None) -> subprocess.CompletedProcess:
+def _push(team, *arguments: str, records: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
+        **(env or {}),
         "HF_TOKEN": team["bot"],
         "HF_HOME": str(team["home"]),
         "HFEXPORT_CACHE": str(team["cache"]),
@@ -268,25 +269,44 @@ def test_a_derived_repo_follows_one_source_its_newest_commit_and_its_privacy(hub
     assert _head(alice, into) == held
 
 
+LICENSE_NAME = "it\x92s ours\x7f, \x85 all of it"  # a cp1252 apostrophe mis-decoded, DEL, NEL
+
+
 def test_a_gated_sources_derived_repo_is_created_private_and_never_opened(hub, team, workspace):
     """Row 6: the exports of a gated model go to a derived repo created private; made public and
-    ungated by its owner, it is refused the next commit's exports."""
+    ungated by its owner, it is refused the next commit's exports. Row 13: the source's license
+    name holds C1 controls and DEL, and the derived card's metadata reads back as the source's.
+    Row 14: the browser's runtime is missing here, and nothing published names this machine's
+    folders."""
+    import yaml
+
     owner_token = hub.add_user("redteam-gatekeeper")
     owner = _api(hub, owner_token)
     source, into = "redteam-gatekeeper/bert", "redteam-bot/gated-bert-ONNX"
     owner.create_repo(source)
-    owner.upload_folder(repo_id=source, folder_path=tiny_models.bert(workspace / "redteam-gated", seed=13))
+    folder = tiny_models.bert(workspace / "redteam-gated", seed=13)
+    (folder / "README.md").write_text(f"---\nlicense: other\nlicense_name: {json.dumps(LICENSE_NAME)}\n---\n# Gated\n")
+    owner.upload_folder(repo_id=source, folder_path=folder)
     owner.update_repo_settings(source, gated="manual")
     hub.grant_access(source, "redteam-bot")
 
-    made = _push(team, source, "--backends", "dynamo", "--into", into)
+    missing = team["root"] / "no-such-place" / "onnxruntime-web"
+    web = {"HFEXPORT_WEB_CHECKS": "1", "HFEXPORT_ONNXRUNTIME_WEB": str(missing)}
+    made = _push(team, source, "--backends", "onnx", "--into", into, env=web)
     assert made.returncode == 0 and json.loads(made.stdout)["action"] == "created", made.stderr[-2000:]
     bot = _api(hub, team["bot"])
     assert bot.model_info(into).private is True
+    published = _published(bot, into, "main")
+    card = published["README.md"].decode()
+    assert yaml.safe_load(card.split("---\n")[1])["license_name"] == LICENSE_NAME
+    report = published["hfexport-report.json"].decode()
+    assert "not installed" in report  # the web check said why it did not run...
+    local = [name for name, content in published.items() if str(team["root"]).encode() in content]
+    assert not local, local  # ...and no file names where
     bot.update_repo_settings(into, private=False)
     owner.upload_file(path_or_fileobj=b"# moved on\n", path_in_repo="NOTES.md", repo_id=source)
     held = _head(bot, into)
-    refused = _push(team, source, "--backends", "dynamo", "--into", into)
+    refused = _push(team, source, "--backends", "onnx", "--into", into, env=web)
     said = " ".join(refused.stderr.split())
     assert refused.returncode == 2 and f"{source} is gated (access manual)" in said, said
     assert _head(bot, into) == held

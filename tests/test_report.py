@@ -7,6 +7,7 @@ import hashlib
 import json
 import subprocess
 
+from hfexport.redact import without_local_paths
 from hfexport.report import (
     ArtifactFile,
     BackendResult,
@@ -17,8 +18,10 @@ from hfexport.report import (
     Split,
     Status,
     Validation,
+    VariantKind,
+    VariantResult,
+    WebRuntimes,
     format_diff,
-    without_local_paths,
 )
 from hfexport.table import format_size
 
@@ -247,3 +250,24 @@ def test_the_cards_tables_escape_pipes_list_every_variant_file_and_no_empty_one(
     slower = "\n".join(markdown_variant_table(report, ["variant", "speed"]))
     assert "| int8 | 0.72× (slower than fp32) |" in slower, slower  # published, and said to be slower
     assert all(line.count(" | ") == 3 for line in variants.splitlines()[2:]), variants  # four cells a row
+
+
+def test_a_published_result_names_no_local_path_in_any_of_its_texts():
+    """Issue 56, row 14: an error, a web runtime's note and a variant's, as published, hold no path
+    of this machine; relative paths (the files) and the figures stay."""
+    home = "/home/ci/.venv/lib/python3.11/site-packages/hfexport/web/node_modules/onnxruntime-web"
+    web = WebRuntimes(wasm=None, wasm_note=f"not run: onnxruntime-web is not installed at {home} (`npm ci`)")
+    variant = VariantResult(VariantKind.INT8, Status.FAILED, error="cannot read /tmp/x/.partial-1/onnx/m.onnx", web=web)
+    result = BackendResult(
+        "onnx",
+        Status.OK,
+        "onnx",
+        error=f"at {home}",
+        files=[ArtifactFile("model.onnx", 3)],
+        web=web,
+        variants=[variant],
+    )
+    published = json.dumps(result.public().to_dict(), ensure_ascii=False)
+    assert "/home/ci" not in published and "/tmp/x" not in published and "site-packages" not in published
+    assert "…/onnxruntime-web" in published and '"model.onnx"' in published
+    assert result.public().status == Status.OK and result.public().variants[0].kind == VariantKind.INT8

@@ -52,15 +52,16 @@ def derived_card(repo_id: str, source_id: str, endpoint: str, source_readme: str
     the relation on both pages), the source's license copied, and a line saying what it is. Our
     section and tags are added to it as to any card; the owner may edit the rest."""
     meta = frontmatter.metadata(source_readme) or {}
-    lines = ["---", f"base_model: {frontmatter.scalar(source_id)}", "base_model_relation: quantized"]
-    # Plain, or quoted as a JSON string: the source's text cannot break out of its value.
-    lines += [
-        f"{key}: {frontmatter.scalar(meta[key])}"
+    written = {"base_model": source_id, "base_model_relation": "quantized"}
+    written |= {
+        key: meta[key]
         for key in ("license", "license_name", "license_link", "pipeline_tag")
         if isinstance(meta.get(key), str)
-    ]
+    }
+    # Plain, or double-quoted with what YAML forbids escaped: the source's text cannot break out of its value.
+    lines = ["---", *(f"{key}: {frontmatter.scalar(value)}" for key, value in written.items())]
     name = repo_id.split("/")[-1]
-    return "\n".join(
+    card = "\n".join(
         [
             *lines,
             "---",
@@ -73,6 +74,9 @@ def derived_card(repo_id: str, source_id: str, endpoint: str, source_readme: str
             "",
         ]
     )
+    if frontmatter.metadata(card) != written:  # parsed back before anything commits it
+        raise ValueError(f"the derived card's metadata does not read back as written: {written!r}")
+    return card
 
 
 def our_section(body: str) -> tuple[tuple[int, int] | None, bool]:

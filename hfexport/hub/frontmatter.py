@@ -183,12 +183,23 @@ def _strip_comment(value: str) -> str:
     return value
 
 
+# What a double-quoted YAML scalar holds unescaped and reads back unchanged: tab, printable ASCII and
+# the rest of Unicode but the C1 controls (NEL, like U+2028/U+2029, is folded as a line break),
+# surrogates and U+FFFE/U+FFFF (not "printable" to YAML at all). A source's
+# `license_name` holding U+0092 (cp1252's apostrophe, mis-decoded) or DEL broke a derived card's
+# front matter when written raw (issue 56, row 13).
+_NOT_PRINTABLE = re.compile("[^\t\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
 def scalar(value: Any) -> str:
-    """A string as YAML that reads back as the same string in YAML 1.1 and 1.2 (a tag, a repo id)."""
+    """A string as YAML that reads back as the same string in YAML 1.1 and 1.2 (a tag, a repo id,
+    a source's license name): plain where that is unambiguous, else double-quoted with every code
+    point YAML forbids escaped."""
     text = str(value)
     if _PLAIN.match(text) and text.lower() not in _AMBIGUOUS:
         return text
-    return json.dumps(text, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
+    quoted = json.dumps(text, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar...
+    return _NOT_PRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)  # ...once YAML may hold it
 
 
 def _only_tags_changed(before: dict, edited: str, tags: list) -> bool:

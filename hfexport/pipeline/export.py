@@ -23,8 +23,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .. import crossing
 from ..backends import get_backend
+from ..crossing import PlantedFileError, read_text, take
 from ..messages import WorkerJob
 from ..proc import (
     FAULT_ENV,
@@ -101,8 +101,8 @@ def run_backends(
             result = _run(worker, job, timeout_s, progress)
             if result.ok:
                 try:
-                    crossing.take(written, out_dir, [f.path for f in result.files], f"The {name} worker")
-                except crossing.PlantedFileError as error:
+                    take(written, out_dir, [f.path for f in result.files], f"The {name} worker")
+                except PlantedFileError as error:
                     result.status, result.error = Status.FAILED, str(error.cause)
         reclaim(out_dir, user)  # its files are ours now, out of the worker user's reach
         progress(name, str(result.status))
@@ -425,7 +425,7 @@ def _run(worker: _Worker, job: WorkerJob, timeout_s: float, progress: Progress) 
     status = _wait(worker.process, worker.path, name, started, timeout_s, progress)
     wall = round(time.perf_counter() - started, 2)
     log_tail = _tail(worker.path / "worker.log") or worker.process.note
-    written = crossing.read_text(worker.path / "result.json")
+    written = read_text(worker.path / "result.json")
     fault = injected_fault(name)
     if status == "timeout":
         return BackendResult(
@@ -477,7 +477,7 @@ def _wait(process, job_path: Path, name: str, started: float, timeout_s: float, 
         if elapsed > timeout_s:
             _kill_group(process)
             return "timeout"
-        stage = (crossing.read_text(job_path / "stage", limit=200) or "starting").strip()[:200]
+        stage = (read_text(job_path / "stage", limit=200) or "starting").strip()[:200]
         if stage != last_stage:
             progress(name, stage)
             last_stage = stage
@@ -507,5 +507,5 @@ def _crash_reason(returncode: int | None, fault: str | None = None) -> str:
 
 
 def _tail(path: Path, lines: int = 15) -> str:
-    text = crossing.read_text(path) or ""
+    text = read_text(path) or ""
     return "\n".join(text.strip().splitlines()[-lines:])

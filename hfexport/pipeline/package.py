@@ -22,7 +22,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import crossing
+from ..crossing import repo_root, within
 from ..errors import OutputDirError
 from ..report import REPORT_FILE, ArtifactFile, BackendResult, ExportPlan, Report, Source
 from .fetch import SUPPORT_FILES
@@ -67,11 +67,11 @@ def package(
     `model_dir` beside them (`support_files`), and move `staging` to `out_dir`."""
     out_dir = Path(out_dir).resolve()
     if model_dir is not None:
-        root = crossing.repo_root(Path(model_dir))
+        root = repo_root(Path(model_dir))
         for name in support_files(Path(model_dir), plan.trust_remote_code):
             # A link is followed only into the model's own files (the Hub client's snapshot links
             # into its blobs), never out of them: `/proc/self/environ` or a saved login is no config.
-            origin = crossing.within(Path(model_dir) / name, root)
+            origin = within(Path(model_dir) / name, root)
             if origin is not None:
                 (staging / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(origin, staging / name)

@@ -36,7 +36,7 @@ from starlette.routing import Route
 
 from ...messages import JobPlan
 from ...pipeline.resolve import is_repo_id
-from ...report import without_local_paths
+from ...redact import without_local_paths
 from .body import BODY_DEADLINE_S, read_body
 from .budget import Busy
 from .executors import Executor, JobFailed

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ...messages import JobPlan
-from ...report import without_local_paths
+from ...redact import without_local_paths
 from .outcome import JobOutcome
 
 
