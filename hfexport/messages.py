@@ -52,16 +52,22 @@ class JobPlan:
     """What the webhook service exports of a repo it watches: the backends, the task, whether a
     repo's own code may run (in the sandbox, `hfexport/sandbox.py`) and where the exports go (a PR
     on the repo, or `into` a repo of one's own: `push --into`). A queued job keeps it as the text
-    `"onnx,dynamo|auto"` (`"…|auto|trust-remote-code"`, `"…|auto|into=me/model-ONNX"`; `str`,
-    `parse`), part of its dedup key."""
+    `"onnx,dynamo|auto"` (`"…|auto|trust-remote-code"`, `"…|auto|into=me/model-ONNX"`,
+    `"…|by=alice"` last; `str`, `parse`), part of its dedup key.
+
+    `requester`: the Hub user who asked for it on the request page, whose token alone it runs with.
+    Being part of the dedup key, a request is never merged into a watched repo's job or another
+    requester's, so no job runs with a token that was not given for it (issue 56, row 7)."""
 
     backends: tuple[str, ...]
     task: str = "auto"
     trust_remote_code: bool = False
     into: str | None = None
+    requester: str | None = None
 
     def __str__(self) -> str:
         flags = (["trust-remote-code"] if self.trust_remote_code else []) + ([f"into={self.into}"] if self.into else [])
+        flags += [f"by={self.requester}"] if self.requester else []
         return "|".join([",".join(self.backends), self.task, *flags])
 
     @classmethod
@@ -70,7 +76,8 @@ class JobPlan:
         task, *flags = rest.split("|")
         names = tuple(name for name in backends.split(",") if name)
         into = next((flag.removeprefix("into=") for flag in flags if flag.startswith("into=")), None)
-        return cls(names, task or "auto", "trust-remote-code" in flags, into)
+        requester = next((flag.removeprefix("by=") for flag in flags if flag.startswith("by=")), None)
+        return cls(names, task or "auto", "trust-remote-code" in flags, into, requester)
 
 
 @dataclass(frozen=True)

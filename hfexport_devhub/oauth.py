@@ -13,6 +13,7 @@ client, a redirect URI not registered or a wrong secret is refused as the Hub re
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import secrets
 import threading
@@ -39,7 +40,8 @@ class OAuthApp:
 class OAuthProvider:
     store: Store
     apps: dict[str, OAuthApp] = field(default_factory=dict)
-    _codes: dict[str, tuple[str, str, str, str, float]] = field(default_factory=dict)  # code → user, app, uri, scope
+    # code → user, app, redirect uri, scope, issued at, PKCE challenge ("" without)
+    _codes: dict[str, tuple[str, str, str, str, float, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def register(self, redirect_uris: list[str]) -> OAuthApp:
@@ -65,6 +67,7 @@ class OAuthProvider:
                 "token_endpoint": f"{base}/oauth/token",
                 "userinfo_endpoint": f"{base}/oauth/userinfo",
                 "response_types_supported": ["code"],
+                "code_challenge_methods_supported": ["S256"],
                 "scopes_supported": ["openid", "profile", "read-repos", "write-repos", "manage-repos"],
             }
         )
@@ -85,7 +88,7 @@ class OAuthProvider:
         e = html.escape
         hidden = "".join(
             f'<input type="hidden" name="{name}" value="{e(q.get(name) or "")}">'
-            for name in ("client_id", "redirect_uri", "state", "scope")
+            for name in ("client_id", "redirect_uri", "state", "scope", "code_challenge", "code_challenge_method")
         )
         return HTMLResponse(
             "<!doctype html><title>Sign in to the local Hub</title><h1>Authorize the app</h1>"
@@ -101,9 +104,19 @@ class OAuthProvider:
         user = self.store.user_for(form.get("token"))
         if user is None:
             raise StoreError(401, "Sign in first")
+        challenge, method = form.get("code_challenge", ""), form.get("code_challenge_method", "plain")
+        if challenge and method != "S256":  # as the Hub: PKCE with S256, or none
+            raise StoreError(400, "code_challenge_method must be S256")
         code = secrets.token_urlsafe(24)
         with self._lock:
-            self._codes[code] = (user, app.client_id, form["redirect_uri"], form.get("scope", ""), time.monotonic())
+            self._codes[code] = (
+                user,
+                app.client_id,
+                form["redirect_uri"],
+                form.get("scope", ""),
+                time.monotonic(),
+                challenge,
+            )
         query = urlencode({"code": code, "state": form.get("state", "")})
         return RedirectResponse(f"{form['redirect_uri']}?{query}", status_code=302)
 
@@ -125,6 +138,7 @@ class OAuthProvider:
             or issued[1] != app.client_id
             or issued[2] != form.get("redirect_uri")
             or time.monotonic() - issued[4] > CODE_TTL_S
+            or (issued[5] and not secrets.compare_digest(issued[5], _s256(form.get("code_verifier") or "")))
         ):
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
         access = self.store.add_user(issued[0], f"hf_oauth_{secrets.token_hex(16)}")
@@ -136,3 +150,8 @@ class OAuthProvider:
         if user is None:
             return JSONResponse({"error": "invalid_token"}, status_code=401)
         return JSONResponse({"sub": user, "name": user, "preferred_username": user})
+
+
+def _s256(verifier: str) -> str:
+    """PKCE's S256 challenge of `verifier` (RFC 7636): base64url of its SHA-256, unpadded."""
+    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()

@@ -42,7 +42,7 @@ from .budget import Busy
 from .executors import Executor, JobFailed
 from .outcome import JobOutcome
 from .queue import JobQueue
-from .request_page import RequestPage, RequestTokens
+from .request_page import TOKEN_LOST, RequestPage, RequestTokens
 from .status_page import render as render_status
 from .watch import Watch
 
@@ -81,6 +81,9 @@ class ServiceConfig:
     keep_s: float = 30 * 86400
     # `/request`: a form where anyone with a Hub token asks for an export (`request_page.py`).
     request_page: bool = False
+    # Each request runs as an HF Job under its requester's token (`--executor hf-jobs`): on their
+    # account and bill, which the form says before they ask.
+    requests_billed: bool = False
 
     def plan_for(self, repo_id: str) -> JobPlan:
         """The plan of a job of `repo_id`: `plan`, into the repo its watch pattern names, if any."""
@@ -256,7 +259,8 @@ def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | N
         Route("/jobs/{job_id:int}", job),
     ]
     if config.request_page:
-        routes += RequestPage(config.plan, queue, workers.tokens if workers else RequestTokens()).routes()
+        tokens = workers.tokens if workers else RequestTokens()
+        routes += RequestPage(config.plan, queue, tokens, billed=config.requests_billed).routes()
     return Starlette(routes=routes)
 
 
@@ -397,8 +401,15 @@ class QueueWorkers:
                 {"msg": "running", "job": job.id, "repo": job.repo_id, "sha": job.head_sha, "attempt": job.attempts}
             )
         )
+        # A request runs with its requester's token or not at all; a watched repo's job with the
+        # service's own (no request's token is ever lent to it: their plans differ, `JobPlan.requester`).
+        lent = self.tokens.get(job.id) if job.plan.requester else None
+        if job.plan.requester and lent is None:
+            self.queue.fail(job.id, token, TOKEN_LOST, None)
+            log.warning(json.dumps({"msg": "failed", "job": job.id, "error": "the requester's token is gone"}))
+            return
         try:
-            outcome = JobOutcome.of(self.executor.run(dataclasses.replace(job, hub_token=self.tokens.get(job.id))))
+            outcome = JobOutcome.of(self.executor.run(dataclasses.replace(job, hub_token=lent)))
         except Busy as e:  # the machine's memory is held by the jobs running: back in the queue
             self.queue.release(job.id, token, e.retry_in_s)
             log.info(json.dumps({"msg": "waiting for memory", "job": job.id, "why": str(e)}))

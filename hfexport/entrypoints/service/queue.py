@@ -76,6 +76,13 @@ CREATE TABLE IF NOT EXISTS pacing (
     updated_at REAL NOT NULL,
     paused_until REAL NOT NULL DEFAULT 0
 );
+-- The request page's requests: its key's digest (the key is the page's only way in) → its job. Kept
+-- here, not in memory, so a page still answers after a restart ("ask again": its token is gone).
+CREATE TABLE IF NOT EXISTS request_pages (
+    key_digest TEXT PRIMARY KEY,
+    job_id INTEGER NOT NULL,
+    created_at REAL NOT NULL
+);
 -- Per repo, the sequence number of its last claim: claims go to the repo served longest ago.
 CREATE TABLE IF NOT EXISTS repos (
     repo_id TEXT PRIMARY KEY,
@@ -207,6 +214,35 @@ class JobQueue:
                 return True
         row = db.execute("SELECT COUNT(*) AS n FROM jobs WHERE status IN ('queued', 'running')").fetchone()
         return row["n"] >= self.max_queued
+
+    def requests_full(self, requester: str, per_requester: int) -> str | None:
+        """Why a request of `requester` is refused now, or None: the jobs asked for on the request page
+        hold half of `max_queued` (the other half stays the watched repos'), or `requester`'s own
+        hold `per_requester`."""
+        db = self._connect()
+        active = "status IN ('queued', 'running')"
+        mine = f"|by={requester}"
+        row = db.execute(
+            f"SELECT COUNT(*) AS n, SUM(substr(plan_key, -?) = ?) AS mine FROM jobs WHERE {active} "
+            "AND instr(plan_key, '|by=') > 0",
+            (len(mine), mine),
+        ).fetchone()
+        if (row["mine"] or 0) >= per_requester:
+            return f"{requester} has {row['mine']} exports waiting or running, the most one person may have at once"
+        if row["n"] >= self.max_queued // 2:
+            return "the requests' share of the queue is full (the rest is kept for the repos the service watches)"
+        return None
+
+    def remember_page(self, key_digest: str, job_id: int, keep_s: float = 30 * 86400) -> None:
+        """Record that the request page `key_digest` shows `job_id`; pages older than `keep_s` go."""
+        now = self.clock()
+        db = self._connect()
+        db.execute("DELETE FROM request_pages WHERE created_at < ?", (now - keep_s,))
+        db.execute("INSERT OR REPLACE INTO request_pages VALUES (?, ?, ?)", (key_digest, job_id, now))
+
+    def page_job(self, key_digest: str) -> int | None:
+        row = self._connect().execute("SELECT job_id FROM request_pages WHERE key_digest = ?", (key_digest,)).fetchone()
+        return None if row is None else int(row["job_id"])
 
     def enqueue(self, repo_id: str, head_sha: str, plan: JobPlan, *, is_head: bool = False) -> tuple[int, bool]:
         """Add a job unless one with the same (repo, sha, plan) exists, and supersede the repo's

@@ -7,7 +7,15 @@ who asks and is the token the job runs with: the PR is theirs, the derived repo 
 their namespace, and the service's own token is lent to no one. The token is checked with the Hub
 (`whoami`) before anything is queued, kept in this process's memory only for the job's run
 (`RequestTokens`: never in the queue's database, a log or a page) and dropped once the job ends.
-A service restart forgets it: the request's page then says to ask again.
+A service restart forgets it: the request's page (its key's digest is kept in the queue's
+database) then says to ask again, and its job fails for good without running (`TOKEN_LOST`). A
+request's job is never merged into another's (`JobPlan.requester` is part of its dedup key), so a
+token runs only the job it was given for.
+
+Who may ask how much (issue 56, row 10): a client address may submit `SUBMITS_PER_CLIENT` forms a
+minute, checked before the Hub is asked anything (a flood of bad tokens costs no `whoami`); one
+requester may have `MAX_PER_REQUESTER` jobs waiting or running; requests fill at most half of the
+queue, the rest staying the watched repos'.
 
 Bad input re-renders the form with what is wrong and how to fix it (HTTP 400) and queues nothing.
 A request answers with a redirect to its own page, `/request/<key>`, whose key (random, 128 bits)
@@ -19,6 +27,7 @@ parser needed), read up to `MAX_FORM_BYTES`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import html
 import json
@@ -26,6 +35,8 @@ import logging
 import os
 import secrets
 import threading
+import time
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
@@ -42,6 +53,8 @@ from .queue import Job, JobQueue, JobStatus
 from .signin import (
     COOKIE,
     SESSION_TTL_S,
+    SIGNIN_COOKIE,
+    STATE_TTL_S,
     Session,
     Sessions,
     SignInFailed,
@@ -56,8 +69,45 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hfexport.serve")
 MAX_FORM_BYTES = 64 * 1024
-MAX_REQUESTS_KEPT = 100_000  # request pages this process answers for (a key and a job id each)
 REFRESH_S = 3
+SUBMITS_PER_CLIENT = 10  # forms a client address may submit in `SUBMIT_WINDOW_S`
+SUBMIT_WINDOW_S = 60.0
+MAX_CLIENTS_TRACKED = 10_000  # the least recently seen addresses go first
+MAX_PER_REQUESTER = 3
+TOKEN_LOST = (
+    "The service restarted while this request waited, and a requester's token is never stored: "
+    "ask again on the request page."
+)
+
+
+class SubmitLimits:
+    """At most `SUBMITS_PER_CLIENT` submissions per client address in any `SUBMIT_WINDOW_S`."""
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self._seen: OrderedDict[str, deque[float]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.clock = clock
+
+    def allow(self, client: str) -> bool:
+        now = self.clock()
+        with self._lock:
+            times = self._seen.pop(client, None) or deque()
+            while times and now - times[0] >= SUBMIT_WINDOW_S:
+                times.popleft()
+            allowed = len(times) < SUBMITS_PER_CLIENT
+            if allowed:
+                times.append(now)
+            self._seen[client] = times
+            while len(self._seen) > MAX_CLIENTS_TRACKED:
+                self._seen.popitem(last=False)
+        return allowed
+
+
+def client_of(request: Request) -> str:
+    """Who submits: the address the Space's proxy saw (the first `X-Forwarded-For` hop) where the
+    service runs in a Space (`SPACE_HOST`), else the connection's own address."""
+    forwarded = request.headers.get("x-forwarded-for", "") if os.environ.get("SPACE_HOST") else ""
+    return forwarded.split(",")[0].strip() or (request.client.host if request.client else "?")
 
 
 class RequestTokens:
@@ -146,9 +196,9 @@ def requested(fields: dict[str, str], offered: tuple[str, ...], session: Session
     return Requested(repo_id, backends, into or None, fields["token"])
 
 
-def check(api: HfApi, request: Requested) -> str:
-    """The model's head commit, once the Hub says the token is valid, may write where the files go
-    and can read the model.
+def check(api: HfApi, request: Requested) -> tuple[str, str]:
+    """The model's head commit and the token's user, once the Hub says the token is valid, may
+    write where the files go and can read the model.
 
     Raises:
         RequestError: the Hub refused the token, the namespace is not the token's, or the model
@@ -177,11 +227,11 @@ def check(api: HfApi, request: Requested) -> str:
     except HfHubHTTPError as e:
         raise RequestError(f"The Hub did not answer ({e.__class__.__name__}).", "Ask again in a minute.") from None
     assert sha is not None  # the Hub names the commit of every repo it answers for
-    return sha
+    return sha, str(me["name"])
 
 
-def plan_of(request: Requested, task: str = "auto") -> JobPlan:
-    return JobPlan(request.backends, task, False, request.into)
+def plan_of(request: Requested, requester: str, task: str = "auto") -> JobPlan:
+    return JobPlan(request.backends, task, False, request.into, requester)
 
 
 # ── Pages ────────────────────────────────────────────────────────────────────
@@ -211,9 +261,11 @@ def render_form(
     error: RequestError | None = None,
     session: Session | None = None,
     sign_in: bool = False,
+    billed: bool = False,
 ) -> str:
     """The request form; `shown`: the fields as submitted (never the token), `error`: what was
-    wrong; `session`: the signed-in user (no token asked), `sign_in`: offer "Sign in with Hugging Face"."""
+    wrong; `session`: the signed-in user (no token asked), `sign_in`: offer "Sign in with Hugging
+    Face"; `billed`: each request runs as an HF Job on the requester's account (said before they ask)."""
     e, shown = html.escape, shown or {}
     to_repo = shown.get("destination") == "repo"
     boxes = "".join(
@@ -257,9 +309,16 @@ def render_form(
         f"{' checked' if to_repo else ''}> a repo of mine:</label>"
         '<input type="text" id="into" name="into" placeholder="yourname/model-ONNX" '
         f'value="{e(shown.get("into", ""))}">'
-        f"</fieldset>{who}"
+        f"</fieldset>{who}{_BILLED if billed else ''}"
         "<button type=submit>Export</button></form>",
     )
+
+
+_BILLED = (
+    '<p class="fix" id="billed"><b>Billed to you:</b> this service runs each export as a Hugging Face Job '
+    "under your account, with your token: the job's hardware is charged to your account, as any Job you "
+    "start yourself.</p>"
+)
 
 
 def render_request(job: Job | None, into: str | None, token_lost: bool) -> str:
@@ -308,10 +367,9 @@ class RequestPage:
         tokens: where its token waits for the worker that runs it.
     """
 
-    def __init__(self, plan: JobPlan, queue: JobQueue, tokens: RequestTokens):
+    def __init__(self, plan: JobPlan, queue: JobQueue, tokens: RequestTokens, *, billed: bool = False):
         self.offered, self.task, self.queue, self.tokens = tuple(plan.backends), plan.task, queue, tokens
-        self.requests: dict[str, int] = {}  # a request's key → its job
-        self.app, self.sessions = oauth_app(), Sessions()
+        self.app, self.sessions, self.billed, self.limits = oauth_app(), Sessions(), billed, SubmitLimits()
 
     def routes(self) -> list[Route]:
         return [
@@ -327,7 +385,9 @@ class RequestPage:
         return self.sessions.get(request.cookies.get(COOKIE)) if self.app is not None else None
 
     def form(self, request: Request) -> HTMLResponse:
-        text = render_form(self.offered, session=self._session(request), sign_in=self.app is not None)
+        text = render_form(
+            self.offered, session=self._session(request), sign_in=self.app is not None, billed=self.billed
+        )
         return HTMLResponse(text, headers=_NO_STORE)
 
     async def submit(self, request: Request) -> Response:
@@ -339,27 +399,32 @@ class RequestPage:
         except TimeoutError:
             return HTMLResponse("The form did not arrive in time.", status_code=408)
         fields = read_form(body)
+        status = 400
         try:
             if size > MAX_FORM_BYTES:
                 raise RequestError(f"The form sent more than {MAX_FORM_BYTES} bytes.", "Send the fields alone.")
+            if not self.limits.allow(client_of(request)):  # before the Hub is asked anything
+                status = 429
+                raise RequestError("Too many requests from your address this minute.", "Ask again in a minute.")
             asked = requested(fields, self.offered, session)
             if self.queue.full(asked.repo_id):
                 raise RequestError("The queue is full for that namespace.", "Ask again in a few minutes.")
-            sha = await asyncio.to_thread(check, HfApi(), asked)
+            sha, requester = await asyncio.to_thread(check, HfApi(), asked)
+            if (why := self.queue.requests_full(requester, MAX_PER_REQUESTER)) is not None:
+                status = 429
+                raise RequestError(f"Not now: {why}.", "Ask again once one of them has finished.")
         except RequestError as e:
-            text = render_form(self.offered, shown(fields), e, session, self.app is not None)
-            return HTMLResponse(text, status_code=400, headers=_NO_STORE)
-        job_id, _ = self.queue.enqueue(asked.repo_id, sha, plan_of(asked, self.task))
+            text = render_form(self.offered, shown(fields), e, session, self.app is not None, self.billed)
+            return HTMLResponse(text, status_code=status, headers=_NO_STORE)
+        job_id, _ = self.queue.enqueue(asked.repo_id, sha, plan_of(asked, requester, self.task))
         self.tokens.put(job_id, asked.token)
         key = new_key()
-        self.requests[key] = job_id
-        while len(self.requests) > MAX_REQUESTS_KEPT:  # the oldest requests' pages go first
-            del self.requests[next(iter(self.requests))]
+        self.queue.remember_page(_digest(key), job_id)
         log.info(json.dumps({"msg": "requested", "job": job_id, "repo": asked.repo_id, "into": asked.into}))
         return RedirectResponse(f"/request/{key}", status_code=303)
 
     def page(self, request: Request) -> HTMLResponse:
-        job_id = self.requests.get(request.path_params["key"])
+        job_id = self.queue.page_job(_digest(request.path_params["key"]))
         found = self.queue.get(job_id) if job_id is not None else None
         # Superseded (the branch moved on): the request is the newer commit's job now.
         while found is not None and found.status == JobStatus.SUPERSEDED and (found.result or {}).get("job"):
@@ -372,19 +437,26 @@ class RequestPage:
     def login(self, request: Request) -> Response:
         if self.app is None:
             return HTMLResponse("This service offers no sign-in: paste a token.", status_code=404)
+        started = self.sessions.start()
         try:
-            target = authorize_url(self.app, callback_url(str(request.base_url)), self.sessions.new_state())
+            target = authorize_url(self.app, callback_url(str(request.base_url)), started)
         except Exception as e:  # the Hub's OpenID configuration unreadable: said, not a 500
             return HTMLResponse(f"Sign-in is unavailable ({html.escape(type(e).__name__)}): paste a token.", 502)
-        return RedirectResponse(target, status_code=302, headers=_NO_STORE)
+        response = RedirectResponse(target, status_code=302, headers=_NO_STORE)
+        # This browser's proof that it started the sign-in the callback finishes.
+        response.set_cookie(SIGNIN_COOKIE, started.nonce, STATE_TTL_S, path="/request", httponly=True, samesite="lax")
+        return response
 
     async def callback(self, request: Request) -> Response:
         code, state = request.query_params.get("code", ""), request.query_params.get("state", "")
-        if self.app is None or not code or not self.sessions.take_state(state):
-            return HTMLResponse("This sign-in was not started here, or has expired: sign in again.", status_code=400)
+        verifier = self.sessions.take(state, request.cookies.get(SIGNIN_COOKIE)) if self.app and code else None
+        if self.app is None or verifier is None:
+            return HTMLResponse(
+                "This sign-in was not started in this browser, or has expired: sign in again.", status_code=400
+            )
         try:
             redirect_uri = callback_url(str(request.base_url))
-            name, token = await asyncio.to_thread(signed_in, self.app, code, redirect_uri)
+            name, token = await asyncio.to_thread(signed_in, self.app, code, redirect_uri, verifier)
         except SignInFailed as e:
             return HTMLResponse(f"Sign-in failed: {html.escape(str(e))}. Sign in again.", status_code=502)
         except Exception as e:  # the Hub unreachable, or answering something else than JSON
@@ -395,6 +467,7 @@ class RequestPage:
         response.set_cookie(
             COOKIE, session_id, SESSION_TTL_S, path="/request", httponly=True, samesite="lax", secure=secure
         )
+        response.delete_cookie(SIGNIN_COOKIE, path="/request")
         log.info(json.dumps({"msg": "signed in", "user": name}))
         return response
 
@@ -406,3 +479,8 @@ class RequestPage:
 
 
 _NO_STORE = {"Cache-Control": "no-store"}
+
+
+def _digest(key: str) -> str:
+    """What the queue keeps of a request's key: its digest (the key itself opens the page)."""
+    return hashlib.sha256(key.encode()).hexdigest()

@@ -55,6 +55,7 @@ def configure(o: ServeOptions) -> ServiceConfig:
             read_token=o.read_token,
             keep_s=o.keep_days * 86400,
             request_page=o.request_page,
+            requests_billed=o.executor == "hf-jobs",
         )
     except ValueError as e:
         raise HfExportError(

@@ -7,6 +7,12 @@ pasted token: the authorization-code flow the Hub's OpenID configuration describ
 request), the code traded with the client secret for an access token that acts as the user, and
 `userinfo` naming them. Without them, `oauth_app()` is None and the page asks for a token.
 
+A sign-in is bound to the browser that started it: `/request/login` gives that browser a random
+nonce in a cookie (`SIGNIN_COOKIE`) and keeps, under the `state` it sends to the Hub, the nonce's
+digest and a PKCE verifier (RFC 7636, S256). The callback signs in only the browser whose cookie
+matches the state, and trades the code with that verifier: a callback URL taken from someone
+else's half-done sign-in signs no one in. At most `MAX_PENDING` sign-ins wait, each `STATE_TTL_S`.
+
 A signed-in browser holds one random session id in a cookie (HttpOnly, SameSite=Lax, scoped to
 `/request`, Secure over https); the access token stays in this process's memory (`Sessions`),
 as a pasted token does, and is forgotten at sign-out, after `SESSION_TTL_S`, or on a restart. A
@@ -16,6 +22,9 @@ another site cannot submit one in the user's name.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import os
 import secrets
 import threading
@@ -24,8 +33,10 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 COOKIE = "hfexport_session"
+SIGNIN_COOKIE = "hfexport_signin"
 SESSION_TTL_S = 8 * 3600  # the Hub's access tokens last 8 h
 STATE_TTL_S = 600
+MAX_PENDING = 1000  # sign-ins under way kept at once: the oldest goes first (a login page hit costs ~200 B)
 
 
 @dataclass(frozen=True)
@@ -65,27 +76,55 @@ class Session:
     until: float
 
 
+@dataclass(frozen=True)
+class SignIn:
+    """One sign-in under way: the `state` sent to the Hub, the `nonce` its browser holds in a
+    cookie, and the PKCE `verifier` whose challenge the Hub was sent."""
+
+    state: str
+    nonce: str
+    verifier: str
+
+    @property
+    def challenge(self) -> str:
+        return _s256(self.verifier)
+
+
+def _s256(text: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+
+
 class Sessions:
-    """Signed-in browsers and the sign-ins under way, in memory only."""
+    """Signed-in browsers and the sign-ins under way (at most `MAX_PENDING`), in memory only."""
 
     def __init__(self) -> None:
         self._sessions: dict[str, Session] = {}
-        self._states: dict[str, float] = {}
+        self._states: dict[str, tuple[str, str, float]] = {}  # state → the nonce's digest, verifier, started
         self._lock = threading.Lock()
 
-    def new_state(self) -> str:
-        state = secrets.token_urlsafe(24)
+    def start(self) -> SignIn:
+        started = SignIn(secrets.token_urlsafe(24), secrets.token_urlsafe(24), secrets.token_urlsafe(48))
         with self._lock:
             now = time.monotonic()
-            self._states = {s: t for s, t in self._states.items() if now - t < STATE_TTL_S}
-            self._states[state] = now
-        return state
+            self._states = {s: v for s, v in self._states.items() if now - v[2] < STATE_TTL_S}
+            while len(self._states) >= MAX_PENDING:  # the oldest sign-in under way goes first
+                del self._states[next(iter(self._states))]
+            self._states[started.state] = (_s256(started.nonce), started.verifier, now)
+        return started
 
-    def take_state(self, state: str) -> bool:
-        """Whether `state` is one this service sent the browser off with (each is used once)."""
+    def take(self, state: str, nonce: str | None) -> str | None:
+        """The PKCE verifier of the sign-in `state`, when this browser (`nonce`, its cookie) started
+        it within `STATE_TTL_S`; else None. Each state is used once, whoever presents it."""
         with self._lock:
-            started = self._states.pop(state, None)
-        return started is not None and time.monotonic() - started < STATE_TTL_S
+            found = self._states.pop(state, None)
+        if found is None or time.monotonic() - found[2] >= STATE_TTL_S:
+            return None
+        return found[1] if hmac.compare_digest(found[0], _s256(nonce or "")) else None
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._states)
 
     def open(self, name: str, token: str) -> str:
         session_id, until = secrets.token_urlsafe(32), time.monotonic() + SESSION_TTL_S
@@ -110,20 +149,23 @@ class SignInFailed(Exception):
     pass
 
 
-def authorize_url(app: OAuthApp, redirect_uri: str, state: str) -> str:
+def authorize_url(app: OAuthApp, redirect_uri: str, sign_in: SignIn) -> str:
     endpoints = _endpoints(app)
     query = {
         "client_id": app.client_id,
         "redirect_uri": redirect_uri,
         "scope": app.scopes,
-        "state": state,
+        "state": sign_in.state,
         "response_type": "code",
+        "code_challenge": sign_in.challenge,
+        "code_challenge_method": "S256",
     }
     return f"{endpoints['authorization_endpoint']}?{urlencode(query)}"
 
 
-def signed_in(app: OAuthApp, code: str, redirect_uri: str) -> tuple[str, str]:
-    """The user the Hub signed in, and their access token, for the `code` it sent back.
+def signed_in(app: OAuthApp, code: str, redirect_uri: str, verifier: str) -> tuple[str, str]:
+    """The user the Hub signed in, and their access token, for the `code` it sent back (traded with
+    the sign-in's PKCE `verifier`).
 
     Raises:
         SignInFailed: the Hub refused the code (used, expired, another app's) or answered otherwise.
@@ -133,7 +175,12 @@ def signed_in(app: OAuthApp, code: str, redirect_uri: str) -> tuple[str, str]:
     endpoints = _endpoints(app)
     answer = get_session().post(
         endpoints["token_endpoint"],
-        data={"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri},
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect_uri,
+            "code_verifier": verifier,
+        },
         auth=(app.client_id, app.client_secret),
         timeout=30,
     )
