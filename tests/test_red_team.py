@@ -16,6 +16,7 @@ import sys
 import sysconfig
 import tempfile
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import tiny_models
@@ -310,3 +311,186 @@ def test_a_gated_sources_derived_repo_is_created_private_and_never_opened(hub, t
     said = " ".join(refused.stderr.split())
     assert refused.returncode == 2 and f"{source} is gated (access manual)" in said, said
     assert _head(bot, into) == held
+
+
+# ── serve --request-page: tokens, sign-in, quotas (rows 4, 7, 8, 10, 15, 16) ─
+
+
+class _Recording:
+    """An executor that records the token each job ran with, and publishes nothing."""
+
+    def __init__(self) -> None:
+        self.ran: dict[int, str | None] = {}
+
+    def run(self, job):
+        self.ran[job.id] = job.hub_token
+        return {"action": "opened", "exit_code": 0}
+
+
+def _settle(queue, timeout: float = 30) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while (queue.counts().get("queued") or queue.counts().get("running")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_a_token_runs_only_the_request_that_brought_it_and_none_after_a_restart(tmp_path):
+    """Row 7: a request for the commit a watched repo's job waits on is a job of its own (never
+    merged), and the watched job runs with the service's token, not the requester's. Row 4: a
+    request whose token a restart lost fails for good with "ask again", and never runs — not with
+    the service's own token either."""
+    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig
+    from hfexport.entrypoints.service.queue import JobQueue
+    from hfexport.entrypoints.service.request_page import TOKEN_LOST, RequestTokens
+    from hfexport.messages import JobPlan
+
+    queue = JobQueue(tmp_path / "q.sqlite")
+    watched, _ = queue.enqueue("org/model", "a" * 40, JobPlan(("onnx",)))
+    asked, _ = queue.enqueue("org/model", "a" * 40, JobPlan(("onnx",), requester="alice"))
+    lost, _ = queue.enqueue("org/other", "b" * 40, JobPlan(("onnx",), requester="bob"))
+    assert len({watched, asked, lost}) == 3
+    tokens = RequestTokens()
+    executor = _Recording()
+    config = ServiceConfig(secret="s" * 32, watch={"*"}, plan=JobPlan(("onnx",)), workers=1)
+    workers = QueueWorkers(config, queue, executor, idle_s=0.05)
+    workers.tokens = tokens
+    tokens.put(asked, "hf_alice_token")  # bob's was given to a process that has since restarted
+    workers.start()
+    try:
+        _settle(queue)
+    finally:
+        workers.stop()
+    assert executor.ran == {watched: None, asked: "hf_alice_token"}
+    failed = queue.get(lost)
+    assert failed.status == "failed" and failed.error == TOKEN_LOST
+
+
+def _form_service(hub, tmp_path, *extra: str, env: dict | None = None):
+    from test_service import Service
+
+    service = Service(
+        tmp_path / "q.sqlite",
+        ["redteam-watched/model"],
+        hub.add_user(f"redteam-service-{tmp_path.name[-12:]}"),
+        backends="onnx",
+        extra=("--request-page", "--warm", "0", *extra),
+        env=env,
+    )
+    return service.start()
+
+
+def _ask(service, client, **fields) -> tuple[int, str, str | None]:
+    """Submit the request form; its status, text and (on success) the request page's path."""
+    form = {"backends": "onnx", "destination": "repo" if fields.get("into") else "pr", **fields}
+    answer = client.post(f"{service.url}/request", data=form, allow_redirects=False, timeout=60)
+    return answer.status_code, answer.text, answer.headers.get("location")
+
+
+def test_a_requests_page_outlives_a_restart_and_says_to_ask_again(hub, tmp_path, workspace):
+    """Row 4, over HTTP: a request waiting when the service restarts is not run with the service's
+    token; its page still answers (200, not 404) and says to ask again."""
+    import requests
+
+    user = hub.add_user("redteam-asker")
+    api = _api(hub, user)
+    api.create_repo("redteam-asker/bert")
+    api.upload_folder(repo_id="redteam-asker/bert", folder_path=tiny_models.bert(workspace / "redteam-asker", seed=21))
+    service = _form_service(hub, tmp_path, "--workers", "0")
+    try:
+        with requests.Session() as client:
+            status, text, page = _ask(service, client, repo="redteam-asker/bert", token=user)
+            assert status == 303 and page, text
+    finally:
+        service.stop()
+    service.extra = ("--request-page", "--warm", "0", "--workers", "1")
+    service.start()
+    try:
+        (job,) = [j for j in service.get("/jobs")["jobs"] if "by=redteam-asker" in j["plan"]]
+        done = service.wait_done(job["id"], timeout=120)
+        shown = requests.get(f"{service.url}{page}", timeout=60)
+    finally:
+        service.stop()
+    assert done["status"] == "failed" and "ask again" in done["error"], done
+    assert shown.status_code == 200 and "ask again" in shown.text, shown.text
+    assert not list(api.get_repo_discussions("redteam-asker/bert"))  # nothing ran, as no one
+
+
+def test_a_sign_in_finishes_only_in_the_browser_that_started_it(hub, tmp_path):
+    """Row 8: Alice's half-done sign-in — approved at the Hub, its callback URL (code and state)
+    taken — opened in another browser signs no one in; the Hub's code is also bound to Alice's
+    PKCE verifier. Row 15: the sign-ins under way are bounded (unit: `Sessions`)."""
+    import requests
+
+    from hfexport.entrypoints.service.signin import MAX_PENDING, Sessions
+
+    alice = hub.add_user("redteam-signin-alice")
+    app_env = {"OAUTH_SCOPES": "openid profile", "OPENID_PROVIDER_URL": hub.url}
+    service = _form_service(hub, tmp_path, "--workers", "0", env=app_env)
+    service.stop()
+    app = hub.add_oauth_app([f"{service.url}/request/callback"])
+    service.env = {**app_env, "OAUTH_CLIENT_ID": app.client_id, "OAUTH_CLIENT_SECRET": app.client_secret}
+    service.start()
+    try:
+        with requests.Session() as alices, requests.Session() as mallorys:
+            login = alices.get(f"{service.url}/request/login", allow_redirects=False, timeout=60)
+            assert login.status_code == 302 and "code_challenge=" in login.headers["location"], login.headers
+            query = parse_qs(urlsplit(login.headers["location"]).query)
+            approved = requests.post(
+                f"{hub.url}/oauth/authorize",
+                data={**{k: v[0] for k, v in query.items()}, "token": alice},
+                allow_redirects=False,
+                timeout=60,
+            )
+            callback = approved.headers["location"]
+            stolen = mallorys.get(callback, allow_redirects=False, timeout=60)
+            assert stolen.status_code == 400 and "not started in this browser" in stolen.text, stolen.text
+            assert "hfexport_session" not in mallorys.cookies
+            form = mallorys.get(f"{service.url}/request", timeout=60)
+            assert "Signed in as" not in form.text
+    finally:
+        service.stop()
+
+    sessions = Sessions()
+    first = sessions.start()
+    for _ in range(MAX_PENDING + 500):
+        sessions.start()
+    assert sessions.pending == MAX_PENDING
+    assert sessions.take(first.state, first.nonce) is None  # the oldest went first
+
+
+def test_one_client_or_requester_cannot_take_the_queue_from_the_watched_repos(hub, tmp_path, workspace):
+    """Row 10: one requester may have 3 jobs waiting; requests take at most half the queue, and a
+    watched repo's webhook is still queued then; bad tokens from one address stop costing the Hub
+    a `whoami` once it has sent 10 forms in a minute. Row 16: under `--executor hf-jobs` the form
+    says, before anyone asks, that the Job runs on their account and bill."""
+    import requests
+    from test_service import _payload
+
+    users = {name: hub.add_user(f"redteam-quota-{name}") for name in ("ann", "ben")}
+    for name, token in users.items():
+        api = _api(hub, token)
+        for i in range(4):
+            api.create_repo(f"redteam-quota-{name}/m{i}")
+            api.upload_file(path_or_fileobj=b"{}", path_in_repo="config.json", repo_id=f"redteam-quota-{name}/m{i}")
+    service = _form_service(hub, tmp_path, "--workers", "0", "--max-queued", "8", "--executor", "hf-jobs")
+    try:
+        with requests.Session() as client:
+            assert 'id="billed"' in client.get(f"{service.url}/request", timeout=60).text
+            answers = [_ask(service, client, repo=f"redteam-quota-ann/m{i}", token=users["ann"]) for i in range(4)]
+            assert [a[0] for a in answers] == [303, 303, 303, 429], answers[-1][1]
+            assert "redteam-quota-ann has 3 exports waiting or running" in answers[-1][1]
+            assert _ask(service, client, repo="redteam-quota-ben/m0", token=users["ben"])[0] == 303
+            full = _ask(service, client, repo="redteam-quota-ben/m1", token=users["ben"])
+            assert full[0] == 429 and "share of the queue is full" in full[1], full[1]
+            status, body = service.post(_payload("redteam-watched/model", "c" * 40))
+            assert status == 202, body
+
+            before = sum(1 for _, path in hub.app.requests if path.startswith("/api/whoami"))
+            flood = [_ask(service, client, repo="redteam-quota-ann/m0", token=f"hf_bad_{i}")[0] for i in range(12)]
+            whoami = sum(1 for _, path in hub.app.requests if path.startswith("/api/whoami")) - before
+    finally:
+        service.stop()
+    refused = flood.count(400)
+    assert refused == 10 - len(answers) - 2 and flood.count(429) == 12 - refused, flood
+    assert whoami == refused  # the 429s asked the Hub nothing

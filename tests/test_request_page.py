@@ -73,7 +73,7 @@ def test_a_user_asks_in_the_browser_and_the_requests_page_links_the_repo_it_made
     assert "onnx/model.onnx" in files and not any(f.startswith("dynamo/") for f in files), files
     # Asked by the user, run with the user's token: the job says so nowhere, and keeps no token.
     (job,) = service.get("/jobs")["jobs"]
-    assert job["plan"] == "onnx|auto|into=form-user/tiny-bert-ONNX" and user not in json.dumps(job), job
+    assert job["plan"] == "onnx|auto|into=form-user/tiny-bert-ONNX|by=form-user" and user not in json.dumps(job), job
     assert user not in (service.db.with_suffix(".log")).read_text()
 
 
