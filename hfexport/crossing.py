@@ -12,8 +12,10 @@ is refused, naming the file and what it is.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shutil
 import stat
 from pathlib import Path
 
@@ -100,13 +102,26 @@ def take(source: Path, target: Path, names: list[str], what: str) -> None:
                 raise _planted(what, name, kind)
             destination = target / name
             destination.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(source / name, destination)  # a rename never follows a link: what moved is checked next
+            try:
+                os.rename(source / name, destination)  # a rename never follows a link: what moved is checked next
+            except OSError as error:
+                if error.errno != errno.EXDEV:
+                    raise
+                _copy(fd, destination)  # another filesystem (a tmpfs /tmp): the checked file's content
+                continue
             after = os.lstat(destination)
             if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino) or _what(after) is not None:
                 destination.unlink()
                 raise _planted(what, name, "replaced while it was taken")
         finally:
             os.close(fd)
+
+
+def _copy(fd: int, destination: Path) -> None:
+    """The content behind the checked descriptor `fd` into a new file `destination`."""
+    with open(os.dup(fd), "rb", closefd=True) as source, open(destination, "xb") as copy:
+        os.set_blocking(source.fileno(), True)
+        shutil.copyfileobj(source, copy, 1 << 20)
 
 
 def _prefixes(name: str) -> list[str]:

@@ -124,8 +124,13 @@ def wrap(
     args += [arg for path in concealed_roots() for arg in ("--conceal", str(path))]
     from .crossing import repo_root
 
-    # A snapshot's files link into its repo's blobs: the repo's folder is shown whole.
+    # A snapshot's files link into its repo's blobs: the repo's folder is shown whole. A covered
+    # folder itself, or one holding it, is never shown: that would undo the cover.
+    covered = _covered()
     shown = [repo_root(Path(path)) for path in [*reads, *_runtime_paths()] if Path(path).is_dir()]
+    shown = [
+        path for path in shown if not any(root == path.resolve() or path.resolve() in root.parents for root in covered)
+    ]
     args += [arg for path in shown for arg in ("--read", str(path))]
     args += [arg for path in [*writes, *map(Path, test_writable())] if path.is_dir() for arg in ("--write", str(path))]
     return [*UNSHARE, "--", sys.executable, "-I", "-S", __file__, *args, "--", *command]
@@ -166,7 +171,9 @@ def _runtime_paths() -> list[Path]:
     """What the sandboxed Python and its tools run from, where a private `/tmp` or a concealed folder
     would hide it (a checkout and its venv under /tmp): the interpreter's prefixes, `sys.path`."""
     found = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, *sys.path) if p and Path(p).is_dir()}
-    return sorted(p for p in found if _under(p, _covered()))
+    covered = _covered()
+    # Inside a covered folder, never one itself (a script run from /tmp puts /tmp on sys.path).
+    return sorted(p for p in found if _under(p, covered) and p not in covered)
 
 
 def require(what: str, user: WorkerUser | None) -> None:

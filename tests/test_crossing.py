@@ -76,3 +76,19 @@ def test_a_model_file_is_followed_only_into_its_own_repo(tmp_path):
     assert crossing.repo_root(snapshot) == repo
     assert crossing.within(snapshot / "config.json", repo) == (repo / "blobs" / "1234").resolve()
     assert crossing.within(snapshot / "added_tokens.json", repo) is None
+
+
+def test_a_file_on_another_filesystem_crosses_as_a_copy_of_what_was_checked(folders, monkeypatch):
+    """The workers' folder on a tmpfs /tmp, the cache on disk: a rename cannot cross, the checked
+    content is copied."""
+    import errno
+
+    source, target, _ = folders
+    (source / "onnx" / "model.onnx").write_bytes(b"graph" * 1000)
+
+    def cross_device(*args):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "rename", cross_device)
+    crossing.take(source, target, ["onnx/model.onnx"], "The worker")
+    assert (target / "onnx" / "model.onnx").read_bytes() == b"graph" * 1000

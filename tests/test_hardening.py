@@ -92,7 +92,8 @@ def assert_no_credential_reached(records: Path, secrets: dict[str, str], process
     """Every process that imported the repo's code (at least `processes`: the planner and each
     backend's worker) recorded its hunt, and none of them reached a secret's value, unmounted
     anything or reached the network."""
-    recorded = {path.name: json.loads(path.read_text()) for path in records.glob("*.json")}
+    hunts = [path for path in records.glob("*.json") if not path.name.startswith("attack-")]
+    recorded = {path.name: json.loads(path.read_text()) for path in hunts}
     assert len({name.split("-", 1)[0] for name in recorded}) >= processes, sorted(recorded)
     for name, record in recorded.items():
         reached = record.pop("__reached__")

@@ -150,7 +150,7 @@ def test_a_repos_code_writes_nowhere_it_is_read_and_publishes_nothing_it_planted
     mallory.create_repo(repo)
     mallory.upload_folder(repo_id=repo, folder_path=folder)
     try:
-        pushed = _push(team, repo, "--backends", "dynamo,onnx", "--trust-remote-code", records=records)
+        pushed = _push(team, repo, "--backends", "onnx", "--trust-remote-code", records=records)
         assert pushed.returncode == 0, pushed.stderr[-3000:]
         into = ("--into", "redteam-bot/writer-ONNX")
         derived = _push(team, repo, "--backends", "onnx", "--trust-remote-code", *into, records=records)
@@ -494,3 +494,38 @@ def test_one_client_or_requester_cannot_take_the_queue_from_the_watched_repos(hu
     refused = flood.count(400)
     assert refused == 10 - len(answers) - 2 and flood.count(429) == 12 - refused, flood
     assert whoami == refused  # the 429s asked the Hub nothing
+
+
+# ── a race with the owner (row 12) ───────────────────────────────────────────
+
+
+def test_a_pr_merged_while_the_next_commit_exports_ends_with_that_commits_exports(hub, team, workspace):
+    """Row 12: our PR (commit A's exports) is merged while commit B, new weights, is exported. The
+    push must not say up-to-date over main's A exports beside B's weights: B's exports end on an
+    open PR (or main)."""
+    from hfexport import push
+
+    owner_token = hub.add_user("redteam-merger")
+    owner = _api(hub, owner_token)
+    repo = "redteam-merger/bert"
+    owner.create_repo(repo)
+    owner.upload_folder(repo_id=repo, folder_path=tiny_models.bert(workspace / "redteam-merge-a", seed=31))
+    first = push(repo, backends="onnx", token=team["bot"])
+    assert first.action == "opened"
+    owner.upload_folder(repo_id=repo, folder_path=tiny_models.bert(workspace / "redteam-merge-b", seed=32))
+    b = _head(owner, repo)
+
+    merged = []
+
+    def merge_once(backend: str, message: str) -> None:  # the owner merges while B exports
+        if not merged:
+            owner.merge_pull_request(repo, first.pr_num)
+            merged.append(message)
+
+    second = push(repo, backends="onnx", token=team["bot"], progress=merge_once)
+    assert merged and second.action in ("opened", "updated"), second.action
+    where = f"refs/pr/{second.pr_num}" if second.pr_num else "main"
+    report = json.loads(Path(owner.hf_hub_download(repo, "hfexport-report.json", revision=where)).read_text())
+    built = {b_["backend"]: b_["source_sha"] for b_ in report["backends"]}
+    ancestors = {c.commit_id for c in owner.list_repo_commits(repo, revision=where)}
+    assert b in ancestors and built["onnx"] in ancestors and built["onnx"] != first.report.source.sha, built

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import urllib.error
@@ -229,13 +230,21 @@ def test_commit_fires_webhook_then_service_opens_pr(hub, accounts, tmp_path, wor
 def test_a_repos_code_run_by_the_service_reaches_no_credential(hub, accounts, tmp_path, workspace):
     """`serve --trust-remote-code`: the repo's code runs in the sandbox of each job's push, and its
     hunt (/proc of every process — the service holds the webhook secret and the token —, saved
-    logins, the network) reaches none of them."""
+    logins, the network) reaches none of them; what it tries to write where the service's next
+    job would run it (a .pth, a dotfile, the checkout: issue 56, rows 1-3) is refused."""
     from test_hardening import SECRETS, assert_no_credential_reached, hunting
+    from test_red_team import _attempts
 
     repo, home, records = "alice-svc/remote-code", tmp_path / "hf-home", tmp_path / "records"
     home.mkdir()
     (home / "token").write_text(accounts["alice"])  # the operator's own saved login
-    folder = tiny_models.remote_code_bert(workspace / "svc-remote-code", records, **hunting(home, hub))
+    targets = {
+        "pth": Path(sysconfig.get_paths()["purelib"]) / "hfexport_service_redteam.pth",
+        "dotfile": Path(os.path.expanduser("~")) / ".hfexport-service-redteam",
+        "checkout": Path(__file__).resolve().parents[1] / ".hfexport-service-redteam",
+    }
+    plan = {"write": {name: str(path) for name, path in targets.items()}, "links": {}}
+    folder = tiny_models.hostile_writer_bert(workspace / "svc-remote-code", records, plan, **hunting(home, hub))
     sha = _seed(hub, accounts["alice"], repo, folder)
     extra = {name: value for name, value in SECRETS.items() if name not in ("HF_TOKEN", "HFEXPORT_WEBHOOK_SECRET")}
     env = {**extra, "HF_HOME": str(home), "HFEXPORT_TEST_WRITABLE": str(records)}
@@ -250,6 +259,11 @@ def test_a_repos_code_run_by_the_service_reaches_no_credential(hub, accounts, tm
         service.stop()
     secrets = {**extra, "HF_TOKEN": accounts["bot"], "SAVED_LOGIN": accounts["alice"], "WEBHOOK": SECRET}
     assert_no_credential_reached(records, secrets, processes=2)
+    written = [path for path in targets.values() if path.exists()]
+    for path in written:  # where a sandbox let them through: leave no planted file behind
+        path.unlink()
+    attempts = _attempts(records)
+    assert len(attempts) == len(targets) and "done" not in attempts.values() and not written, attempts
 
 
 def test_fifty_concurrent_identical_events_make_one_job_and_one_pr(hub, accounts, tmp_path, workspace):

@@ -395,11 +395,12 @@ except OSError:
 """
 
 
-def hostile_writer_bert(folder: Path, record_dir: Path, plan: dict) -> Path:
-    """`remote_code_bert` whose modules, on import (in the planner and each worker), try every write
-    in `plan`: `{"write": {name: path}, "links": {glob of folders: {link name: target}}}`; what
-    each attempt did is recorded in `record_dir` (`attack-*.json`, "done" or "refused: …")."""
-    remote_code_bert(folder, record_dir)
+def hostile_writer_bert(folder: Path, record_dir: Path, plan: dict, **hunting) -> Path:
+    """`remote_code_bert` (hunting as `hunting` says) whose modules, on import (in the planner and
+    each worker), also try every write in `plan`: `{"write": {name: path}, "links": {glob of
+    folders: {link name: target}}}`; what each attempt did is recorded in `record_dir`
+    (`attack-*.json`, "done" or "refused: …")."""
+    remote_code_bert(folder, record_dir, **hunting)
     writer = _WRITER.format(plan=plan, record_dir=str(record_dir))
     for module in ("configuration_dumpbert.py", "modeling_dumpbert.py"):
         (folder / module).write_text(writer + (folder / module).read_text())

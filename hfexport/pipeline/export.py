@@ -425,39 +425,27 @@ def _run(worker: _Worker, job: WorkerJob, timeout_s: float, progress: Progress) 
     status = _wait(worker.process, worker.path, name, started, timeout_s, progress)
     wall = round(time.perf_counter() - started, 2)
     log_tail = _tail(worker.path / "worker.log") or worker.process.note
-    written = read_text(worker.path / "result.json")
+    written = read_text(worker.path / "result.json")  # never through a link (`crossing.py`)
     fault = injected_fault(name)
-    if status == "timeout":
+
+    def ended(status: Status, error: str) -> BackendResult:
         return BackendResult(
-            name,
+            name, status, backend.subfolder, wall_seconds=wall, log_tail=log_tail, fault=fault, error=error
+        )
+
+    if status == "timeout":
+        return ended(
             Status.TIMEOUT,
-            backend.subfolder,
-            wall_seconds=wall,
-            log_tail=log_tail,
-            fault=fault,
-            error=f"did not finish within {timeout_s:g} s and was stopped (raise the timeout for large models: "
+            f"did not finish within {timeout_s:g} s and was stopped (raise the timeout for large models: "
             "--timeout, or timeout_s= in Python)",
         )
     if written is None:
-        return BackendResult(
-            name,
-            Status.CRASHED,
-            backend.subfolder,
-            wall_seconds=wall,
-            log_tail=log_tail,
-            fault=fault,
-            error=_crash_reason(worker.process.returncode, fault),
-        )
+        return ended(Status.CRASHED, _crash_reason(worker.process.returncode, fault))
     try:
         result = BackendResult.from_dict(json.loads(written))
     except (ValueError, TypeError, KeyError, AttributeError) as error:
-        return BackendResult(
-            name,
-            Status.CRASHED,
-            backend.subfolder,
-            wall_seconds=wall,
-            log_tail=log_tail,
-            error=f"the export process wrote a result that does not read as one ({type(error).__name__})",
+        return ended(
+            Status.CRASHED, f"the export process wrote a result that does not read as one ({type(error).__name__})"
         )
     result.wall_seconds = wall
     result.log_tail = None if result.ok else log_tail
