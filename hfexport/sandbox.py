@@ -157,20 +157,23 @@ def _under(path: Path, roots: Sequence[Path]) -> bool:
 
 
 def visible(path: Path, reads: Sequence[Path] = ()) -> bool:
-    """Whether a sandbox started with `reads` sees `path` as it is here (always, where this machine
-    gives no sandbox)."""
-    if refusal(None) is not None:
-        return True
+    """Whether a sandbox (`wrap`) started with `reads` sees `path` as it is here."""
     from .crossing import repo_root
 
     path = Path(path).resolve()
     return _under(path, [repo_root(Path(p)).resolve() for p in reads]) or not _under(path, _covered())
 
 
+# hfexport's own folder: an editable install imports it through a finder, not `sys.path`.
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
 def _runtime_paths() -> list[Path]:
     """What the sandboxed Python and its tools run from, where a private `/tmp` or a concealed folder
-    would hide it (a checkout and its venv under /tmp): the interpreter's prefixes, `sys.path`."""
+    would hide it (a checkout and its venv under /tmp, as CI may clone it): the interpreter's
+    prefixes, `sys.path`, and hfexport's own folder (with the browser runtime's node_modules)."""
     found = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, *sys.path) if p and Path(p).is_dir()}
+    found.add(PACKAGE_DIR)
     covered = _covered()
     # Inside a covered folder, never one itself (a script run from /tmp puts /tmp on sys.path).
     return sorted(p for p in found if _under(p, covered) and p not in covered)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,14 @@ def test_a_file_on_another_filesystem_crosses_as_a_copy_of_what_was_checked(fold
     monkeypatch.setattr(os, "rename", cross_device)
     crossing.take(source, target, ["onnx/model.onnx"], "The worker")
     assert (target / "onnx" / "model.onnx").read_bytes() == b"graph" * 1000
+
+
+def test_a_checkout_under_tmp_stays_importable_in_the_sandbox(monkeypatch, tmp_path):
+    """CI may clone under /tmp, which the sandbox makes private: hfexport's own folder (an editable
+    install's finder points there, not `sys.path`) is shown again, read-only; /tmp itself never is."""
+    from hfexport import sandbox
+
+    monkeypatch.setattr(sandbox, "PACKAGE_DIR", tmp_path / "checkout" / "hfexport")
+    (tmp_path / "checkout" / "hfexport").mkdir(parents=True)
+    shown = sandbox._runtime_paths()
+    assert (tmp_path / "checkout" / "hfexport").resolve() in shown and Path("/tmp") not in shown

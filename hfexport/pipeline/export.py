@@ -159,9 +159,7 @@ class BackendWorkers:
     def shown(self, model_dir: Path) -> Path:
         """`model_dir` as the workers can read it: itself, or (a worker started before its job,
         `prestart`, whose sandbox conceals the caches) a copy in the workers' own folder."""
-        if self._forks is None:
-            raise RuntimeError("BackendWorkers is not open (use it as a context manager)")
-        return self._forks.shown(Path(model_dir))
+        return self._forks.shown(Path(model_dir)) if self._forks is not None else Path(model_dir)
 
     def __exit__(self, *exc) -> None:
         with self._lock:
@@ -223,7 +221,10 @@ class _Forks:
     """The parent's side of `python -m hfexport.worker`: asks it to fork a child per job and learns,
     from the lines it writes, each child's pid and how it ended."""
 
-    def __init__(self, process: subprocess.Popen, home: tempfile.TemporaryDirectory, log, reads: tuple[Path, ...]):
+    def __init__(
+        self, process: subprocess.Popen, home: tempfile.TemporaryDirectory, log, reads: tuple[Path, ...] | None
+    ):
+        # `reads`: what its sandbox shows of the caches and /tmp; None: it runs in none (sees all).
         self.process, self.home, self.log, self.reads = process, home, log, reads
         self._copies: dict[Path, Path] = {}
         self._lock = threading.Lock()
@@ -245,8 +246,9 @@ class _Forks:
         own = {"HOME": home.name, "HF_MODULES_CACHE": str(Path(home.name) / "modules")}
         # A session of its own: ending it leaves no process behind (its children die with it).
         command = [sys.executable, "-m", "hfexport.worker", ",".join(backends)]
+        wrapped = wrap(command, user, writes=[Path(home.name)], reads=reads)
         process = subprocess.Popen(
-            wrap(command, user, writes=[Path(home.name)], reads=reads),
+            wrapped,
             cwd=home.name,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -263,12 +265,12 @@ class _Forks:
                 }
             ),
         )
-        return cls(process, home, log, reads)
+        return cls(process, home, log, reads if wrapped != command else None)
 
     def shown(self, model_dir: Path) -> Path:
         """`model_dir`, or a copy of it in this worker's folder where its sandbox cannot see it (a
         worker started before its job knew the model: the HF cache is concealed from it)."""
-        if visible(model_dir, self.reads):
+        if self.reads is None or visible(model_dir, self.reads):
             return model_dir
         with self._lock:
             if model_dir not in self._copies:
