@@ -114,6 +114,9 @@ class Backend:
     # The attention implementation a single graph (an encoder, a head) is exported and judged with;
     # None: the model's own.
     attention: str | None = None
+    # The exporter's fusions into the runtime's own ops a decoder LLM's program is exported with
+    # (`OnnxConfig.ort_fusions`: "cpu"); None: none. Its users' loaders all run ONNX Runtime.
+    generation_fusions: str | None = None
     # `module:function` returning the runner options (`ExportedModel.from_pretrained`'s) a program is
     # opened with where its outputs are only checked, never timed; None: the runner's defaults.
     checking_options: str | None = None
@@ -364,6 +367,10 @@ def _dynamo(dynamic_shapes):
     # graph runs faster than the SDPA lowering (MiniLM, paired rounds against optimum's model.onnx:
     # 1.014x against 0.996x at 1 thread, 1.010x against 1.006x at 2).
     attention="eager",
+    # ONNX Runtime's rotary embeddings, skip norms and packed projections in an LLM's `model.onnx`:
+    # onnxruntime-node (transformers.js), onnxruntime (optimum) and onnxruntime-web's wasm and WebGPU
+    # providers run them; other ONNX runtimes do not (the card says so).
+    generation_fusions="cpu",
     ecosystem_loaders=True,
     runtime_ops_note="`{file}` runs ONNX Runtime's own operators ({ops}): it loads in ONNX Runtime (Python, node, "
     "web), not in other ONNX runtimes.",

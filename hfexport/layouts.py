@@ -423,6 +423,33 @@ def onnx_layout(
     return Layout.EXPORTER, {}
 
 
+def unfuse_transposed_weights(model) -> int:
+    """Each ONNX Runtime `FusedMatMul` of an activation by a weight read transposed (the exporter's CPU
+    fusion of an LM head tied to its embedding table) as the `Transpose` and `MatMul` it fused, in
+    place; how many. ONNX Runtime's CPU provider fuses them again when it opens the graph; its WebGPU
+    provider has no `FusedMatMul`, so a fused head — SmolLM2-135M's, the graph's largest MatMul — ran
+    on the CPU under WebGPU."""
+    import onnx_ir as ir
+    from onnx_ir.convenience import replace_nodes_and_values
+
+    plain = {"alpha": 1.0, "transA": 0, "transB": 1, "transBatchA": 0, "transBatchB": 0}
+    count = 0
+    for node in list(model.graph):
+        if node.op_type != "FusedMatMul" or node.domain != "com.microsoft" or len(node.inputs) != 2:
+            continue
+        attributes = {name: attribute.value for name, attribute in node.attributes.items()}
+        weight = node.inputs[1]
+        if any(attributes.get(k, v if k != "transB" else 0) != v for k, v in plain.items()) or weight is None:
+            continue
+        if not weight.is_initializer():
+            continue
+        transpose = ir.node("Transpose", [weight], attributes={"perm": [1, 0]})
+        matmul = ir.node("MatMul", [node.inputs[0], transpose.outputs[0]], name=node.name)
+        replace_nodes_and_values(model.graph, node, [node], [transpose, matmul], node.outputs, matmul.outputs)
+        count += 1
+    return count
+
+
 def _loaders_layout(out_dir: Path, loaders: LoadersNames) -> dict[str, str]:
     """Each component's graph and its variants under the loaders' names, the graph with a cache
     renamed as a decoder with past, a graph's one output named as they read it; {} (nothing

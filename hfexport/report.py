@@ -72,6 +72,14 @@ class Figure(StrEnum):
     FORCED_TOP1_AGREEMENT = "forced_top1_agreement"
     LOGPROB_DELTA_MEAN = "logprob_delta_mean"  # generation: mean |Δ log-prob| of eager's tokens (lower is better)
     FORCED_TOKENS = "forced_tokens"  # generation: how many positions the teacher-forced figures are taken over
+    # generation, as peers report it (llama.cpp's `--kl-divergence`, Olive): the KL divergence of the
+    # variant's next-token distribution from eager's at each teacher-forced position (nats), its mean
+    # and the mean's standard error (reported beside it, never a gate).
+    KLD_MEAN = "kld_mean"
+    KLD_SE = "kld_se"
+    # generation: the variant's greedy decode speed over the fp32 program's, paired rounds on this
+    # machine (`VariantResult.speedup`): a small file that decodes slower than fp32 is no small file to offer.
+    DECODE_SPEEDUP = "decode_speedup"
 
 
 class Status(StrEnum):
@@ -536,6 +544,9 @@ class BackendResult:
     dtype_note: str | None = None
     # Its float programs on the web runtimes (`WebRuntimes`); None: not a backend browsers run.
     web: WebRuntimes | None = None
+    # Operators beyond the runtime's defaults its float programs run (a decoder LLM's graph fused for
+    # ONNX Runtime, `Backend.generation_fusions`): `Backend.runtime_ops_note` says what that means.
+    runtime_ops: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)

@@ -174,6 +174,10 @@ def format_quality(quality: dict) -> str:
         parts.append(f"teacher-forced top-1 as eager {_num(quality[Figure.FORCED_TOP1_AGREEMENT], '.1%')}{tokens}")
     if Figure.LOGPROB_DELTA_MEAN in quality:
         parts.append(f"mean |Δ log-prob| {_num(quality[Figure.LOGPROB_DELTA_MEAN], '.3f')}")
+    if Figure.KLD_MEAN in quality:
+        error = quality.get(Figure.KLD_SE)
+        spread = f" ± {_num(error, '.2g')}" if error is not None else ""
+        parts.append(f"KLD {_num(quality[Figure.KLD_MEAN], '.3g')}{spread} nats")
     return "; ".join(parts) or "-"
 
 

@@ -40,8 +40,12 @@ from .report import Figure, VariantKind
 # share of positions whose arg-max is eager's and the mean |Δ log-prob| of the text's tokens (lower
 # is better). Greedy agreement with eager `generate()` is reported, never a gate: on Whisper base's
 # w8 it was 0.375 with teacher-forced top-1 1.000 — one flip at a near-tie changes every later token.
-# Weight-only floors, on real weights (SmolLM2-135M, 381 prose tokens, onnx_variants.py): w8 0.984 /
-# 0.037, q4 0.995 / 0.023; the tests' 1 M-parameter trained Llama lands near them.
+# The weight-only kinds of a generation export are also held to decode at least as fast as the fp32
+# program (`decode_speedup`): users download them to go faster. Their floors are what ONNX Runtime's
+# fast kernels (int8 compute, integer zero points) keep on real weights — SmolLM2-135M, 2,304
+# positions of prose (bench/llm_peers.py): w8 same top 0.965, KLD 0.0047 ± 0.0001, 1.9x fp32's decode;
+# q4 0.725, 0.28 (a checkpoint dequantized from llama.cpp's Q4_1, whose grids integer zero points
+# cannot hold: not published, as ONNX Runtime GenAI's int4 at 0.65 should not be).
 DEFAULT_THRESHOLDS: dict[VariantKind, dict[str, float]] = {
     VariantKind.OPTIMIZED: {
         Figure.COSINE_MEAN: 0.9999,
@@ -69,8 +73,10 @@ DEFAULT_THRESHOLDS: dict[VariantKind, dict[str, float]] = {
         Figure.COSINE_MEAN: 0.999,
         Figure.COSINE_MIN: 0.99,
         Figure.TOP1_AGREEMENT: 0.98,
-        Figure.FORCED_TOP1_AGREEMENT: 0.98,
-        Figure.LOGPROB_DELTA_MEAN: 0.05,
+        Figure.FORCED_TOP1_AGREEMENT: 0.95,
+        Figure.LOGPROB_DELTA_MEAN: 0.1,
+        Figure.KLD_MEAN: 0.01,
+        Figure.DECODE_SPEEDUP: 1.0,
     },
     VariantKind.Q4: {
         Figure.COSINE_MEAN: 0.99,
@@ -78,10 +84,14 @@ DEFAULT_THRESHOLDS: dict[VariantKind, dict[str, float]] = {
         Figure.TOP1_AGREEMENT: 0.9,
         Figure.FORCED_TOP1_AGREEMENT: 0.85,
         Figure.LOGPROB_DELTA_MEAN: 0.3,
+        Figure.KLD_MEAN: 0.15,
+        Figure.DECODE_SPEEDUP: 1.0,
     },
     VariantKind.Q4F16: {Figure.FORCED_TOP1_AGREEMENT: 0.8, Figure.LOGPROB_DELTA_MEAN: 0.3},
 }
-LOWER_IS_BETTER = frozenset({Figure.LOGPROB_DELTA_MEAN})
+LOWER_IS_BETTER = frozenset({Figure.LOGPROB_DELTA_MEAN, Figure.KLD_MEAN})
+# Measured, never gated: a count, a standard error.
+UNGATED = frozenset({Figure.FORCED_TOKENS, Figure.KLD_SE})
 
 
 def misses(figures: dict[str, float], thresholds: dict[str, float]) -> list[str]:
@@ -309,7 +319,7 @@ def parse_thresholds(items: list[str] | dict | None) -> dict[str, dict[str, floa
     if isinstance(items, dict):
         items = [f"{kind}.{name}={value}" for kind, figures in items.items() for name, value in figures.items()]
     overrides: dict[str, dict[str, float]] = {}
-    figures = sorted(str(f) for f in Figure if f != Figure.FORCED_TOKENS)
+    figures = sorted(str(f) for f in Figure if f not in UNGATED)
     for item in items or []:
         key, _, value = item.partition("=")
         kind, _, name = key.strip().partition(".")

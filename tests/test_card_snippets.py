@@ -106,11 +106,13 @@ def _eager(texts: list[str]):
 def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub, tmp_path):
     """transformers.js fetches `onnx/model.onnx` alone (fp32), `onnx/model_quantized.onnx` (q8) or
     `onnx/model_w8.onnx` (by `model_file_name`) from the PR's revision, as from any Hub repo, on
-    onnxruntime-node and on the browser's runtime (onnxruntime-web's wasm backend): fp32 embeddings
-    match eager to cosine >= 0.9999, w8's to 0.995, q8's to 0.98 — which is what the card's "runs
-    on" cells say of the files, from hfexport's own wasm run. The card's block names the file each
-    device takes: fp32 in Node, q8 on wasm, and on WebGPU, which runs none of int8's quantized
-    attention, the weight-only file — which transformers.js then runs on WebGPU as eager."""
+    onnxruntime-node and on the browser's runtime (the wasm provider of `onnxruntime-web/webgpu`, the
+    bundle transformers.js imports there): fp32 embeddings match eager to cosine >= 0.9999, w8's to
+    0.995, q8's to 0.98 — which is what the card's "runs on" cells say of the files, from hfexport's
+    own wasm run; that wasm build has no `GatherBlockQuantized` (w8's table lookup), and the card says
+    w8 does not run there. The card's block names the file each device takes: fp32 in Node, q8 on
+    wasm, and on WebGPU, which runs none of int8's quantized attention, the weight-only file — which
+    transformers.js then runs on WebGPU as eager."""
     import torch
 
     api, outcome = pushed
@@ -119,6 +121,8 @@ def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub
     w8_file = {"dtype": "fp32", "model_file_name": "model_w8"}
     files = (("fp32", "fp32", 0.9999), ("q8", "q8", 0.98), ("model_w8", json.dumps(w8_file), 0.995))
     for runtime, (name, dtype, floor) in product((None, WEB), files):
+        if runtime == WEB and name == "model_w8":
+            continue  # not offered on wasm: the card says why (below)
         got = torch.tensor(
             node_script(
                 "embed.mjs",
@@ -141,8 +145,9 @@ def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub
     # hfexport's own run of the files on wasm, as the card says it.
     onnx = next(b for b in outcome["report"]["backends"] if b["backend"] == "onnx")
     int8, w8 = onnx["variants"]
-    assert all(f["web"]["wasm"] is True for f in (onnx, int8, w8)), (onnx["web"], int8["web"], w8["web"])
-    assert int8["web"]["figures"]["cosine_mean"] >= 0.99 and w8["web"]["figures"]["cosine_mean"] >= 0.999, w8["web"]
+    assert all(f["web"]["wasm"] is True for f in (onnx, int8)), (onnx["web"], int8["web"])
+    assert w8["web"]["wasm"] is False and "GatherBlockQuantized" in w8["web"]["wasm_note"], w8["web"]
+    assert int8["web"]["figures"]["cosine_mean"] >= 0.99, int8["web"]
     # On WebGPU (its placement in headless Chromium): the float graph and the weight-only one whole on
     # the GPU; the int8 one's quantized attention and dynamically quantized MatMuls have no kernel there.
     assert onnx["web"]["webgpu"] is True and w8["web"]["webgpu"] is True, (onnx["web"], w8["web"])
@@ -150,9 +155,8 @@ def test_transformers_js_loads_the_pr_from_the_hub_and_matches_eager(pushed, hub
     assert {"QAttention", "DynamicQuantizeLinear"} <= set(int8["web"]["webgpu_cpu"]), int8["web"]
     card = Path(api.hf_hub_download(REPO, "README.md", revision=revision)).read_text()
     fp32_row, int8_row, w8_row = [line for line in card.splitlines() if line.startswith("| onnx |")]
-    assert fp32_row.endswith("| ORT CPU ✓ · wasm ✓ · WebGPU ✓ |") and w8_row.endswith(
-        "| ORT CPU ✓ · wasm ✓ · WebGPU ✓ |"
-    )
+    assert fp32_row.endswith("| ORT CPU ✓ · wasm ✓ · WebGPU ✓ |"), fp32_row
+    assert "| ORT CPU ✓ · wasm ✗ (" in w8_row and w8_row.endswith("· WebGPU ✓ |"), w8_row
     assert int8_row.endswith(f"| ORT CPU ✓ · wasm ✓ · WebGPU ✗ ({', '.join(int8['web']['webgpu_cpu'])}) |"), int8_row
     assert "wasm is onnxruntime-web 1.31.0" in card and "WebGPU is where its WebGPU provider" in card
     # The card's block: each device's file, as hfexport ran it there.

@@ -263,3 +263,44 @@ def test_weights_past_a_chunk_are_written_in_the_files_transformers_js_fetches_a
         with wasm.WasmRuntime() as runtime:
             (on_web,) = runtime.open(files[0]).run(None, {"x": x})
         np.testing.assert_allclose(on_web, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_head_fused_as_a_transposed_read_of_its_table_is_unfused_and_computes_the_same(tmp_path):
+    """The exporter's CPU fusion reads an LM head tied to its embedding table as ONNX Runtime's
+    `FusedMatMul` (transB), which WebGPU has no kernel for: unfused, the head is the `Transpose` and
+    `MatMul` it was, the table still stored once, the output keeps its name and ONNX Runtime gives the
+    same logits. A `FusedMatMul` that scales its product is left as it is."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from hfexport.layouts import unfuse_transposed_weights
+
+    rng = np.random.default_rng(0)
+    table = helper.make_tensor("table", TensorProto.FLOAT, [16, 8], rng.standard_normal(128).astype(np.float32))
+    nodes = [
+        helper.make_node("Gather", ["table", "ids"], ["embedded"]),
+        helper.make_node("FusedMatMul", ["embedded", "table"], ["logits"], "head", domain="com.microsoft", transB=1),
+        helper.make_node(
+            "FusedMatMul", ["embedded", "table"], ["scaled"], "scaled", domain="com.microsoft", transB=1, alpha=0.5
+        ),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 3])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 3, 16]) for n in ("logits", "scaled")],
+        [table],
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    fused = tmp_path / "fused.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=opsets), fused)
+    model = onnx_ir.load(fused)
+    assert unfuse_transposed_weights(model) == 1
+    unfused = tmp_path / "unfused.onnx"
+    onnx_ir.save(model, unfused)
+    proto = onnx.load(unfused)
+    assert [n.op_type for n in proto.graph.node] == ["Gather", "Transpose", "MatMul", "FusedMatMul"]
+    assert [o.name for o in proto.graph.output] == ["logits", "scaled"] and len(proto.graph.initializer) == 1
+    ids = {"ids": np.array([[1, 5, 9]])}
+    want, got = (ort.InferenceSession(str(p)).run(None, ids) for p in (fused, unfused))
+    assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(want, got)), (want, got)

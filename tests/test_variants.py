@@ -323,7 +323,7 @@ def test_variant_names_choose_kinds_for_every_backend_or_one_backend():
         assert f"Unknown variant {bad!r}" in refused.value.args[0] and "onnx:int8" in str(refused.value.fix)
 
 
-def _decoder_llm_export(workspace, out, backend: str, variants: str, timeout: float) -> dict:
+def _decoder_llm_export(workspace, out, backend: str, variants: str, timeout: float, extra: tuple = ()) -> dict:
     """The tiny Llama exported on `backend` with `--variants`, through the CLI: the backend's entry
     of the report, its export validated as one `decode` program."""
     folder = workspace / "model-llama-variants"
@@ -339,6 +339,7 @@ def _decoder_llm_export(workspace, out, backend: str, variants: str, timeout: fl
         "--out",
         str(out),
         "--json",
+        *extra,
         timeout=timeout,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -355,19 +356,28 @@ def test_a_decoder_llms_onnx_variants_are_judged_on_the_tokens_their_published_f
     for the loaders and run as they run it (a float16 graph with a float16 cache). A file exists
     exactly when its thresholds hold."""
     out = tmp_path / "out"
-    onnx = _decoder_llm_export(workspace, out, "onnx", "int8,fp16,optimized", timeout=900)
+    # q4 held to decode 100x faster than fp32: the file misses its speed floor, so it is not published,
+    # and its slower, more accurate settings (HQQ's float zero points) are not even made.
+    onnx = _decoder_llm_export(
+        workspace, out, "onnx", "int8,fp16,optimized,q4", timeout=900, extra=("--min-quality", "q4.decode_speedup=100")
+    )
     assert onnx["layout"] == "decoder-with-past"
+    *judged, q4 = onnx["variants"]
+    assert q4["status"] == "failed" and "decode_speedup" in q4["error"] and "slower than fp32" in q4["error"], q4
+    assert q4["settings"] == "4-bit asymmetric, int8 compute" and not (out / "onnx" / "model_q4.onnx").exists(), q4
     names = {"int8": "model_quantized.onnx", "fp16": "model_fp16.onnx", "optimized": "model_optimized.onnx"}
-    assert [v["kind"] for v in onnx["variants"]] == list(names)
-    for variant in onnx["variants"]:
+    assert [v["kind"] for v in judged] == list(names)
+    for variant in judged:
         quality, thresholds = variant["quality"], variant["thresholds"]
-        assert set(quality) == {"token_agreement", "forced_top1_agreement", "logprob_delta_mean", "forced_tokens"}, (
-            variant
-        )
+        figures = {"token_agreement", "forced_top1_agreement", "logprob_delta_mean", "kld_mean", "kld_se"}
+        assert set(quality) == figures | {"forced_tokens"}, variant
         assert 0 <= quality["token_agreement"] <= 1 and quality["logprob_delta_mean"] >= 0
+        # KL divergence as peers report it: a mean over the positions and its standard error.
+        assert quality["kld_mean"] >= 0 and 0 <= quality["kld_se"] <= quality["kld_mean"] + 1e-9, quality
         passed = (
             quality["forced_top1_agreement"] >= thresholds["forced_top1_agreement"]
             and quality["logprob_delta_mean"] <= thresholds["logprob_delta_mean"]
+            and quality["kld_mean"] <= thresholds.get("kld_mean", float("inf"))
         )
         assert "token_agreement" not in thresholds and quality["forced_tokens"] >= 200, variant
         assert (variant["status"] == "ok") == passed, variant
@@ -375,7 +385,7 @@ def test_a_decoder_llms_onnx_variants_are_judged_on_the_tokens_their_published_f
         assert published.exists() == passed and variant.get("file") in (None, published.name)
         assert variant["size_share"] is not None and variant["speedup"] > 0
     # The tiny Llama's peaky logits survive float16 and the fusions token for token.
-    fp16, optimized = onnx["variants"][1:]
+    fp16, optimized = judged[1:]
     assert fp16["status"] == "ok" and fp16["quality"]["token_agreement"] == 1.0, fp16
     assert optimized["status"] == "ok" and optimized["quality"]["logprob_delta_mean"] < 1e-3, optimized
     import onnx as onnx_lib
@@ -466,12 +476,8 @@ def test_an_export_of_several_components_gets_int8_of_each_program_where_its_loa
     assert entry["status"] == "ok" and entry["components"] == components, entry
     int8, fp16 = entry["variants"]
     assert fp16["status"] == "skipped" and "several components" in fp16["error"] and "(int8, w8, q4)" in fp16["error"]
-    assert set(int8["quality"]) == {
-        "token_agreement",
-        "forced_top1_agreement",
-        "logprob_delta_mean",
-        "forced_tokens",
-    }, int8
+    judged = {"token_agreement", "forced_top1_agreement", "logprob_delta_mean", "kld_mean", "kld_se", "forced_tokens"}
+    assert set(int8["quality"]) == judged, int8
     assert int8["speedup"] > 0, int8
     assert int8["status"] == "ok", int8
     assert 0 < int8["size_share"] < 1, int8  # tiny graphs: mostly structure
@@ -495,7 +501,8 @@ def test_an_untied_embedding_table_is_quantized_too(workspace, tmp_path):
         tiny_models.llama(folder)
     assert json.loads((folder / "config.json").read_text()).get("tie_word_embeddings") is False
     out = tmp_path / "out"
-    floors = ["--min-quality", "w8.forced_top1_agreement=0", "--min-quality", "w8.logprob_delta_mean=1e9"]
+    lifted = ("forced_top1_agreement=0", "logprob_delta_mean=1e9", "kld_mean=1e9", "decode_speedup=0")
+    floors = [arg for figure in lifted for arg in ("--min-quality", f"w8.{figure}")]
     result = run_cli("export", str(folder), "--backends", "onnx", "--variants", "w8", *floors, "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     graph = onnx_lib.load(str(out / "onnx" / "model_w8.onnx")).graph

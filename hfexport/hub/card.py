@@ -170,6 +170,16 @@ def web_notes(report: Report) -> list[str]:
     return notes
 
 
+def fused_notes(report: Report) -> list[str]:
+    """What the runtime's own operators in a backend's float programs mean (a decoder LLM's graph
+    fused for ONNX Runtime): where they load, and where not."""
+    return [
+        note.format(file=", ".join(f"{b.subfolder}/{f}" for f in b.programs.values()), ops=", ".join(b.runtime_ops))
+        for b in report.backends
+        if b.runtime_ops and (note := get_backend(b.backend).runtime_ops_note)
+    ]
+
+
 def published_only(report: Report) -> Report:
     """The report as the card shows it: the exports that succeeded, each with the variants it
     publishes. A failed or skipped backend or variant is said in the PR's description and the report
@@ -202,7 +212,7 @@ def render_section(
             ["backend", "source", "folder", "files", "size", "precision", "max_abs_diff", "tolerance"] + web,
         ),
     ]
-    notes = [*notes, *precision_notes(report), *web_notes(report)]
+    notes = [*notes, *precision_notes(report), *web_notes(report), *fused_notes(report)]
     if notes:
         lines += ["", *(f"- {note}" for note in notes)]
     variants = markdown_variant_table(report, ["backend", "variant", "file", "size", "share", "quality", "speed"] + web)

@@ -543,7 +543,9 @@ def _image_text_section(b: BackendResult) -> list[str]:
 # each visitor downloads the file, the smallest published one that ran there (`BackendResult.web`).
 # On the real MiniLM that is int8 (24.7 MB, transformers.js's `q8`, its wasm default) for wasm, and
 # the weight-only 8-bit file (27.0 MB, cosine 0.9996 to eager) for WebGPU, which has no kernel for
-# int8's `DynamicQuantizeLinear`, `QAttention` or `MatMulInteger`; on a decoder LLM, q4 for both.
+# int8's `DynamicQuantizeLinear`, `QAttention` or `MatMulInteger`; on a decoder LLM, q4 for WebGPU and
+# the fp32 graph for wasm (the wasm build of the bundle transformers.js imports, `onnxruntime-web/webgpu`,
+# has no `GatherBlockQuantized`, the weight-only files' table lookup).
 # Float16 files are left to be asked for by name: WebGPU runs them only where the adapter has
 # `shader-f16`, which hfexport's check (SwiftShader) cannot stand for.
 BROWSERS = ("wasm", "webgpu")

@@ -82,10 +82,12 @@ def _keyed_runtimes() -> dict[str, str]:
     transformers are pinned with hfexport), and the browser's runtime the ONNX files were run on:
     its report rows and card cells are part of the export, so an export made with the web checks off (or on another
     onnxruntime-web) is not handed to a run that wants them."""
-    from ..web.wasm import version as web_version  # here: the module imports numpy, 80 ms of every start-up
+    from ..web.wasm import BUNDLE  # here: the module imports numpy, 80 ms of every start-up
+    from ..web.wasm import version as web_version
 
     versions = runtime_versions(keyed_packages())
-    versions["onnxruntime-web"] = (web_version() or "missing") if web_checks() else "not checked"
+    # The bundle too: the checks once ran another build of the same version, with other kernels.
+    versions["onnxruntime-web"] = f"{web_version() or 'missing'} {BUNDLE}" if web_checks() else "not checked"
     return versions
 
 

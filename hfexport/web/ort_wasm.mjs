@@ -1,7 +1,9 @@
 // onnxruntime-web's wasm backend under node, driven by hfexport's worker (hfexport/web/wasm.py).
 //   node ort_wasm.mjs ONNXRUNTIME_WEB_DIR
-// The same JavaScript and .wasm a browser runs (the package's `wasm` entry, not onnxruntime-node):
-// a graph and its external data handed over as bytes, as a browser fetches them.
+// The same JavaScript and .wasm a browser runs with transformers.js, which imports
+// `onnxruntime-web/webgpu` (its wasm provider is that bundle's asyncify build; the package's plain
+// `wasm` entry is another build, with kernels the browser's lacks: GatherBlockQuantized), not
+// onnxruntime-node: a graph and its external data handed over as bytes, as a browser fetches them.
 //
 // Frames on stdin and stdout: one JSON line, then the raw bytes its `bytes` fields count, in order.
 //   {"op": "open", "path": FILE, "external": [[NAME, FILE], ...]}  -> {"session": N, "inputs": [...], "outputs": [...]}
@@ -13,7 +15,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 const [packageDir] = process.argv.slice(2);
-const ort = await import(pathToFileURL(path.join(packageDir, 'dist', 'ort.wasm.min.mjs')).href);
+const ort = await import(pathToFileURL(path.join(packageDir, 'dist', 'ort.webgpu.min.mjs')).href);
 ort.env.wasm.wasmPaths = pathToFileURL(path.join(packageDir, 'dist') + path.sep).href;
 ort.env.wasm.numThreads = 1; // a check, not a timing: the same answer on every machine
 ort.env.logLevel = 'error';

@@ -3,10 +3,14 @@ runs a published file on.
 
 ONNX Runtime for CPU (Python) and onnxruntime-node load a file that the browser's runtime may still
 refuse or answer wrong on: another build, other kernels (transformers.js#1728, onnxruntime#26367).
-`WasmRuntime` starts node on `ort_wasm.mjs`, which loads the package's own `wasm` entry — the
-JavaScript and .wasm a browser runs — and hands it each graph and its external data as bytes, as a
-browser fetches them. Its sessions answer as ONNX Runtime's Python sessions do (`run(None, feed)`,
-`get_inputs()`), so the worker's loops feed them exactly as they feed ORT for CPU.
+`WasmRuntime` starts node on `ort_wasm.mjs`, which loads the bundle transformers.js imports in a
+browser (`onnxruntime-web/webgpu`; its wasm provider, `device: "wasm"`, transformers.js's default
+there) — the JavaScript and .wasm a browser runs — and hands it each graph and its external data as
+bytes, as a browser fetches them. The package's plain `wasm` entry is another build: it has
+`GatherBlockQuantized`, the webgpu bundle's wasm does not (1.31.0-dev.20260914), so a check on it
+said `wasm ✓` of LLM files transformers.js cannot open. Its sessions answer as ONNX Runtime's
+Python sessions do (`run(None, feed)`, `get_inputs()`), so the worker's loops feed them exactly as
+they feed ORT for CPU.
 
 Where node or the package is missing (`locate`), the check is not run and the card says so.
 """
@@ -25,6 +29,8 @@ import numpy as np
 from ..settings import ONNXRUNTIME_WEB, onnxruntime_web_dir
 
 SERVER = Path(__file__).with_name("ort_wasm.mjs")
+# The bundle `ort_wasm.mjs` loads: what transformers.js imports in a browser (`onnxruntime-web/webgpu`).
+BUNDLE = "ort.webgpu.min.mjs"
 # What each ONNX element type is called by onnxruntime-web's `Tensor`.
 _TYPES = {
     "float32": np.float32,
@@ -53,7 +59,7 @@ def locate() -> tuple[str, Path]:
     if node is None:
         raise WebRuntimeMissing("node is not installed (Node.js 18 or newer runs onnxruntime-web)")
     package = onnxruntime_web_dir()
-    if not (package / "dist" / "ort.wasm.min.mjs").is_file():
+    if not (package / "dist" / BUNDLE).is_file():
         raise WebRuntimeMissing(
             f"onnxruntime-web is not installed at {package} (`npm ci --prefix {SERVER.parent}`, "
             f"or {ONNXRUNTIME_WEB} naming its folder)"

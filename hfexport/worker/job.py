@@ -261,6 +261,10 @@ def _lay_out(
     run.stage("laying out for loaders")
     result.layout, renamed = backend.layout(out_dir, components, split.loaders)
     result.programs = {c: renamed.get(file, file) for c, file in result.programs.items()}
+    if backend.generation_fusions and split.generates:  # the operators its fused graphs run, as laid out
+        from .onnx_variants import runtime_ops
+
+        result.runtime_ops = sorted({op for f in result.programs.values() for op in runtime_ops(out_dir / f)})
     for variant in result.variants:
         if variant.file:
             variant.file = renamed.get(variant.file, variant.file)
@@ -287,7 +291,7 @@ def _lay_out(
             # A variant's own figures, from its published files as the loaders run them.
             swapped = variant_paths(variant) if variant.ok else None
             if swapped:
-                published = loaders_run({**paths, **swapped}, reference.config)
+                published = loaders_run({**paths, **swapped}, reference.config, quantized=True)
                 assert judged is not None
                 rejudge_published(variant, split, published, reference, traced, other, judged, out_dir)
                 del published

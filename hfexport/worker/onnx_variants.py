@@ -49,6 +49,14 @@ def _loadable(model: onnx_ir.Model, descriptors: Path, job: VariantJob) -> Deriv
     return Derived(folder, runtime_ops=sorted({n.op_type for n in model.graph.all_nodes() if n.domain == _MS_DOMAIN}))
 
 
+def runtime_ops(graph: Path) -> set[str]:
+    """The operators of ONNX Runtime's own domain the graph at `graph` runs (its fusions' ops)."""
+    import onnx
+
+    proto = onnx.load(str(graph), load_external_data=False)
+    return {n.op_type for n in proto.graph.node if n.domain == _MS_DOMAIN}
+
+
 def optimized(job: VariantJob) -> Derived:
     """The exporter's own fusion into ONNX Runtime's CPU ops: `_fused_for_ort`."""
     graph, _ = _fused_for_ort(job)
@@ -362,25 +370,27 @@ class WeightOnly:
 
 
 # Each weight-only kind's settings, fastest first; the next is made only where one misses the
-# kind's floors on the model at hand (`VariantJob.attempt`). One decode step of SmolLM2-135M on 2
-# x86 cores (AVX-512 VNNI), ONNX Runtime 1.32: fp32 26.8 ms; one 576x1536 MatMulNBits at batch 1:
-# fp32 MatMul 31 us; 8-bit int8 compute 17 us, float compute 583 us (no float kernel for 8 bits);
-# 4-bit with integer zero points 17 us (int8 compute), 40 us (float); HQQ's float zero points
-# 720 us at either level (no fast kernel takes them). HQQ is the fallback for weights on a coarse
-# grid (SmolLM2's, from Q4_1); on float-trained weights RTN and HQQ were within a point (above).
+# kind's floors on the model at hand (`VariantJob.attempt`), and never for a generation export, whose
+# w8 and q4 files are held to decode faster than fp32 (`Figure.DECODE_SPEEDUP`): the slower settings
+# decode at 0.13-0.28x fp32 (SmolLM2-135M, docs/benchmarks-llm-peers.md), a small file no faster
+# to use. An encoder's w8 (WebGPU's file, no faster than fp32 on CPU either way) still takes them.
+# One decode step of SmolLM2-135M on 2 x86 cores (AVX-512 VNNI), ONNX Runtime 1.32: fp32 26.8 ms;
+# one 576x1536 MatMulNBits at batch 1: fp32 MatMul 31 us; 8-bit int8 compute 17 us, float compute
+# 583 us (no float kernel for 8 bits); 4-bit with integer zero points 17 us (int8 compute), 40 us
+# (float); HQQ's float zero points 720 us at either level (no fast kernel takes them).
 W8 = (WeightOnly(bits=8), WeightOnly(bits=8, accuracy_level=0))
 Q4 = (WeightOnly(bits=4), WeightOnly(bits=4, algorithm="hqq", accuracy_level=0))
 
 
 def w8(job: VariantJob) -> Derived:
     """8-bit weights in asymmetric blocks of `WEIGHT_ONLY_BLOCK` (`MatMulNBits`); the embedding
-    table too (`_weight_only`). int8 compute, else float compute where that misses the floors."""
+    table too (`_weight_only`). int8 compute, else (an encoder's) float compute where that misses the floors."""
     return _weight_only(job, job.base_dir, W8)
 
 
 def q4(job: VariantJob) -> Derived:
     """4-bit weights in blocks, the embedding table and head at 8 bits (measured above): round-to-
-    nearest with int8 compute, else HQQ with float compute; transformers.js's `q4` (`model_q4.onnx`)."""
+    nearest with int8 compute, else (an encoder's) HQQ with float compute; transformers.js's `q4` (`model_q4.onnx`)."""
     return _weight_only(job, job.base_dir, Q4)
 
 

@@ -137,6 +137,10 @@ class ExportSplit:
     # The components by the file names optimum and transformers.js read them under: the ONNX layout
     # publishes them so (`layouts.onnx_layout`), the decoder as a decoder with past. None: no such names.
     loaders: ClassVar[LoadersNames | None] = None
+    # A teacher-forced continuation goes through in one call (`forced_logits`) rather than a step
+    # per token: the same causal logits, as peers measure a file (llama.cpp's perplexity), and what
+    # lets every candidate of a variant be judged for the cost of one forward.
+    forces_at_once: ClassVar[bool] = False
 
     def __init__(self, plan: ExportPlan):
         self.plan = plan
@@ -269,6 +273,7 @@ class SingleGraph(ExportSplit):
 @register_split(Split.DECODER)
 class Decoder(ExportSplit):
     components: ClassVar[tuple[str, ...]] = ("decode",)
+    forces_at_once: ClassVar[bool] = True
     loaders: ClassVar[LoadersNames | None] = LoadersNames(Layout.DECODER_WITH_PAST, {"decode": "model"})
     # The model's own cache, read in `prepare` (from the config's names where no model is at hand).
     cache_layout: CacheLayout | None = None
@@ -289,9 +294,8 @@ class Decoder(ExportSplit):
             )
         decoder, decoder_inputs = stages["decode"]
         decoder_inputs = self.decode_inputs(model, decoder_inputs)
-        program = x.exporter.export(
-            decoder, decoder_inputs, varying_axes(config, cast("PreTrainedModel", decoder), decoder_inputs)
-        )
+        axes = varying_axes(config, cast("PreTrainedModel", decoder), decoder_inputs)
+        program = _fused_where_it_fuses(x, decoder, decoder_inputs, axes)
         program.components = {"decode": program.components["model"]}
         program.generation_config = model.generation_config
         return program
@@ -328,6 +332,19 @@ class Decoder(ExportSplit):
         )
         return output, ids, {"mask": mask}
 
+    def forced_logits(
+        self, call: Call, prompt: dict, force: torch.Tensor, config: PretrainedConfig, cache_dtype: torch.dtype
+    ) -> list[torch.Tensor]:
+        """The logits before each of `force`'s tokens (`[batch, n]`), the prompt and the forced tokens
+        but the last fed through `decode` at once on an empty cache: `greedy_loop`'s teacher-forced steps."""
+        given = force[:, :-1]
+        ids = torch.cat([prompt["input_ids"], given], dim=-1)
+        mask = torch.cat([prompt["attention_mask"], torch.ones_like(given)], dim=-1)
+        output, _, _ = self.start(call, {**prompt, "input_ids": ids, "attention_mask": mask}, config, cache_dtype)
+        logits = output["logits"] if isinstance(output, Mapping) else output.logits
+        width = prompt["input_ids"].shape[1]
+        return [logits[:, width - 1 + step] for step in range(force.shape[1])]
+
     def step(self, call: Call, output: Any, token: torch.Tensor, state: State) -> Any:
         state["mask"] = mask = torch.cat([state["mask"], torch.ones_like(token)], dim=-1)
         return call(
@@ -343,6 +360,7 @@ class Decoder(ExportSplit):
 @register_split(Split.IMAGE_TEXT_DECODER)
 class ImageTextDecoder(Decoder):
     components = ("vision_encoder", "embed_tokens", "decode")
+    forces_at_once = False  # its prompt is images and text
     # transformers.js's three sessions of an image-text model (`LlavaForConditionalGeneration`, …).
     loaders: ClassVar[LoadersNames | None] = LoadersNames(
         Layout.IMAGE_TEXT_DECODER_WITH_PAST,
@@ -585,6 +603,30 @@ class TokenEmbeddings(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.embeddings(input_ids)
+
+
+def _fused_where_it_fuses(x: Exporting, decoder: Any, inputs: dict, config: DynamoConfig) -> Any:
+    """A decoder LLM's program, fused by the exporter into the runtime's own ops where its backend
+    says so (`Backend.generation_fusions`: ONNX Runtime's rotary embeddings, skip norms, packed
+    projections): SmolLM2-135M's fp32 graph decodes 1.07x faster so, its w8 file 1.14x
+    (docs/benchmarks-llm-peers.md). The fused head (`FusedMatMul`), which WebGPU has no kernel for,
+    is unfused again (`layouts.unfuse_transposed_weights`). A graph the fusions fail on is exported
+    as it was, and said."""
+    import sys
+
+    from ..layouts import unfuse_transposed_weights
+
+    fusions = x.backend.generation_fusions
+    if fusions:
+        try:
+            fused = dataclasses.replace(cast(Any, config), ort_fusions=fusions)  # an OnnxConfig
+            program = x.exporter.export(decoder, inputs, fused)
+            unfuse_transposed_weights(program.components["model"].program)  # for WebGPU
+            return program
+        except Exception as e:
+            said = f"{type(e).__name__}: {e}"
+            print(f"fusing the decoder for {fusions} failed ({said}); exported unfused", file=sys.stderr)
+    return x.exporter.export(decoder, inputs, config)
 
 
 def varying_axes(config: DynamoConfig, model: PreTrainedModel, inputs: dict) -> DynamoConfig:

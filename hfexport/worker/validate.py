@@ -226,7 +226,8 @@ def greedy_loop(
             the model's forced, suppressed and banned tokens, n-gram and repetition rules, and
             EOS held back until `new_tokens`. The logits returned are the raw ones.
         force: `[batch, new_tokens]` ids to feed instead of the argmax (teacher forcing: the logits
-            of each step are then those of a given continuation).
+            of each step are then those of a given continuation); fed at once where the split
+            takes a continuation so (`ExportSplit.forces_at_once`), the same causal logits.
         cache_dtype: the dtype of the empty cache one decoder starts from (a float16 program's is float16).
 
     Returns:
@@ -243,6 +244,8 @@ def greedy_loop(
             raise ValueError(f"component {component!r} takes inputs the greedy loop cannot build: {missing}")
         return run(component, **{k: v for k, v in kwargs.items() if k in known})
 
+    if force is not None and processors is None and split.forces_at_once:
+        return force, split.forced_logits(call, prompt, force, config, cache_dtype)
     tokens: list[torch.Tensor] = []
     logits_per_step: list[torch.Tensor] = []
     output, sequence, state = split.start(call, prompt, config, cache_dtype)
@@ -272,7 +275,11 @@ def ort_checking_options() -> dict[str, Any]:
 
 
 def loaders_run(
-    paths: Mapping[str, Any], config: PretrainedConfig, open_session: Callable[[Any], Any] | None = None
+    paths: Mapping[str, Any],
+    config: PretrainedConfig,
+    open_session: Callable[[Any], Any] | None = None,
+    *,
+    quantized: bool = False,
 ) -> Run:
     """`run(component, **kwargs)` over graphs laid out for optimum and transformers.js
     (`Layout.DECODER_WITH_PAST`, `Layout.ENCODER_DECODER_WITH_PAST`; `paths`: each component's
@@ -280,11 +287,15 @@ def loaders_run(
     as it feeds the exporter's programs, so the published files are judged too. A cache goes in as
     `past_key_values.N[.decoder].key/value` (a state as `past_conv.N`, `past_ssm.N` or
     `past_recurrent.N`) and comes back from `present*`. `open_session(path)`: another runtime's
-    session answering as ONNX Runtime's (onnxruntime-web's, `web.wasm.WasmSession`); default ORT for CPU."""
+    session answering as ONNX Runtime's (onnxruntime-web's, `web.wasm.WasmSession`); default ORT for CPU.
+    `quantized`: a variant's files, whose `MatMulNBits` weights are packed for its kernels when the
+    session opens (`ort_checking_options` skips that for the float ones): unpacked, one decode step
+    of SmolLM2-135M's w8 file took 1.09 s instead of 0.09."""
     if open_session is None:
         import onnxruntime as ort
 
-        options = ort_checking_options()["session_options"]  # the loaders' files are checked here, not timed
+        # The loaders' files are checked here, not timed.
+        options = ort.SessionOptions() if quantized else ort_checking_options()["session_options"]
 
         def open_session(path):
             return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
@@ -473,10 +484,12 @@ def generation_quality(
 ) -> dict[str, float]:
     """A generation variant against eager fp32, teacher-forced: both fed `judged`'s continuation
     (real prose, or speech's transcript: `inputs.Judged`), `forced_top1_agreement` is the share of
-    its positions whose arg-max is eager's and `logprob_delta_mean` the mean |Δ log-prob| of the
-    continuation's tokens, over `forced_tokens` positions. These gate. `token_agreement`, the share
-    of the plan's validation new tokens (8) its greedy loop on `prompt` picks as eager `generate()`
-    does, is reported, not gating: one flip at a near-tie changes every later greedy token.
+    its positions whose arg-max is eager's ("same top"), `logprob_delta_mean` the mean |Δ log-prob| of
+    the continuation's tokens and `kld_mean` the mean KL divergence of its next-token distribution
+    from eager's (± `kld_se`), over `forced_tokens` positions. These gate (the standard error aside).
+    `token_agreement`, the share of the plan's validation new tokens (8) its greedy loop on `prompt`
+    picks as eager `generate()` does, is reported, not gating: one flip at a near-tie changes every
+    later greedy token.
     `cache_dtype`: the variant's (float16 for a float16 program)."""
     config, greedy = reference.config, split.plan.validation.new_tokens
     expected, processors = reference.generate(prompt, greedy)
@@ -487,19 +500,22 @@ def generation_quality(
             split, run, traced, judged.prompt, config, judged.new_tokens, force=forced, cache_dtype=cache_dtype
         )
     mask = judged.mask if judged.mask is not None else torch.ones_like(forced)
-    deltas, same, counted = [], [], []
+    deltas, same, klds, counted = [], [], [], []
     for step, (a, b) in enumerate(zip(eager_logits, logits)):
         picked = forced[:, step : step + 1]
-        want = torch.log_softmax(a.float(), -1).gather(-1, picked)[:, 0]
-        got = torch.log_softmax(b.float(), -1).gather(-1, picked)[:, 0]
-        deltas.append((want - got).abs())
+        want, got = torch.log_softmax(a.float(), -1), torch.log_softmax(b.float(), -1)
+        deltas.append((want.gather(-1, picked) - got.gather(-1, picked)).abs()[:, 0])
+        klds.append((want.exp() * (want - got)).sum(-1))
         same.append(a.float().argmax(-1) == b.float().argmax(-1))
         counted.append(mask[:, step].bool())
     kept = torch.stack(counted, 1)
+    kld = torch.stack(klds, 1)[kept].double()
     return {
         Figure.TOKEN_AGREEMENT: float((tokens == expected).float().mean()),
         Figure.FORCED_TOP1_AGREEMENT: float(torch.stack(same, 1)[kept].float().mean()),
         Figure.LOGPROB_DELTA_MEAN: float(torch.stack(deltas, 1)[kept].mean()),
+        Figure.KLD_MEAN: float(kld.mean()),
+        Figure.KLD_SE: float(kld.std() / len(kld) ** 0.5) if len(kld) > 1 else 0.0,
         Figure.FORCED_TOKENS: float(kept.sum()),
     }
 

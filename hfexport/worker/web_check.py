@@ -51,7 +51,10 @@ def check_on_web(
     variant_paths: Callable[[VariantResult], dict[str, Path] | None],
 ) -> None:
     """Fill `result.web` and each published variant's `web`; unpublish a default variant (`defaults`:
-    their kinds) that fails. `tolerance`: what validation held the float programs to.
+    their kinds) that fails on wasm and does not run whole on WebGPU either — one that runs there
+    (a weight-only file, whose `GatherBlockQuantized` the webgpu bundle's wasm lacks) is WebGPU's file,
+    offered to that device only (`hub.snippets.device_files`). `tolerance`: what validation held the
+    float programs to.
     `variant_paths(v)`: each component's file for a variant, as the loaders read them (None: it has
     none of its own).
 
@@ -82,16 +85,20 @@ def check_on_web(
                     continue
             web = _judge(runtime, tolerance, result, split, reference, traced, other, judged, variant, files)
             _record(result, variant, web)
-            if variant is not None and web.wasm is False and variant.kind in defaults:
-                for file in variant.published_files:
-                    (out_dir / file).unlink(missing_ok=True)
-                variant.status, variant.file, variant.files = Status.FAILED, None, []
-                variant.error = (
-                    f"on onnxruntime-web (wasm), the browser's runtime: {web.wasm_note} (a default: not published)"
-                )
     finally:
         runtime.close()
-    _place_on_webgpu(result, [(v, files) for v, files in sets if v is None or v.ok])
+    _place_on_webgpu(result, sets)
+    for variant, _ in sets:
+        ran = variant.web if variant is not None else None
+        if variant is None or ran is None or ran.wasm is not False or ran.webgpu or variant.kind not in defaults:
+            continue
+        for file in variant.published_files:
+            (out_dir / file).unlink(missing_ok=True)
+        variant.status, variant.file, variant.files = Status.FAILED, None, []
+        variant.error = (
+            f"on onnxruntime-web (wasm), the browser's runtime: {ran.wasm_note}, and not on its WebGPU provider "
+            "either (a default: not published)"
+        )
 
 
 def _place_on_webgpu(result: BackendResult, sets: list[tuple[VariantResult | None, dict[str, Path]]]) -> None:

@@ -1,9 +1,10 @@
-// transformers.js as its browser users run it on WebGPU: its browser bundle, in headless Chromium
-// (SwiftShader, Chromium's software adapter, where the machine has no GPU), a pipeline with
-// `device: 'webgpu'` over a model folder served to the page. Prints the pipeline's output as JSON.
+// transformers.js as its browser users run it: its browser bundle, in headless Chromium (SwiftShader,
+// Chromium's software adapter, where the machine has no GPU), a pipeline over a model folder served to
+// the page, with `device: 'webgpu'` unless OPTIONS_JSON names another (`"wasm"`, its default in a
+// browser). Prints the pipeline's output as JSON.
 //   node webgpu.mjs CHROMIUM MODELS_DIR MODEL TASK OPTIONS_JSON INPUT_JSON [NEW_TOKENS]
-// OPTIONS_JSON: the pipeline's options picking the file, as the card's block has them for WebGPU
-// (`{"dtype": "q4"}`, `{"dtype": "fp32", "model_file_name": "model_w8"}`).
+// OPTIONS_JSON: the pipeline's options picking the file, as the card's block has them for a device
+// (`{"dtype": "q4"}`, `{"dtype": "fp32", "model_file_name": "model_w8"}`, `{"dtype": "fp32", "device": "wasm"}`).
 // feature-extraction: embeddings (mean-pooled, normalized) of the texts in INPUT_JSON;
 // text-generation: the greedy text written after the prompt INPUT_JSON.
 import { createRequire } from 'node:module';
@@ -38,7 +39,7 @@ try {
     env.localModelPath = '/models/';
     env.useBrowserCache = false;
     env.backends.onnx.wasm.wasmPaths = '/ort/'; // the package's own .wasm, not a CDN's
-    const pipe = await pipeline(task, model, { ...JSON.parse(options), device: 'webgpu' });
+    const pipe = await pipeline(task, model, { device: 'webgpu', ...JSON.parse(options) });
     if (task === 'feature-extraction') {
       return (await pipe(JSON.parse(input), { pooling: 'mean', normalize: true })).tolist();
     }

@@ -1,0 +1,217 @@
+"""hfexport's LLM files beside ONNX Runtime GenAI's model builder's, in one run →
+docs/benchmarks-llm-peers.md (+ .json):
+
+    .venv/bin/python bench/llm_peers.py [--rounds 3] [--tokens 32]
+
+The builder (`onnxruntime-genai`, what transformers.js's maintainers send LLM users to) runs in a
+venv of its own (bench/.venv-genai, made on first use from the registry): its pins are not ours.
+Both tools read the same local folder, SmolLM2-135M (bench/real_models.py). Per file of each tool:
+
+- bytes, as a share of that tool's fp32 file;
+- fidelity to eager fp32 teacher-forced over nine passages of prose the judge never sees (256 tokens
+  each, 2,304 positions; `pydoc_data.topics` counted from the start, the judge's from the end): KL
+  divergence mean ± standard error (nats), and "same top" — the peers' measures (llama.cpp,
+  Olive, LiquidONNX);
+- decode tokens per second at batch 1 on this machine's threads, a greedy loop from a 32-token
+  prompt feeding the cache back, every file in interleaved rounds (`llm_measure.interleaved`): on a
+  shared machine only the ratios within one run hold;
+- export wall time: `hfexport export --variants none`, then the default variants (floors lifted, so
+  every file is measured; whether the default floors publish it is the `published` column), and
+  the builder's `-p fp32|int8|int4` (accuracy level 4, as the issue measured it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+WORK = BENCH / ".work" / "llm-peers"
+DOCS = ROOT / "docs"
+PY = sys.executable
+GENAI = BENCH / ".venv-genai"
+GENAI_PINS = ["torch==2.13.0", "transformers==5.24.0", "onnxruntime==1.32.0", "onnxruntime-genai==0.18.0"]
+GENAI_PINS += ["onnx", "onnx-ir"]
+sys.path.insert(0, str(BENCH))
+
+import llm_measure  # noqa: E402
+from real_models import smollm2  # noqa: E402
+
+# The builder's settings per precision (its `--extra_options`): int8 compute, blocks of 32.
+BUILDER = {
+    "fp32": ("fp32", []),
+    "int8": ("int8", ["accuracy_level=4"]),
+    "int4": ("int4", ["accuracy_level=4", "block_size=32"]),
+}
+# hfexport's defaults for a generation export, floors lifted so each file exists to be measured.
+OURS = ("w8", "q4")
+_LIFTED = ("forced_top1_agreement=0", "logprob_delta_mean=1e9", "kld_mean=1e9", "decode_speedup=0")
+PASSAGES = range(20, 80, 6)  # sorted topic names from the start; the judge's count from the end
+
+
+def timed(command: list[str], env: dict | None = None) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(command, env={**os.environ, **(env or {})}, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command[:4])} failed:\n{done.stderr[-3000:]}")
+    return time.perf_counter() - started
+
+
+def ours(folder: Path) -> tuple[dict[str, Path], dict[str, float], dict]:
+    """hfexport's fp32 graph (`--variants none`, timed) and its default variants (timed, floors lifted)."""
+    files, seconds = {}, {}
+    plain, variants = WORK / "hfexport-none", WORK / "hfexport-default"
+    export = [PY, "-m", "hfexport", "export", str(folder), "--backends", "onnx"]
+    if not (plain / "onnx" / "model.onnx").exists():
+        seconds["none"] = timed([*export, "--variants", "none", "--out", str(plain)], {"HFEXPORT_JOBS": "1"})
+    if not (variants / "hfexport-report.json").exists():
+        lifted = [a for kind in OURS for figure in _LIFTED for a in ("--min-quality", f"{kind}.{figure}")]
+        out = ["--variants", ",".join(OURS), *lifted, "--out", str(variants)]
+        seconds["default"] = timed([*export, *out], {"HFEXPORT_JOBS": "1"})
+    times = WORK / "hfexport-seconds.json"
+    seconds = {**(json.loads(times.read_text()) if times.exists() else {}), **seconds}
+    times.write_text(json.dumps(seconds))
+    report = json.loads((variants / "hfexport-report.json").read_text())
+    files["hfexport fp32"] = plain / "onnx" / "model.onnx"
+    for v in report["backends"][0]["variants"]:
+        if v.get("file"):
+            files[f"hfexport {v['kind']}"] = variants / "onnx" / v["file"]
+    return files, seconds, report
+
+
+def builder(folder: Path) -> tuple[dict[str, Path], dict[str, float]]:
+    """The builder's file of each precision, each build timed."""
+    if not (GENAI / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(GENAI)], check=True)
+        subprocess.run([str(GENAI / "bin" / "python"), "-m", "pip", "install", "-q", *GENAI_PINS], check=True)
+    files, seconds = {}, {}
+    times = WORK / "builder-seconds.json"
+    known = json.loads(times.read_text()) if times.exists() else {}
+    for name, (precision, extra) in BUILDER.items():
+        out = WORK / f"builder-{name}"
+        if not (out / "model.onnx").exists():
+            command = [str(GENAI / "bin" / "python"), "-m", "onnxruntime_genai.models.builder", "-i", str(folder)]
+            command += ["-o", str(out), "-p", precision, "-e", "cpu", "-c", str(WORK / "builder-cache")]
+            known[name] = timed(command + (["--extra_options", *extra] if extra else []))
+        files[f"builder {name}"], seconds[name] = out / "model.onnx", known.get(name, float("nan"))
+    times.write_text(json.dumps(known))
+    return files, seconds
+
+
+def eager_log_probs(folder: Path) -> tuple[list, list]:
+    import pydoc_data.topics
+
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    topics = pydoc_data.topics.topics
+    names = sorted(topics)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    rows = [tokenizer(" ".join(topics[names[i]].split()), return_tensors="np")["input_ids"] for i in PASSAGES]
+    rows = [r[:, :256] for r in rows if r.shape[1] >= 256]
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    with torch.no_grad():
+        eager = [torch.log_softmax(model(torch.from_numpy(r)).logits.float(), -1)[0].numpy() for r in rows]
+    return [np.asarray(r) for r in rows], eager
+
+
+def measure(folder: Path, rounds: int, tokens: int) -> dict:
+    config = json.loads((folder / "config.json").read_text())
+    ours_files, ours_seconds, report = ours(folder)
+    theirs, builder_seconds = builder(folder)
+    files = {**ours_files, **theirs}
+    rows_ids, eager = eager_log_probs(folder)
+    feeders = {name: llm_measure.feeder(path, config) for name, path in files.items()}
+    rows = {}
+    for name, path in files.items():
+        fidelity = llm_measure.teacher_forced(feeders[name], rows_ids, eager)
+        tool = name.split()[0]
+        base = files[f"{tool} fp32"]
+        rows[name] = {
+            "file": str(path.relative_to(WORK)),
+            "bytes": llm_measure.program_bytes(path),
+            "share": llm_measure.program_bytes(path) / llm_measure.program_bytes(base),
+            **fidelity.as_dict(),
+        }
+        print(name, rows[name], flush=True)
+    rates = llm_measure.interleaved(feeders, rows_ids[0][:, :32], tokens, rounds)
+    for name, rate in rates.items():
+        rows[name]["decode_tok_s"] = round(rate, 2)
+        rows[name]["vs_our_fp32"] = round(rate / rates["hfexport fp32"], 3)
+        rows[name]["vs_builder_fp32"] = round(rate / rates["builder fp32"], 3)
+    from hfexport.variants import misses, thresholds_for
+
+    for v in report["backends"][0]["variants"]:
+        row = rows.get(f"hfexport {v['kind']}")
+        if row is not None:
+            gated = {**v["quality"], "decode_speedup": v.get("speedup") or 0}
+            row["settings"] = v.get("settings")
+            row["missed_by_default"] = misses(gated, thresholds_for(v["kind"], {}))
+    return {
+        "model": folder.name,
+        "threads": os.cpu_count(),
+        "rounds": rounds,
+        "tokens": tokens,
+        "export_seconds": {"hfexport": ours_seconds, "builder": builder_seconds},
+        "rows": rows,
+    }
+
+
+def render(result: dict) -> str:
+    seconds = result["export_seconds"]
+    ours, theirs = seconds["hfexport"], seconds["builder"]
+    lines = [
+        "# LLM files beside ONNX Runtime GenAI's model builder",
+        "",
+        "Written by `bench/llm_peers.py` (its docstring says how each figure is taken). "
+        f"{result['model']}, {result['threads']} threads, decode at batch 1 from a 32-token prompt, "
+        f"{result['tokens']} tokens × {result['rounds']} interleaved rounds; fidelity teacher-forced over "
+        f"{next(iter(result['rows'].values()))['positions']} positions of prose against eager fp32.",
+        "",
+        "| file | size vs its fp32 | KLD (nats, mean ± SE) | same top | decode tok/s | vs our fp32 | vs builder fp32 "
+        "| published by default |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, row in result["rows"].items():
+        published = "-"
+        if "missed_by_default" in row:
+            published = "yes" if not row["missed_by_default"] else "no: " + ", ".join(row["missed_by_default"])
+        lines.append(
+            f"| {name}{' (' + row['settings'] + ')' if row.get('settings') else ''} | {row['share']:.1%} "
+            f"| {row['kld_mean']:.4f} ± {row['kld_se']:.4f} | {row['same_top']:.1%} | {row['decode_tok_s']:.1f} "
+            f"| {row['vs_our_fp32']:.2f}× | {row['vs_builder_fp32']:.2f}× | {published} |"
+        )
+    lines += [
+        "",
+        "Export wall time: hfexport "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in ours.items())
+        + "; builder "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in theirs.items())
+        + ".",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=32)
+    args = parser.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+    result = measure(smollm2(), args.rounds, args.tokens)
+    (DOCS / "benchmarks-llm-peers.json").write_text(json.dumps(result, indent=1) + "\n")
+    (DOCS / "benchmarks-llm-peers.md").write_text(render(result))
+    print(render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
