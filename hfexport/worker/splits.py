@@ -605,19 +605,26 @@ class TokenEmbeddings(torch.nn.Module):
         return self.embeddings(input_ids)
 
 
+# Fusing holds a second copy of the weights while it packs the projections: a 587 M Llama's ONNX
+# export peaked at 6.5 GB (2.9x its fp32 weights) fused, 3.1 GB (1.33x) not. What fusing gains is the
+# small ops' overhead, which weighs where the matrices are small (SmolLM2-135M: 1.07x the decode
+# speed, its w8 file 1.14x): graphs of up to this many bytes of weights are fused.
+FUSED_MAX_BYTES = 10**9
+
+
 def _fused_where_it_fuses(x: Exporting, decoder: Any, inputs: dict, config: DynamoConfig) -> Any:
     """A decoder LLM's program, fused by the exporter into the runtime's own ops where its backend
     says so (`Backend.generation_fusions`: ONNX Runtime's rotary embeddings, skip norms, packed
-    projections): SmolLM2-135M's fp32 graph decodes 1.07x faster so, its w8 file 1.14x
-    (docs/benchmarks-llm-peers.md). The fused head (`FusedMatMul`), which WebGPU has no kernel for,
-    is unfused again (`layouts.unfuse_transposed_weights`). A graph the fusions fail on is exported
-    as it was, and said."""
+    projections) and its weights are at most `FUSED_MAX_BYTES` (docs/benchmarks-llm-peers.md). The
+    fused head (`FusedMatMul`), which WebGPU has no kernel for, is unfused again
+    (`layouts.unfuse_transposed_weights`). A graph the fusions fail on is exported as it was, and said."""
     import sys
 
     from ..layouts import unfuse_transposed_weights
 
     fusions = x.backend.generation_fusions
-    if fusions:
+    weights = sum(p.numel() * p.element_size() for p in decoder.parameters()) if hasattr(decoder, "parameters") else 0
+    if fusions and weights <= FUSED_MAX_BYTES:
         try:
             fused = dataclasses.replace(cast(Any, config), ort_fusions=fusions)  # an OnnxConfig
             program = x.exporter.export(decoder, inputs, fused)
