@@ -432,16 +432,15 @@ def unfuse_transposed_weights(model) -> int:
     import onnx_ir as ir
     from onnx_ir.convenience import replace_nodes_and_values
 
-    plain = {"alpha": 1.0, "transA": 0, "transB": 1, "transBatchA": 0, "transBatchB": 0}
+    defaults = {"alpha": 1.0, "transA": 0, "transB": 0, "transBatchA": 0, "transBatchB": 0}
+    transposed_weight = {**defaults, "transB": 1}  # nothing scaled, no activation or batch transposed
     count = 0
     for node in list(model.graph):
         if node.op_type != "FusedMatMul" or node.domain != "com.microsoft" or len(node.inputs) != 2:
             continue
-        attributes = {name: attribute.value for name, attribute in node.attributes.items()}
+        attributes = {name: node.attributes[name].value for name in defaults if name in node.attributes}
         weight = node.inputs[1]
-        if any(attributes.get(k, v if k != "transB" else 0) != v for k, v in plain.items()) or weight is None:
-            continue
-        if not weight.is_initializer():
+        if {**defaults, **attributes} != transposed_weight or weight is None or not weight.is_initializer():
             continue
         transpose = ir.node("Transpose", [weight], attributes={"perm": [1, 0]})
         matmul = ir.node("MatMul", [node.inputs[0], transpose.outputs[0]], name=node.name)

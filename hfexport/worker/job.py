@@ -162,6 +162,10 @@ def _export_and_save(run: Job, model: Any, sample: dict[str, Any]) -> tuple[Expo
     export_seconds = time.perf_counter() - started
     run.stage("saving")
     exported.save_pretrained(run.out_dir)
+    if run.backend.generation_fusions and run.split.generates:  # the operators its fused graphs run
+        from .onnx_variants import runtime_ops
+
+        run.result.runtime_ops = sorted({op for c in exported.components.values() for op in runtime_ops(c.program)})
     traced = {name: set(component.metadata.kwargs) for name, component in exported.components.items()}
     return exporting, traced, export_seconds
 
@@ -261,10 +265,6 @@ def _lay_out(
     run.stage("laying out for loaders")
     result.layout, renamed = backend.layout(out_dir, components, split.loaders)
     result.programs = {c: renamed.get(file, file) for c, file in result.programs.items()}
-    if backend.generation_fusions and split.generates:  # the operators its fused graphs run, as laid out
-        from .onnx_variants import runtime_ops
-
-        result.runtime_ops = sorted({op for f in result.programs.values() for op in runtime_ops(out_dir / f)})
     for variant in result.variants:
         if variant.file:
             variant.file = renamed.get(variant.file, variant.file)

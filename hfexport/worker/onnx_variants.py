@@ -46,15 +46,12 @@ def _loadable(model: onnx_ir.Model, descriptors: Path, job: VariantJob) -> Deriv
             shutil.copy(descriptors / name, folder / name)
     name = f"{job.component}.onnx"
     onnx_ir.save(model, folder / name, external_data=f"{name}.data")
-    return Derived(folder, runtime_ops=sorted({n.op_type for n in model.graph.all_nodes() if n.domain == _MS_DOMAIN}))
+    return Derived(folder, runtime_ops=runtime_ops(model))
 
 
-def runtime_ops(graph: Path) -> set[str]:
-    """The operators of ONNX Runtime's own domain the graph at `graph` runs (its fusions' ops)."""
-    import onnx
-
-    proto = onnx.load(str(graph), load_external_data=False)
-    return {n.op_type for n in proto.graph.node if n.domain == _MS_DOMAIN}
+def runtime_ops(model: onnx_ir.Model) -> list[str]:
+    """The operators of ONNX Runtime's own domain `model` runs (its fusions' and quantizer's ops)."""
+    return sorted({n.op_type for n in model.graph.all_nodes() if n.domain == _MS_DOMAIN})
 
 
 def optimized(job: VariantJob) -> Derived:
