@@ -147,6 +147,9 @@ class VariantJob:
     # Which of the recipe's settings to make, fastest first: where one misses the variant's floors
     # and its `Derived.more_accurate` says a slower, more accurate one exists, that one is made next.
     attempt: int = 0
+    # Only settings that decode faster than fp32 on ONNX Runtime's CPU kernels: a generation
+    # export's kinds held to `Figure.DECODE_SPEEDUP`.
+    fast_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,8 @@ class Derived:
     settings: str | None = None
     # A slower, more accurate setting exists: judged next should this one miss the floors.
     more_accurate: bool = False
+    # More accurate settings exist that `VariantJob.fast_only` left out: said where this one misses.
+    slower_not_made: bool = False
 
 
 @dataclass(frozen=True)

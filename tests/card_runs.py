@@ -133,8 +133,10 @@ def node_script(script: str, cache: Path, *args: str, runtime: str | None = None
     """`tests/js/<script>` (transformers.js as its users run it) with a fresh cache of its own:
     what it printed on its last line, read as JSON. `runtime=WEB`: on the browser's runtime,
     onnxruntime-web's wasm backend, instead of onnxruntime-node."""
+    from hfexport.web.wasm import NODE_FLAGS  # the browser's runtime's wasm, compiled as hfexport's check does
+
     run = subprocess.run(
-        ["node", str(JS / script), *args],
+        ["node", *(NODE_FLAGS if runtime == WEB else ()), str(JS / script), *args],
         capture_output=True,
         text=True,
         timeout=300,

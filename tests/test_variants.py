@@ -289,6 +289,59 @@ def test_an_encoders_attention_takes_its_padding_as_mask_index_only_where_the_ma
         assert [(n.op_type, [v.name if v else None for v in n.inputs]) for n in other.graph] == before
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_hqqs_float_zero_points_become_integer_ones_and_a_correction_that_computes_the_same_product(tmp_path, dtype):
+    """ONNX Runtime's fast `MatMulNBits` kernels take integer zero points only; HQQ's are floats. Each
+    one is stored as the nearest integer plus a float correction per block (`_integer_zero_points`):
+    the graph computes HQQ's product still — here with two projections reading one activation (their
+    block sums computed once), a width that is no whole number of blocks, and a float16 graph as
+    `q4f16` quantizes it."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization.matmul_nbits_quantizer import HQQWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    from hfexport.worker.onnx_variants import _integer_zero_points
+
+    rng = np.random.default_rng(3)
+    kind = TensorProto.FLOAT16 if dtype == "float16" else TensorProto.FLOAT
+    weights = {"wq": (80, 64), "wk": (80, 48), "wo": (64, 80)}  # 80: two blocks of 32 and one of 16
+    initializers = [numpy_helper.from_array(rng.standard_normal(s).astype(dtype), n) for n, s in weights.items()]
+    nodes = [
+        helper.make_node("MatMul", ["x", "wq"], ["q"], name="q_proj"),
+        helper.make_node("MatMul", ["x", "wk"], ["k"], name="k_proj"),
+        helper.make_node("MatMul", ["q", "wo"], ["o"], name="o_proj"),
+    ]
+    outputs = [helper.make_tensor_value_info(name, kind, None) for name in ("k", "o")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", kind, [2, 3, 80])], outputs, initializers)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
+    )
+    hqq = MatMulNBitsQuantizer(model, algo_config=HQQWeightOnlyQuantConfig(block_size=32, bits=4))
+    hqq.process()
+    quantized = hqq.model.model
+    zero_points = [i for i in quantized.graph.initializer if i.name.endswith("_zero_points")]
+    assert len(zero_points) == 3 and all(i.data_type == kind for i in zero_points)  # HQQ's, in the weights' type
+
+    def run(proto, name):
+        onnx.save(proto, str(tmp_path / name))
+        session = ort.InferenceSession(str(tmp_path / name), providers=["CPUExecutionProvider"])
+        return session.run(None, {"x": feed})
+
+    feed = rng.standard_normal((2, 3, 80)).astype(dtype)
+    want = run(quantized, "float_zero_points.onnx")
+    _integer_zero_points(quantized, dtype)
+    got = run(quantized, "integer_zero_points.onnx")
+    tolerance = 1e-4 if dtype == "float32" else 3e-2
+    for a, b in zip(want, got):
+        assert np.abs(a.astype(np.float32) - b.astype(np.float32)).max() <= tolerance * np.abs(a).max()
+    initializers_now = {i.name: i for i in quantized.graph.initializer}
+    assert all(initializers_now[i.name].data_type == TensorProto.UINT8 for i in zero_points)
+    sums = [n for n in quantized.graph.node if n.name.endswith("_block_sums_32")]
+    assert sorted(n.input[0] for n in sums) == ["q", "x"]  # q_proj and k_proj share x's
+
+
 def test_variant_names_choose_kinds_for_every_backend_or_one_backend():
     """`int8` asks every backend that offers int8; `onnx:int8` only ONNX; unknown names are bad input
     naming what exists; `default` (what a push builds when not told) is the ONNX int8 graph and the
@@ -356,15 +409,15 @@ def test_a_decoder_llms_onnx_variants_are_judged_on_the_tokens_their_published_f
     for the loaders and run as they run it (a float16 graph with a float16 cache). A file exists
     exactly when its thresholds hold."""
     out = tmp_path / "out"
-    # q4 held to decode 100x faster than fp32: the file misses its speed floor, so it is not published,
-    # and its slower, more accurate settings (HQQ's float zero points) are not even made.
+    # w8 held to decode 100x faster than fp32: the file misses its speed floor, so it is not published,
+    # and its slower, more accurate settings (8 bits at float compute) are not even made.
     onnx = _decoder_llm_export(
-        workspace, out, "onnx", "int8,fp16,optimized,q4", timeout=900, extra=("--min-quality", "q4.decode_speedup=100")
+        workspace, out, "onnx", "int8,fp16,optimized,w8", timeout=900, extra=("--min-quality", "w8.decode_speedup=100")
     )
     assert onnx["layout"] == "decoder-with-past"
-    *judged, q4 = onnx["variants"]
-    assert q4["status"] == "failed" and "decode_speedup" in q4["error"] and "slower than fp32" in q4["error"], q4
-    assert q4["settings"] == "4-bit asymmetric, int8 compute" and not (out / "onnx" / "model_q4.onnx").exists(), q4
+    *judged, w8 = onnx["variants"]
+    assert w8["status"] == "failed" and "decode_speedup" in w8["error"] and "slower than fp32" in w8["error"], w8
+    assert w8["settings"] == "8-bit asymmetric, int8 compute" and not (out / "onnx" / "model_w8.onnx").exists(), w8
     names = {"int8": "model_quantized.onnx", "fp16": "model_fp16.onnx", "optimized": "model_optimized.onnx"}
     assert [v["kind"] for v in judged] == list(names)
     for variant in judged:

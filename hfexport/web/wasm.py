@@ -31,6 +31,11 @@ from ..settings import ONNXRUNTIME_WEB, onnxruntime_web_dir
 SERVER = Path(__file__).with_name("ort_wasm.mjs")
 # The bundle `ort_wasm.mjs` loads: what transformers.js imports in a browser (`onnxruntime-web/webgpu`).
 BUNDLE = "ort.webgpu.min.mjs"
+# V8's baseline compiler alone. Node 20 compiles that bundle's 27 MB wasm with its optimising tier
+# too, in the background, and waits for it to finish at exit: a node that opened one graph took 48 s
+# of CPU to exit (0.6 s with `--liftoff-only`), so each push's check sat 30 s in `close` before the
+# process was killed. A browser tiers up only its hot functions. The same code, answering the same.
+NODE_FLAGS = ("--liftoff-only",)
 # What each ONNX element type is called by onnxruntime-web's `Tensor`.
 _TYPES = {
     "float32": np.float32,
@@ -86,7 +91,7 @@ class WasmRuntime:
     def __init__(self) -> None:
         node, package = locate()
         self.process = subprocess.Popen(
-            [node, str(SERVER), str(package)],
+            [node, *NODE_FLAGS, str(SERVER), str(package)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -158,6 +158,7 @@ def _attempt(variant: Variant, attempt: int, work_dir: Path, outcome: VariantRes
             component,
             shared_dir=context.shared_dir,
             attempt=attempt,
+            fast_only=split.generates and Figure.DECODE_SPEEDUP in outcome.thresholds,
         )
 
     try:
@@ -171,10 +172,7 @@ def _attempt(variant: Variant, attempt: int, work_dir: Path, outcome: VariantRes
         outcome.quality, outcome.speedup = reported(figures), round(speedup, 3)
         gated = {**figures, Figure.DECODE_SPEEDUP: speedup} if split.generates else figures
         missed = misses(gated, outcome.thresholds)
-        # A kind held to decode faster than fp32 gets no slower settings than its fastest that fail:
-        # the more accurate ones (float compute, float zero points) run 0.1-0.2x fp32 on ORT's CPU kernels.
-        fast_only = split.generates and Figure.DECODE_SPEEDUP in outcome.thresholds
-        if missed and derived.more_accurate and not fast_only:
+        if missed and derived.more_accurate:
             print(f"{variant.kind} ({derived.settings}) missed {', '.join(missed)}: trying more accurate settings")
             shutil.rmtree(work)
             return True
@@ -194,7 +192,7 @@ def _attempt(variant: Variant, attempt: int, work_dir: Path, outcome: VariantRes
         outcome.size_share = round(outcome.size / context.base_bytes, 4) if context.base_bytes else None
         if missed:
             outcome.error = "below its quality thresholds: " + ", ".join(missed) + " (not published)"
-            if derived.more_accurate and fast_only:
+            if derived.slower_not_made:
                 outcome.error += "; its more accurate settings decode slower than fp32 on ONNX Runtime's CPU kernels"
         else:
             for path in packed:

@@ -325,24 +325,24 @@ def _outlier_projections(graph: Path, job: VariantJob, budget: float) -> list[st
 
 
 # ── Weight-only: ONNX Runtime's `MatMulNBits` ────────────────────────────────
-# Measured on SmolLM2-135M (real weights, bench/real_models.py), teacher-forced on 381 tokens of real
-# prose against the fp32 graph (top-1 as fp32 / mean |Δ log-prob|; share of fp32's bytes):
-#   8 bits, symmetric blocks of 32, accuracy level 4 (int8 compute)  0.924 / 0.088  28.2 %
-#   8 bits, symmetric blocks of 32, level 0 (float compute)           0.961 / 0.052  28.2 %
-#   8 bits, symmetric blocks of 16, level 0                           0.966 / 0.043  30.7 %
-#   8 bits, asymmetric blocks of 32, level 0                          0.984 / 0.037  28.8 %   ← w8's fallback
-#   8 bits, asymmetric blocks of 32, level 4                          0.929 / 0.085  28.8 %   ← w8 first
-#   4 bits, symmetric (or asymmetric) RTN, blocks of 32               0.703 / 0.640  18.3 %   ← q4 first
-#   4 bits, ORT's k-quant                                             0.709 / 0.634
-#   4 bits, HQQ (float zero points), blocks of 32, level 0            0.995 / 0.023  20.8 %   ← q4's fallback
-#   4 bits, HQQ, level 4                                              0.969 / 0.047  20.8 %
-# (embedding table and head tied, at 8 bits, in every row). A relative noise of 1e-3 on every weight
-# alone costs 0.006 |Δ log-prob|: a 135 M model is that sensitive, and int8 compute (level 4) is
-# what loses most. These weights were dequantized from llama.cpp's Q4_1 (asymmetric 4-bit blocks of
-# 32 along the input axis): HQQ's float zero points fall back onto that grid, so its 4-bit figure
-# here is an upper bound; on the trained 1 M-parameter Llama of the tests HQQ was also ahead of RTN
-# (0.938 / 0.056 against 0.932 / 0.082). Asymmetric 8 bits are ahead of symmetric ones on any
-# block whose values are not centred on zero.
+# Measured on SmolLM2-135M (real weights, bench/real_models.py), teacher-forced on 2,304 positions of
+# prose (pydoc's topics) against eager fp32: KLD (nats) / same top; share of fp32's bytes; decode
+# tok/s against the fp32 graph's, interleaved rounds on 2 x86 cores (AVX-512 VNNI), ORT 1.32:
+#   8 bits, asymmetric blocks of 32, int8 compute (accuracy level 4)   0.0046 / 96.3 %  28.8 %  2.6x  <- w8
+#   8 bits, HQQ's zero points (below), int8 compute                   0.0037 / 96.4 %  31.3 %
+#   8 bits, float compute                                              0.0014 / 98.0 %  31.3 %  0.25x
+#   4 bits, round-to-nearest (asymmetric), int8 compute                0.28   / 72.8 %  18.6 %  3.0x  <- q4 first
+#   4 bits, HQQ's zero points (below), int8 compute                    0.0038 / 95.8 %  21.2 %
+#   4 bits, HQQ's zero points (below), float compute                   0.0015 / 98.2 %  21.2 %  2.5x  <- q4 next
+# (the embedding table and tied head at 8 bits, int8 compute, in every row: at float compute it
+# lifts HQQ's 4 bits to 99.0 % and runs at 0.23x). These weights were dequantized from llama.cpp's
+# Q4_1 (asymmetric 4-bit blocks of 32, float minimums): HQQ's optimised float zero points fall back
+# onto that grid, which round-to-nearest's integer ones miss; on the trained 1 M-parameter Llama of
+# the tests HQQ is ahead too (0.938 / 0.056 top-1 / |Δ log-prob| against 0.932 / 0.082). One
+# 576x1536 MatMulNBits at batch 1: fp32 MatMul 31 us; 8 bits at int8 compute 17 us, at float
+# compute 583 us (no float kernel for 8 bits); 4 bits with integer zero points 17 us (int8 compute),
+# 40 us (float); with HQQ's float zero points 720 us (no fast kernel takes them) — hence
+# `_integer_zero_points`.
 WEIGHT_ONLY_BLOCK = 32
 
 
@@ -352,7 +352,8 @@ class WeightOnly:
     and the `MatMulNBits` accuracy level ONNX Runtime's CPU kernels compute at."""
 
     bits: int
-    # "rtn": ONNX Runtime's round-to-nearest (`DefaultWeightOnlyQuantConfig`); "hqq": its HQQ (float zero points).
+    # "rtn": ONNX Runtime's round-to-nearest (`DefaultWeightOnlyQuantConfig`); "hqq": its HQQ
+    # (optimised zero points, stored as `_integer_zero_points` says).
     algorithm: str = "rtn"
     symmetric: bool = False
     # The embedding table (and the head it is tied to, or the untied head): 8 bits, where lookups and
@@ -361,20 +362,22 @@ class WeightOnly:
     # 4: int8 compute (each block of 32 activations quantized at run time), 0: float compute.
     accuracy_level: int = 4
 
+    @property
+    def decodes_fast(self) -> bool:
+        """Whether ONNX Runtime's CPU kernels run it faster than the fp32 MatMul (measured above):
+        int8 compute, or 4 bits at float compute; 8 bits at float compute have no kernel."""
+        return self.accuracy_level == 4 or self.bits == 4
+
     def describe(self) -> str:
         how = "HQQ" if self.algorithm == "hqq" else ("symmetric" if self.symmetric else "asymmetric")
         return f"{self.bits}-bit {how}, {'int8' if self.accuracy_level == 4 else 'float'} compute"
 
 
 # Each weight-only kind's settings, fastest first; the next is made only where one misses the
-# kind's floors on the model at hand (`VariantJob.attempt`), and never for a generation export, whose
-# w8 and q4 files are held to decode faster than fp32 (`Figure.DECODE_SPEEDUP`): the slower settings
-# decode at 0.13-0.28x fp32 (SmolLM2-135M, docs/benchmarks-llm-peers.md), a small file no faster
-# to use. An encoder's w8 (WebGPU's file, no faster than fp32 on CPU either way) still takes them.
-# One decode step of SmolLM2-135M on 2 x86 cores (AVX-512 VNNI), ONNX Runtime 1.32: fp32 26.8 ms;
-# one 576x1536 MatMulNBits at batch 1: fp32 MatMul 31 us; 8-bit int8 compute 17 us, float compute
-# 583 us (no float kernel for 8 bits); 4-bit with integer zero points 17 us (int8 compute), 40 us
-# (float); HQQ's float zero points 720 us at either level (no fast kernel takes them).
+# kind's floors on the model at hand (`VariantJob.attempt`). A generation export's w8 and q4 are
+# held to decode faster than fp32 (`Figure.DECODE_SPEEDUP`, `VariantJob.fast_only`): settings that
+# do not (`WeightOnly.decodes_fast`) are not made for it. An encoder's w8 (WebGPU's file, no faster
+# than fp32 on CPU either way) still takes them.
 W8 = (WeightOnly(bits=8), WeightOnly(bits=8, accuracy_level=0))
 Q4 = (WeightOnly(bits=4), WeightOnly(bits=4, algorithm="hqq", accuracy_level=0))
 
@@ -393,8 +396,8 @@ def q4(job: VariantJob) -> Derived:
 
 def q4f16(job: VariantJob) -> Derived:
     """`q4`'s settings on the exporter's float16 program: float16 activations and cache, transformers.js's
-    `q4f16` (`model_q4f16.onnx`, WebGPU's default for LLMs). ORT's HQQ quantizer writes float32
-    scales and zero points, which a float16 `MatMulNBits` does not take: they are stored in float16
+    `q4f16` (`model_q4f16.onnx`, WebGPU's default for LLMs). ORT's quantizers write float32 scales,
+    which a float16 `MatMulNBits` does not take: they are stored in float16, as HQQ's correction is
     (round-to-nearest alone kept 73.5 % teacher-forced top-1 on SmolLM2-135M)."""
     import dataclasses
 
@@ -414,6 +417,7 @@ def _weight_only(job: VariantJob, source: Path, settings: tuple[WeightOnly, ...]
     import onnx_ir
     from onnxruntime.quantization.matmul_nbits_quantizer import HQQWeightOnlyQuantConfig, MatMulNBitsQuantizer
 
+    every, settings = settings, tuple(s for s in settings if s.decodes_fast or not job.fast_only)
     recipe = settings[job.attempt]
     proto = onnx.load(str(source / f"{job.component}.onnx"))
     table = _untie_head(proto) or _lookup_as_head(proto)
@@ -428,14 +432,92 @@ def _weight_only(job: VariantJob, source: Path, settings: tuple[WeightOnly, ...]
     body.process()
     proto = body.model.model
     if table:
-        head = MatMulNBitsQuantizer(proto, bits=recipe.table_bits, is_symmetric=True, nodes_to_include=heads, **blocks)
+        # int8 compute whatever the body's: 8 bits have no float kernel (SmolLM2's q4 at 0.23x fp32's decode).
+        head = MatMulNBitsQuantizer(
+            proto,
+            bits=recipe.table_bits,
+            is_symmetric=True,
+            nodes_to_include=heads,
+            block_size=WEIGHT_ONLY_BLOCK,
+            accuracy_level=4,
+        )
         head.process()
         proto = head.model.model
         _share_head_with_lookup(proto, table, recipe.table_bits)
+    _integer_zero_points(proto, "float16" if half else "float32")
     if half:
         _half_scales(proto)
     derived = _loadable(onnx_ir.from_proto(proto), source, job)
-    return dataclasses.replace(derived, settings=recipe.describe(), more_accurate=job.attempt + 1 < len(settings))
+    return dataclasses.replace(
+        derived,
+        settings=recipe.describe(),
+        more_accurate=job.attempt + 1 < len(settings),
+        slower_not_made=len(settings) < len(every),
+    )
+
+
+def _integer_zero_points(proto: onnx.ModelProto, dtype: str) -> None:
+    """Each `MatMulNBits` with float zero points (HQQ's) as one with integer zero points plus a float
+    correction, the same product, in place: ONNX Runtime's fast kernels take integer zero points only
+    (one 576x1536 4-bit MatMul: 40 us against 720). With `z` the float zero point of a block of
+    weights, `s` its scale and `zi` the integer nearest `z`, each weight is `s (q - z) = s (q - zi) +
+    s (zi - z)`: the second term is one number per block and output column, `C`, so
+
+        A @ W = MatMulNBits(A, q, s, zi) + BlockSums(A) @ C
+
+    `BlockSums(A)` is `A @ S`, `S` a 0/1 matrix of shape [K, K / block] (one per K, shared), and `C`
+    [K / block, N] is in `dtype` (SmolLM2-135M's q4: 2.4 % of the fp32 bytes; 98.2 % same top, as
+    HQQ's float graph, at 2.5x fp32's decode where that graph ran at 0.1x)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = proto.graph
+    initializers = {i.name: i for i in graph.initializer}
+    numpy_dtype = np.dtype(dtype)
+    sums: dict[tuple[str, int, int], str] = {}
+    nodes = []
+    for node in list(graph.node):
+        nodes.append(node)
+        zero_points = initializers.get(node.input[3]) if node.op_type == "MatMulNBits" and len(node.input) > 3 else None
+        if zero_points is None or zero_points.data_type not in (TensorProto.FLOAT, TensorProto.FLOAT16):
+            continue
+        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        k, n, bits, block = (attributes[name] for name in ("K", "N", "bits", "block_size"))
+        blocks = -(-k // block)
+        zero = numpy_helper.to_array(zero_points).astype(np.float32).reshape(n, blocks)
+        scales = numpy_helper.to_array(initializers[node.input[2]]).astype(np.float32).reshape(n, blocks)
+        integer = np.clip(np.round(zero), 0, 2**bits - 1).astype(np.uint8)
+        correction = np.ascontiguousarray((scales * (integer - zero)).T).astype(numpy_dtype)
+        packed = integer
+        if bits == 4:  # two to a byte, the first in the low nibble, each column's padded to whole bytes
+            padded = np.pad(integer, ((0, 0), (0, blocks % 2)))
+            packed = (padded[:, 0::2] | (padded[:, 1::2] << 4)).astype(np.uint8)
+        graph.initializer.remove(zero_points)
+        graph.initializer.append(numpy_helper.from_array(packed.reshape(-1), zero_points.name))
+        activation = node.input[0]
+        if (activation, k, block) not in sums:
+            ones = f"hfexport_block_sums_{k}_{block}"
+            if ones not in initializers:
+                s = np.zeros((k, blocks), numpy_dtype)
+                for b in range(blocks):
+                    s[b * block : (b + 1) * block, b] = 1
+                initializers[ones] = numpy_helper.from_array(s, ones)
+                graph.initializer.append(initializers[ones])
+            summed = f"{activation}_block_sums_{block}"
+            nodes.insert(-1, helper.make_node("MatMul", [activation, ones], [summed], name=summed))
+            sums[activation, k, block] = summed
+        name = node.name or node.output[0]
+        weights = f"{node.input[1]}_zero_point_correction"
+        graph.initializer.append(numpy_helper.from_array(correction, weights))
+        output = node.output[0]
+        node.output[0] = f"{output}_integer_zero_points"
+        corrected = f"{output}_correction"
+        nodes += [
+            helper.make_node("MatMul", [sums[activation, k, block], weights], [corrected], name=corrected),
+            helper.make_node("Add", [node.output[0], corrected], [output], name=f"{name}_corrected"),
+        ]
+    del graph.node[:]
+    graph.node.extend(nodes)
 
 
 def _half_scales(proto: onnx.ModelProto) -> None:
