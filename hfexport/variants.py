@@ -43,9 +43,10 @@ from .report import Figure, VariantKind
 # The weight-only kinds of a generation export are also held to decode at least as fast as the fp32
 # program (`decode_speedup`): users download them to go faster. Their floors are what ONNX Runtime's
 # fast kernels (int8 compute, integer zero points) keep on real weights — SmolLM2-135M, 2,304
-# positions of prose (bench/llm_peers.py): w8 same top 0.965, KLD 0.0047 ± 0.0001, 1.9x fp32's decode;
-# q4 0.725, 0.28 (a checkpoint dequantized from llama.cpp's Q4_1, whose grids integer zero points
-# cannot hold: not published, as ONNX Runtime GenAI's int4 at 0.65 should not be).
+# positions of prose (bench/llm_peers.py): w8 same top 0.963, KLD 0.0046 ± 0.0001, ~2x fp32's decode;
+# q4 by round-to-nearest 0.728, 0.28 (a checkpoint dequantized from llama.cpp's Q4_1, whose grids
+# integer zero points miss: not published, as ONNX Runtime GenAI's int4 at 0.65 should not be), by
+# HQQ 0.982, 0.0015, ~2x (`onnx_variants._integer_zero_points`).
 DEFAULT_THRESHOLDS: dict[VariantKind, dict[str, float]] = {
     VariantKind.OPTIMIZED: {
         Figure.COSINE_MEAN: 0.9999,
