@@ -20,13 +20,14 @@ processes it starts (`quiet_noise`), and tests set others per test. Defaults liv
 | `HFEXPORT_TEST_WRITABLE` | a test's records: folders a sandbox may write, live only with TESTING=1 | (none) |
 | `HFEXPORT_WEBHOOK_SECRET`, `HFEXPORT_READ_TOKEN` | `hfexport serve`'s secret and read token | (none) |
 | `HFEXPORT_ACTION_DIR` | where the Action's entrypoint lives | `action/` beside the package |
-| `HFEXPORT_ONNXRUNTIME_WEB` | onnxruntime-web's folder (the browser's runtime) | `hfexport/web/node_modules/...` |
+| `HFEXPORT_ONNXRUNTIME_WEB` | onnxruntime-web's folder (browsers' runtime) | `hfexport/web/node_modules`, the cache's |
 | `HFEXPORT_CHROMIUM` | the Chromium WebGPU placement is read in | `chromium-headless-shell`, `chromium` |
 | `HFEXPORT_WEB_CHECKS` | run ONNX files on the browser's runtimes ("0": skip; the card then names none) | "1" |
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -50,6 +51,8 @@ ACTION_DIR = "HFEXPORT_ACTION_DIR"
 ONNXRUNTIME_WEB = "HFEXPORT_ONNXRUNTIME_WEB"
 CHROMIUM = "HFEXPORT_CHROMIUM"
 WEB_CHECKS = "HFEXPORT_WEB_CHECKS"
+# The browser runtimes' pins (package.json, package-lock.json), shipped in the package.
+WEB_PINS = Path(__file__).parent / "web"
 
 LIMITS_MB = {MAX_SUPPORT_FILE_MB: 100, MAX_DOWNLOAD_MB: 200_000}
 
@@ -133,10 +136,22 @@ def action_dir() -> Path | None:
 
 
 def onnxruntime_web_dir() -> Path:
-    """onnxruntime-web's package folder: where `npm ci --prefix hfexport/web` installs the version
-    hfexport/web/package.json pins, unless `HFEXPORT_ONNXRUNTIME_WEB` names another."""
+    """onnxruntime-web's package folder: the one `HFEXPORT_ONNXRUNTIME_WEB` names; else the one beside
+    the package, where a clone's `npm ci --prefix hfexport/web` (`make install`) put the version
+    hfexport/web/package.json pins; else the user cache's, where a `pip install` gets those pins on
+    first use (`web.install.ensure`)."""
     named = os.environ.get(ONNXRUNTIME_WEB)
-    return Path(named) if named else Path(__file__).parent / "web" / "node_modules" / "onnxruntime-web"
+    if named:
+        return Path(named)
+    beside = WEB_PINS / "node_modules" / "onnxruntime-web"
+    return beside if beside.is_dir() else web_cache_dir() / "node_modules" / "onnxruntime-web"
+
+
+def web_cache_dir() -> Path:
+    """Where the browser runtimes are installed when the package holds none: a folder per pins (the
+    lock file's digest), so a hfexport upgrade that moves them installs beside, never over, the old."""
+    lock = (WEB_PINS / "package-lock.json").read_bytes()
+    return cache_dir() / "web" / hashlib.sha256(lock).hexdigest()[:12]
 
 
 def chromium() -> str | None:

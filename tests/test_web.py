@@ -7,13 +7,21 @@ decoder LLM and its weight-only files)."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+import tiny_models
 
+import hfexport
+from hfexport import settings
 from hfexport.report import WebRuntimes
-from hfexport.web import wasm
+from hfexport.web import install, wasm
 
 pytestmark = pytest.mark.skipif(
     shutil.which("node") is None or not (wasm.SERVER.parent / "node_modules").exists(),
@@ -70,11 +78,81 @@ def test_a_refused_feed_is_an_error_naming_it_and_the_runtime_goes_on(tmp_path):
         assert got.tolist() == [[5.0, 5.0]]
 
 
-def test_without_onnxruntime_web_the_check_says_how_to_install_it(tmp_path, monkeypatch):
+def test_a_folder_named_without_onnxruntime_web_is_said_and_the_check_not_run(tmp_path, monkeypatch):
     monkeypatch.setenv("HFEXPORT_ONNXRUNTIME_WEB", str(tmp_path / "nowhere"))
-    with pytest.raises(wasm.WebRuntimeMissing, match="npm ci --prefix"):
+    with pytest.raises(wasm.WebRuntimeMissing, match="HFEXPORT_ONNXRUNTIME_WEB names no onnxruntime-web folder"):
         wasm.WasmRuntime()
     assert wasm.version() is None
+
+
+def _pip_installed(tmp_path) -> Path:
+    """hfexport laid out as `pip install` lays it out: the package and its web pins, no node_modules."""
+    site = tmp_path / "site-packages"
+    package = Path(hfexport.__file__).parent
+    shutil.copytree(package, site / "hfexport", ignore=shutil.ignore_patterns("node_modules", "__pycache__"))
+    return site
+
+
+def test_without_npm_a_pip_install_says_why_the_browser_checks_do_not_run_in_words_of_no_path(tmp_path, monkeypatch):
+    """Node alone on PATH (no npm), nothing installed: nothing is fetched, the run is told why, and
+    the reason the card prints names no folder of this machine."""
+    only_node = tmp_path / "bin"
+    only_node.mkdir()
+    (only_node / "node").symlink_to(shutil.which("node"))
+    monkeypatch.setenv("PATH", str(only_node))
+    monkeypatch.setenv("HFEXPORT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HFEXPORT_WEB_CHECKS", "1")
+    monkeypatch.setattr(settings, "WEB_PINS", _pip_installed(tmp_path) / "hfexport" / "web")
+    said: list[str] = []
+    install.ensure(said.append)
+    (line,) = said
+    assert "npm, which installs it, is not" in line and "not run (install Node.js)" in line, said
+    with pytest.raises(wasm.WebRuntimeMissing) as missing:
+        wasm.locate()
+    assert (
+        str(missing.value)
+        == f"onnxruntime-web {install.pinned_version()} is not installed, and npm, which installs it, is not"
+    )
+    assert not (tmp_path / "cache" / "web").exists() or not any((tmp_path / "cache" / "web").iterdir())
+
+
+def test_a_pip_install_gets_the_browser_runtimes_on_its_first_onnx_export_and_checks_its_files_on_them(tmp_path):
+    """hfexport without node_modules (a `pip install`) exporting a tiny BERT to ONNX, as a user runs
+    it: the run says it installs the pinned onnxruntime-web and playwright-core into the user's
+    cache, once, and the file is then run on wasm and placed on WebGPU from there (playwright-core
+    imported by path, beside onnxruntime-web). A second export installs nothing."""
+    site = _pip_installed(tmp_path)
+    model = tiny_models.bert(tmp_path / "model")
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(site),
+        "HFEXPORT_CACHE": str(tmp_path / "cache"),
+        "HFEXPORT_WEB_CHECKS": "1",
+        "COLUMNS": "200",
+    }
+    env.pop("HFEXPORT_ONNXRUNTIME_WEB", None)
+    runs = []
+    for out in ("first", "second"):
+        args = ["export", str(model), "--backends", "onnx", "--variants", "none", "--out", str(tmp_path / out)]
+        done = subprocess.run(
+            [sys.executable, "-m", "hfexport", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        (b,) = json.loads((tmp_path / out / "hfexport-report.json").read_text())["backends"]
+        assert b["web"]["wasm"] is True and b["web"]["webgpu"] is True, b["web"]
+        runs.append(done.stderr)
+    (folder,) = (tmp_path / "cache" / "web").iterdir()  # one folder per pins, no `.partial` left behind
+    assert (folder / "node_modules" / "onnxruntime-web" / "dist" / wasm.BUNDLE).is_file()
+    assert (folder / "node_modules" / "playwright-core").is_dir()
+    assert (
+        f"installing onnxruntime-web {install.pinned_version()}" in runs[0] and "browser runtimes: installed" in runs[0]
+    )
+    assert "browser runtimes" not in runs[1], runs[1]
 
 
 def test_the_cards_cell_says_where_a_file_runs():

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..backends import parse_backends
+from ..backends import get_backend, parse_backends
 from ..errors import TOKEN_FIX, AuthError, ConfigError, HubUnavailableError
 from ..messages import ExportRequest, PublishResult
 from ..pipeline import cache
@@ -30,6 +30,7 @@ from ..sandbox import require
 from ..settings import cache_dir
 from ..settings import variants as default_variants
 from ..variants import DEFAULT, parse_thresholds, parse_variants, unavailable
+from ..web.install import ensure as ensure_browser_runtimes
 
 
 def export(
@@ -86,6 +87,7 @@ def export(
     resolved = resolve(source, revision=revision, token=token)
     out_dir = Path(out) if out is not None else Path("hfexport-out") / Path(resolved.ref).name
     too_large, jobs = _preflight(resolved, names, jobs, token, force_memory, out_dir, bool(request.variants))
+    _browser_runtimes(names, progress)
     fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
     with _planned(fetched, names, request, trust_remote_code, jobs) as (plan, workers):
         if adjust_plan is not None:
@@ -116,6 +118,14 @@ def _preflight(
         if len(alone.too_large) < len(verdict.too_large):  # fewer at once rather than fewer backends
             verdict, jobs = alone, 1
     return check_or_raise(verdict).reasons(), jobs
+
+
+def _browser_runtimes(names: list[str], progress: Progress | None) -> None:
+    """Where a backend's files are checked in browsers' runtimes and hfexport was installed without
+    them (`pip install`), they are installed now, here: never in the sandboxed worker."""
+    browsers = [name for name in names if get_backend(name).runs_in_browsers]
+    if browsers:
+        ensure_browser_runtimes(lambda line: progress(browsers[0], line) if progress else None)
 
 
 @contextmanager
@@ -226,6 +236,7 @@ def push(
 
     def exported(resolved: Source) -> Report:
         too_large, jobs = _preflight(resolved, names, None, token, force_memory, cache_dir(), bool(request.variants))
+        _browser_runtimes(names, progress)  # before the cache key, which names their version
         fetched = fetch(resolved, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, token=token)
         return cache.reuse_or_export(
             fetched,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -246,17 +247,17 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON o
 
 
 def _web_runtime() -> str:
-    """onnxruntime-web's wasm backend under node (`hfexport/web`): its version, or why it is missing."""
-    from ..settings import WEB_CHECKS, web_checks
+    """onnxruntime-web's wasm backend under node: its version and folder, or why it is missing."""
+    from ..settings import WEB_CHECKS, web_cache_dir, web_checks
     from ..web.wasm import WebRuntimeMissing, locate, version
 
     if not web_checks():
         return f"none — turned off ({WEB_CHECKS}=0)"
     try:
-        locate()
+        _, package = locate()
     except WebRuntimeMissing as e:
-        return f"none — {e}"
-    return f"onnxruntime-web {version()} (wasm, under node)"
+        return f"none — {e}" + (f" (into {web_cache_dir()})" if shutil.which("npm") else "")
+    return f"onnxruntime-web {version()} (wasm, under node) in {package.parent.parent}"
 
 
 def _token_identity() -> str:

@@ -7,10 +7,13 @@
 // as {"placed": {PROVIDER: [[OP_TYPE, NODE_NAME], ...]}, "counts": {PROVIDER: N}}, or {"error": ...}.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
+import { pathToFileURL } from 'node:url';
 import { WEBGPU_ARGS, serve } from './chromium.mjs';
 
 const [packageDir, executablePath] = process.argv.slice(2);
+// Beside onnxruntime-web, by path: in a `pip install` both live in the user's cache, not beside this file.
+const playwright = path.join(packageDir, '..', 'playwright-core', 'index.mjs');
+const { chromium } = await import(pathToFileURL(playwright).href);
 const graphs = JSON.parse(readFileSync(0, 'utf8'));
 const dist = path.join(packageDir, 'dist');
 const files = new Map(); // URL path -> file

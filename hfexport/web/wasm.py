@@ -12,7 +12,8 @@ said `wasm ✓` of LLM files transformers.js cannot open. Its sessions answer as
 Python sessions do (`run(None, feed)`, `get_inputs()`), so the worker's loops feed them exactly as
 they feed ORT for CPU.
 
-Where node or the package is missing (`locate`), the check is not run and the card says so.
+Where node or the package is missing (`locate`), the check is not run and the card says why, in
+words of no path here; a `pip install` gets the package on first use (`install.ensure`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..settings import ONNXRUNTIME_WEB, onnxruntime_web_dir
+from .install import missing_reason
 
 SERVER = Path(__file__).with_name("ort_wasm.mjs")
 # The bundle `ort_wasm.mjs` loads: what transformers.js imports in a browser (`onnxruntime-web/webgpu`).
@@ -65,10 +67,7 @@ def locate() -> tuple[str, Path]:
         raise WebRuntimeMissing("node is not installed (Node.js 18 or newer runs onnxruntime-web)")
     package = onnxruntime_web_dir()
     if not (package / "dist" / BUNDLE).is_file():
-        raise WebRuntimeMissing(
-            f"onnxruntime-web is not installed at {package} (`npm ci --prefix {SERVER.parent}`, "
-            f"or {ONNXRUNTIME_WEB} naming its folder)"
-        )
+        raise WebRuntimeMissing(missing_reason() or f"{ONNXRUNTIME_WEB} names no onnxruntime-web folder")
     return node, package
 
 

@@ -64,7 +64,7 @@ def placement(graphs: list[Path], timeout: float = 600) -> list[Placement]:
     """
     node, package = locate()
     if not (package.parent / "playwright-core").is_dir():
-        raise WebRuntimeMissing(f"playwright-core is not installed beside {package} (npm ci --prefix {SERVER.parent})")
+        raise WebRuntimeMissing("playwright-core is not installed beside onnxruntime-web (the pins' `npm ci`)")
     browser = chromium()
     request = [{"graph": str(g), "external": [[n, str(g.parent / n)] for n in graph_facts(g)[0]]} for g in graphs]
     done = subprocess.run(
