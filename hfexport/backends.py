@@ -32,7 +32,7 @@ from .report import Split
 # `path` is an expression for its local path (an `hf_hub_download(...)` call); `inputs` the names
 # of the inputs the program takes, in traced order, when the card has made them as `inputs`
 # (tensors of `Backend.snippet_tensors`), else None (then: load it and show what it takes). Its
-# import lines go to the top of the block (`hub/snippets.py` renders the whole program).
+# import lines go to the top of the block (`card/snippets.py` renders the whole program).
 Snippet = Callable[[str, "list[str] | None"], list[str]]
 
 # Max abs diff allowed between eager and exported outputs, per dtype. XNNPACK and ONNX Runtime

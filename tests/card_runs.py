@@ -18,7 +18,7 @@ import pytest
 from conftest import run_cli
 from loader_table import TABLE, record_web
 
-from hfexport.hub.card import END, START
+from hfexport.card.section import END, START
 
 # The sentences the cards of text models are fed (and the eager references computed on).
 TEXTS = [

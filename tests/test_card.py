@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from hfexport.hub.card import END, START, opted_out, render_card
+from hfexport.card.section import END, START, opted_out, render_card
 from hfexport.report import ArtifactFile, BackendResult, Check, ExportPlan, Report, Source, Split, Validation
 
 
@@ -147,7 +147,7 @@ def test_the_transformers_js_block_names_the_smallest_file_each_browser_ran_and_
     hfexport ran there: an encoder's int8 (q8) on wasm, its weight-only 8-bit file by
     `model_file_name` on WebGPU (int8's quantized attention has no kernel there). A float16 file is
     never chosen for a browser, and without web verdicts no device is named."""
-    from hfexport.hub.snippets import device_files, js_block
+    from hfexport.card.snippets import device_files, js_block
     from hfexport.report import VariantResult, WebRuntimes
 
     report = _report()

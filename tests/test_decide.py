@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from hfexport.card.section import START
 from hfexport.errors import ConfigError
-from hfexport.hub.card import START
 from hfexport.hub.decide import OWN_FOLDER, decide, request_key
 from hfexport.hub.state import (
     BackendMark,

@@ -16,7 +16,7 @@ from conftest import run_cli
 from test_loaders_heads import _eager_head, _largest_score_gap
 
 from hfexport import push
-from hfexport.hub.card import END, START
+from hfexport.card.section import END, START
 from hfexport.report import REPORT_FILE
 
 SOURCE_CARD = """---

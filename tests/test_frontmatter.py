@@ -1,4 +1,4 @@
-"""The card's front matter edited as text (hfexport/hub/frontmatter.py), over cards shaped like real ones.
+"""The card's front matter edited as text (hfexport/card/frontmatter.py), over cards shaped like real ones.
 
 For every card: outside the `tags` block the bytes are identical, a YAML 1.2 parse of every other
 key is equal before and after, and `tags` holds the owner's tags then ours. No export, no Hub.
@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from hfexport.hub.frontmatter import BOM, add_tags, load_yaml, metadata, split
+from hfexport.card.frontmatter import BOM, add_tags, load_yaml, metadata, split
 
 OURS = ["onnx", "torch-export", "hfexport"]
 

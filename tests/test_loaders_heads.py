@@ -14,12 +14,12 @@ from card_runs import TEXTS, push_with_bot, record, run_every_block, run_loader
 
 from hfexport.tasks import TASKS
 
-_TEAL = ("RGB", (96, 64), "teal")  # the card's image (hfexport.hub.snippets), as PIL makes it
+_TEAL = ("RGB", (96, 64), "teal")  # the card's image (hfexport.card.snippets), as PIL makes it
 _ZERO_SHOT_LABELS = ["teal", "cat", "dog"]  # the card's candidate labels
 
 
 def _card_inputs(task: str, folder: Path) -> dict:
-    """What the card's Python blocks feed a single-graph head (`hfexport.hub.snippets`' input lines),
+    """What the card's Python blocks feed a single-graph head (`hfexport.card.snippets`' input lines),
     as torch tensors: its two sentences, the teal image, or both towers' inputs."""
     import transformers
     from PIL import Image

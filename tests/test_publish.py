@@ -17,8 +17,8 @@ import torch
 from conftest import run_cli
 
 from hfexport import push
+from hfexport.card.section import END, START
 from hfexport.errors import HubUnavailableError
-from hfexport.hub.card import END, START
 from hfexport_devhub import DevHub
 
 OWNER_README = """---

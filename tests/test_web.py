@@ -218,7 +218,7 @@ def test_a_default_variant_the_browsers_runtime_refuses_is_left_out_and_a_named_
     import tiny_models
     from conftest import run_cli
 
-    from hfexport.hub.card import render_section
+    from hfexport.card.section import render_section
     from hfexport.report import Report
 
     out = tmp_path / "out"

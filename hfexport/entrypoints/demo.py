@@ -58,7 +58,7 @@ def run_demo(root: Path, backends: str, console: Console) -> int:
 def _run(hub, model: Path, backends: str, console: Console) -> int:
     from huggingface_hub import HfApi
 
-    from ..hub.card import START
+    from ..card.section import START
     from .api import push
     from .console import print_report
 

@@ -42,11 +42,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import overload
 
+from ..card.section import START
 from ..errors import ConfigError
 from ..messages import ExportRequest
 from ..report import REPORT_FILE, ArtifactFile, BackendResult, PublishAction, Report, Status
 from ..versions import installed
-from .card import START
 from .state import BackendMark, HubState, OurThread, ThreadStatus, source_of
 
 # Where a backend's files go when the owner already has files at its usual paths.

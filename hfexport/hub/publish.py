@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backends import get_backend
+from ..card.section import RenderedCard, derived_card, render_card
 from ..errors import TOKEN_FIX, AuthError
 from ..messages import PublishResult
 from ..report import REPORT_FILE, PublishAction, Report
 from ..table import markdown_table, markdown_variant_table
-from .card import RenderedCard, derived_card, render_card
 from .decide import Decision
 from .retry import retry
 from .state import (

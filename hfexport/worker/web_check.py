@@ -53,7 +53,7 @@ def check_on_web(
     """Fill `result.web` and each published variant's `web`; unpublish a default variant (`defaults`:
     their kinds) that fails on wasm and does not run whole on WebGPU either — one that runs there
     (a weight-only file, whose `GatherBlockQuantized` the webgpu bundle's wasm lacks) is WebGPU's file,
-    offered to that device only (`hub.snippets.device_files`). `tolerance`: what validation held the
+    offered to that device only (`card.snippets.device_files`). `tolerance`: what validation held the
     float programs to.
     `variant_paths(v)`: each component's file for a variant, as the loaders read them (None: it has
     none of its own).

@@ -1,6 +1,6 @@
 """The card's blocks for a decoder LLM laid out for ExecuTorch's own runner (`Layout.LLM_RUNNER`):
 `TextLLMRunner` (Python and its C++ twin), optimum-executorch, and one step with the program alone.
-`hub/snippets.py` adds them to the load section; each is run as printed by the loader tests.
+`snippets.py` adds them to the load section; each is run as printed by the loader tests.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The parts every "How to load" block of the card is made of (`hub/snippets.py` renders the blocks):
+"""The parts every "How to load" block of the card is made of (`snippets.py` renders the blocks):
 the repo and revision line, the prose the inputs are made of, the lines that make `inputs` with
 the repo's own preprocessor, the downloads of weights kept beside a graph, and the program form
 (imports first, deduplicated).

@@ -16,6 +16,7 @@ says so and shows them, and a greedy step with ONNX Runtime alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from ..backends import get_backend
 from ..report import BackendResult, Layout, Report, Split, VariantKind, VariantResult, WebRuntimes
 from ..tasks import TASKS
 from ..variants import VARIANTS
-from .executorch_snippets import llm_runner_section
+from .executorch import llm_runner_section
 from .programs import (
     INPUT_LINES,
     JS_PR_REVISION_NOTE,
@@ -424,49 +425,44 @@ def load_section(repo_id: str, report: Report, repo_files: set[str] | None = Non
     `repo_files`: the repo's paths, to feed real inputs only where its preprocessor is there (None: assume it is)."""
     lines = ["### How to load", ""]
     for b in report.succeeded:
-        spec = get_backend(b.backend)
-        first = (b.components or ["model"])[0]
-        js = js_block(repo_id, report, b, repo_files)
-        if b.layout == Layout.DECODER_WITH_PAST:
-            lines += _decoder_with_past_section(repo_id, report, b, js, b.program_file(first), repo_files)
-            continue
-        if b.layout == Layout.ENCODER_DECODER_WITH_PAST:
-            lines += _encoder_decoder_section(repo_id, report, b, js, repo_files)
-            continue
-        if b.layout == Layout.IMAGE_TEXT_DECODER_WITH_PAST:
-            lines += _image_text_section(b)
-            continue
-        if b.layout == Layout.LLM_RUNNER:
-            lines += llm_runner_section(repo_id, b, repo_files)
-            continue
-        lines += [
-            f"**{b.backend}** (`{b.subfolder}/`), with `transformers.exporters`:",
-            "",
-            *exported_model_block(repo_id, report, b, repo_files),
-            "",
-        ]
-        if report.plan.sentence_transformer is not None and _loaders_read(report, b):
-            block = sentence_transformers_block(repo_id, b, b.program_file(first))
-            lines += ["With sentence-transformers (`pip install sentence-transformers[onnx]`):", "", *block, ""]
-        if js is not None:
-            lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
-        cls, inputs = optimum_class(report, b), input_lines(report, "pt", repo_files)
-        if cls is not None and inputs is not None:
-            block = optimum_forward_block(repo_id, cls, inputs)
-            lines += ["With optimum (`pip install optimum-onnx[onnxruntime]`):", "", *block, ""]
-        alone = runtime_block(repo_id, report, b, first, b.program_file(first), repo_files)
-        if alone is not None:
-            lines += ["With the runtime alone:", "", *alone, ""]
-        elif spec.snippet_note:
-            lines += [spec.snippet_note, ""]
-        published = _variant_list(
-            b, sentence_transformers=report.plan.sentence_transformer is not None and _loaders_read(report, b)
-        )
-        if published:
-            # Variants are derived from the first component's program (`Variant.file_for`).
-            variant = b.published_variants[0]
-            alone = runtime_block(repo_id, report, b, first, variant.file or "", repo_files, variant.runtime_ops)
-            lines += [*published, "", *(alone or []), ""]
+        lines += _LAYOUT_SECTIONS.get(b.layout, _exporter_layout_section)(repo_id, report, b, repo_files)
+    return lines
+
+
+def _exporter_layout_section(repo_id: str, report: Report, b: BackendResult, repo_files: set[str] | None) -> list[str]:
+    """A backend in the exporter's own layout: `ExportedModel`, the loaders that read it, the
+    runtime alone, and its published variants."""
+    spec = get_backend(b.backend)
+    first = (b.components or ["model"])[0]
+    js = js_block(repo_id, report, b, repo_files)
+    lines = [
+        f"**{b.backend}** (`{b.subfolder}/`), with `transformers.exporters`:",
+        "",
+        *exported_model_block(repo_id, report, b, repo_files),
+        "",
+    ]
+    if report.plan.sentence_transformer is not None and _loaders_read(report, b):
+        block = sentence_transformers_block(repo_id, b, b.program_file(first))
+        lines += ["With sentence-transformers (`pip install sentence-transformers[onnx]`):", "", *block, ""]
+    if js is not None:
+        lines += ["With transformers.js (`npm install @huggingface/transformers`):", "", *js, ""]
+    cls, inputs = optimum_class(report, b), input_lines(report, "pt", repo_files)
+    if cls is not None and inputs is not None:
+        block = optimum_forward_block(repo_id, cls, inputs)
+        lines += ["With optimum (`pip install optimum-onnx[onnxruntime]`):", "", *block, ""]
+    alone = runtime_block(repo_id, report, b, first, b.program_file(first), repo_files)
+    if alone is not None:
+        lines += ["With the runtime alone:", "", *alone, ""]
+    elif spec.snippet_note:
+        lines += [spec.snippet_note, ""]
+    published = _variant_list(
+        b, sentence_transformers=report.plan.sentence_transformer is not None and _loaders_read(report, b)
+    )
+    if published:
+        # Variants are derived from the first component's program (`Variant.file_for`).
+        variant = b.published_variants[0]
+        alone = runtime_block(repo_id, report, b, first, variant.file or "", repo_files, variant.runtime_ops)
+        lines += [*published, "", *(alone or []), ""]
     return lines
 
 
@@ -497,9 +493,8 @@ def _variant_list(b: BackendResult, optimum: str | None = None, sentence_transfo
     return lines
 
 
-def _encoder_decoder_section(
-    repo_id: str, report: Report, b: BackendResult, js: list[str] | None, repo_files: set[str] | None
-) -> list[str]:
+def _encoder_decoder_section(repo_id: str, report: Report, b: BackendResult, repo_files: set[str] | None) -> list[str]:
+    js = js_block(repo_id, report, b, repo_files)
     encoder, decoder = (b.program_file(c) for c in b.components)
     optimum = optimum_class(report, b) or "ORTModelForSeq2SeqLM"
     lines = [
@@ -523,7 +518,7 @@ def _encoder_decoder_section(
     return lines
 
 
-def _image_text_section(b: BackendResult) -> list[str]:
+def _image_text_section(repo_id: str, report: Report, b: BackendResult, repo_files: set[str] | None) -> list[str]:
     files = ", ".join(f"`{b.program_file(c)}`" for c in b.components)
     lines = [
         f"**{b.backend}** (`{b.subfolder}/`): {files} — the vision encoder (one image's features a call), the "
@@ -594,8 +589,9 @@ def _js_dtype(b: BackendResult, v: VariantResult) -> str | None:
 
 
 def _decoder_with_past_section(
-    repo_id: str, report: Report, b: BackendResult, js: list[str] | None, file: str, repo_files: set[str] | None
+    repo_id: str, report: Report, b: BackendResult, repo_files: set[str] | None
 ) -> list[str]:
+    js, file = js_block(repo_id, report, b, repo_files), b.program_file((b.components or ["model"])[0])
     has_tokenizer = repo_files is None or any(n in repo_files for n in PREPROCESSOR_FILES["text"])
     cannot = _OPTIMUM_CAUSAL_LM_MISSIZES.get(report.plan.model_type)
     loaders = (
@@ -621,3 +617,13 @@ def _decoder_with_past_section(
         block = decoder_with_past_block(repo_id, b, b.published_variants[0].file or "") if has_tokenizer else []
         lines += [*published, "", *block, ""]
     return lines
+
+
+# The layouts laid out for their loaders, each with a section of its own (every other backend gets
+# `_exporter_layout_section`): adding a layout is a function and a row.
+_LAYOUT_SECTIONS: dict[Layout, Callable[[str, Report, BackendResult, set[str] | None], list[str]]] = {
+    Layout.DECODER_WITH_PAST: _decoder_with_past_section,
+    Layout.ENCODER_DECODER_WITH_PAST: _encoder_decoder_section,
+    Layout.IMAGE_TEXT_DECODER_WITH_PAST: _image_text_section,
+    Layout.LLM_RUNNER: lambda repo_id, report, b, repo_files: llm_runner_section(repo_id, b, repo_files),
+}
