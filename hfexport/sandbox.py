@@ -38,6 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .crossing import repo_root
+from .errors import ConfigError
+from .proc import WORKER_USER_ENV, child_env, readable_by, sandboxed
+from .settings import cache_dir, test_writable
+
 if TYPE_CHECKING:
     from .proc import WorkerUser
 
@@ -85,7 +90,6 @@ def credential_paths() -> list[Path]:
 def refusal(user: WorkerUser | None = None) -> str | None:
     """Why this machine gives no namespaces to `user`'s processes (the first line `unshare` said),
     or None when it does. Asked once per process and user: ~10 ms."""
-    from .proc import child_env, sandboxed
 
     if not sys.platform.startswith("linux"):
         return f"new namespaces are Linux's, and this is {sys.platform}"
@@ -118,11 +122,9 @@ def wrap(
     may lie under a concealed folder (`concealed_roots`) or `/tmp` — the model being exported."""
     if refusal(user) is not None:
         return command
-    from .settings import test_writable
 
     args = [arg for path in credential_paths() for arg in ("--hide", str(path))]
     args += [arg for path in concealed_roots() for arg in ("--conceal", str(path))]
-    from .crossing import repo_root
 
     # A snapshot's files link into its repo's blobs: the repo's folder is shown whole. A covered
     # folder itself, or one holding it, is never shown: that would undo the cover.
@@ -141,8 +143,6 @@ def concealed_roots() -> list[Path]:
     the saved logins) and the export cache (every repo's exports)."""
     from huggingface_hub import constants
 
-    from .settings import cache_dir
-
     roots = {Path(constants.HF_HOME), Path(constants.HF_HUB_CACHE), Path(constants.HF_XET_CACHE), cache_dir()}
     return sorted({root.resolve() for root in roots if root.is_dir()})
 
@@ -158,7 +158,6 @@ def _under(path: Path, roots: Sequence[Path]) -> bool:
 
 def visible(path: Path, reads: Sequence[Path] = ()) -> bool:
     """Whether a sandbox (`wrap`) started with `reads` sees `path` as it is here."""
-    from .crossing import repo_root
 
     path = Path(path).resolve()
     return _under(path, [repo_root(Path(p)).resolve() for p in reads]) or not _under(path, _covered())
@@ -188,8 +187,6 @@ def require(what: str, user: WorkerUser | None) -> None:
     Raises:
         ConfigError: neither protection is there, or the worker user could read a credential file.
     """
-    from .errors import ConfigError
-    from .proc import WORKER_USER_ENV, readable_by
 
     why = refusal(user)
     if why is None:

@@ -139,7 +139,7 @@ def onnxruntime_web_dir() -> Path:
     """onnxruntime-web's package folder: the one `HFEXPORT_ONNXRUNTIME_WEB` names; else the one beside
     the package, where a clone's `npm ci --prefix hfexport/web` (`make install`) put the version
     hfexport/web/package.json pins; else the user cache's, where a `pip install` gets those pins on
-    first use (`web.install.ensure`)."""
+    first use (`web.runtimes.ensure`)."""
     named = os.environ.get(ONNXRUNTIME_WEB)
     if named:
         return Path(named)

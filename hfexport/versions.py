@@ -10,6 +10,8 @@ import importlib.metadata as md
 import re
 from typing import Any
 
+from .backends import BACKENDS
+
 _CORE = ("hfexport", "torch", "transformers", "huggingface_hub")
 
 
@@ -41,7 +43,6 @@ def runtime_versions(packages: tuple[str, ...] = ()) -> dict[str, str]:
 
 def drift() -> list[dict]:
     """Rows of (package, installed, pinned, tested by which exporter) for `doctor`."""
-    from .backends import BACKENDS
 
     tested: dict[str, dict[str, str]] = {}
     for export_format in dict.fromkeys(b.export_format for b in BACKENDS.values()):

@@ -91,7 +91,7 @@ def webgpu_script(api, repo: str, revision: str, home: Path, task: str, options:
     page reads the repo's files from a folder the Hub's client fetched (a browser on another origin
     than the local Hub would need CORS from it). Returns what the pipeline gave, read as JSON; skips
     where no Chromium is installed."""
-    from hfexport.web.wasm import WebRuntimeMissing
+    from hfexport.web.runtimes import WebRuntimeMissing
     from hfexport.web.webgpu import chromium
 
     try:

@@ -340,9 +340,10 @@ def test_a_token_runs_only_the_request_that_brought_it_and_none_after_a_restart(
     merged), and the watched job runs with the service's token, not the requester's. Row 4: a
     request whose token a restart lost fails for good with "ask again", and never runs — not with
     the service's own token either."""
-    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig
+    from hfexport.entrypoints.service.config import ServiceConfig
     from hfexport.entrypoints.service.queue import JobQueue
-    from hfexport.entrypoints.service.request_page import TOKEN_LOST, RequestTokens
+    from hfexport.entrypoints.service.tokens import TOKEN_LOST, RequestTokens
+    from hfexport.entrypoints.service.workers import QueueWorkers
     from hfexport.messages import JobPlan
 
     queue = JobQueue(tmp_path / "q.sqlite")

@@ -627,8 +627,9 @@ def test_push_from_webhook_env(hub, accounts, workspace):
 def test_a_job_running_past_its_lease_is_not_started_twice(tmp_path):
     """Two workers, a 1 s lease, a job that takes 3.5 s: the heartbeat keeps the lease, so the
     second worker never claims it (without the heartbeat it would, after 1 s)."""
-    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig
+    from hfexport.entrypoints.service.config import ServiceConfig
     from hfexport.entrypoints.service.queue import JobQueue
+    from hfexport.entrypoints.service.workers import QueueWorkers
 
     calls = []
 
@@ -716,8 +717,9 @@ def test_an_older_commits_job_never_runs_once_the_branch_moved_on(hub, accounts,
     queues nothing."""
     import random
 
-    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig, branch_head
+    from hfexport.entrypoints.service.config import ServiceConfig
     from hfexport.entrypoints.service.queue import JobQueue
+    from hfexport.entrypoints.service.workers import QueueWorkers, branch_head
 
     ran: list[tuple[str, str]] = []
 
@@ -770,8 +772,9 @@ def test_an_older_commits_job_never_runs_once_the_branch_moved_on(hub, accounts,
 def test_a_commit_the_branch_is_force_pushed_back_to_runs_again(hub, accounts, tmp_path):
     """main goes A → B → (force-push) A: A's job ran before B's, and its webhook now is no
     duplicate: it runs again (and push takes the PR back to A). Another replay of it is one."""
-    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig, branch_head
+    from hfexport.entrypoints.service.config import ServiceConfig
     from hfexport.entrypoints.service.queue import JobQueue
+    from hfexport.entrypoints.service.workers import QueueWorkers, branch_head
 
     ran: list[str] = []
 
@@ -821,8 +824,10 @@ def test_a_worker_outlives_a_locked_queue_and_healthz_says_what_is_wrong(tmp_pat
 
     from starlette.testclient import TestClient
 
-    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig, create_app
+    from hfexport.entrypoints.service.app import create_app
+    from hfexport.entrypoints.service.config import ServiceConfig
     from hfexport.entrypoints.service.queue import JobQueue
+    from hfexport.entrypoints.service.workers import QueueWorkers
 
     class Done:
         def run(self, job):
@@ -862,9 +867,10 @@ def test_a_commit_that_failed_for_a_transient_cause_is_queued_again_by_its_next_
     """The Hub down through every attempt: the job fails for good, marked transient; the webhook
     sent again for that commit queues it again with its attempts anew, and it runs. A job that
     failed for a cause no retry fixes (bad input) stays failed: its webhook queues nothing."""
-    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig
+    from hfexport.entrypoints.service.config import ServiceConfig
     from hfexport.entrypoints.service.executors import JobFailed
     from hfexport.entrypoints.service.queue import JobQueue
+    from hfexport.entrypoints.service.workers import QueueWorkers
 
     hub_down = {"alice-svc/outage": True}
 
@@ -910,8 +916,10 @@ def test_a_burst_of_49_commits_to_one_repo_delays_another_repos_job_by_one_job_a
     another repo queued after them runs second too."""
     from starlette.testclient import TestClient
 
-    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig, create_app
+    from hfexport.entrypoints.service.app import create_app
+    from hfexport.entrypoints.service.config import ServiceConfig
     from hfexport.entrypoints.service.queue import JobQueue
+    from hfexport.entrypoints.service.workers import QueueWorkers
 
     ran: list[tuple[str, str, str]] = []
 
@@ -959,9 +967,10 @@ def test_a_five_minute_hub_outage_loses_no_commit(tmp_path):
     fails transiently and is retried on the schedule (30 s, 2 min, 8 min…); after it every commit's
     job is done, none failed, no attempt ran early. The old schedule (5 s doubling, four attempts)
     would have given up on all twenty after 35 s."""
-    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig
+    from hfexport.entrypoints.service.config import ServiceConfig
     from hfexport.entrypoints.service.executors import JobFailed
     from hfexport.entrypoints.service.queue import JobQueue
+    from hfexport.entrypoints.service.workers import QueueWorkers
 
     now = [1_000_000.0]
     outage_ends = now[0] + 300
@@ -1003,7 +1012,8 @@ def test_one_namespace_cannot_fill_the_queue_for_the_others(tmp_path):
     another namespace's webhook is still queued."""
     from starlette.testclient import TestClient
 
-    from hfexport.entrypoints.service import ServiceConfig, create_app
+    from hfexport.entrypoints.service.app import create_app
+    from hfexport.entrypoints.service.config import ServiceConfig
     from hfexport.entrypoints.service.queue import JobQueue
 
     plan = JobPlan(("dynamo",))
@@ -1163,9 +1173,10 @@ def test_pr_writes_are_paced_for_the_fleet_and_a_429_pauses_every_worker(tmp_pat
     two at once, then one a minute, none early, and a job put back to wait for its token has not
     spent an attempt. A push that ended on the Hub's 429 pauses the writes of every worker on the
     queue until its retry is due."""
-    from hfexport.entrypoints.service import QueueWorkers, ServiceConfig
+    from hfexport.entrypoints.service.config import ServiceConfig
     from hfexport.entrypoints.service.executors import JobFailed
     from hfexport.entrypoints.service.queue import JobQueue
+    from hfexport.entrypoints.service.workers import QueueWorkers
 
     now = [5_000_000.0]
     started: list[tuple[str, float]] = []
@@ -1302,7 +1313,8 @@ def test_the_status_page_lists_each_repo_behind_the_read_token(tmp_path):
 
     from starlette.testclient import TestClient
 
-    from hfexport.entrypoints.service import ServiceConfig, create_app
+    from hfexport.entrypoints.service.app import create_app
+    from hfexport.entrypoints.service.config import ServiceConfig
     from hfexport.entrypoints.service.queue import JobQueue
 
     expected = _states_queue(tmp_path / "q.sqlite")

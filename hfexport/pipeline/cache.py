@@ -37,6 +37,8 @@ from ..messages import ExportRequest
 from ..report import ExportPlan, Report, Source
 from ..settings import cache_dir, cache_max_bytes, web_checks
 from ..versions import runtime_versions
+from ..web.runtimes import BUNDLE
+from ..web.runtimes import version as web_version
 from .fetch import FetchedModel
 
 W = TypeVar("W")
@@ -82,8 +84,6 @@ def _keyed_runtimes() -> dict[str, str]:
     transformers are pinned with hfexport), and the browser's runtime the ONNX files were run on:
     its report rows and card cells are part of the export, so an export made with the web checks off (or on another
     onnxruntime-web) is not handed to a run that wants them."""
-    from ..web.wasm import BUNDLE  # here: the module imports numpy, 80 ms of every start-up
-    from ..web.wasm import version as web_version
 
     versions = runtime_versions(keyed_packages())
     # The bundle too: the checks once ran another build of the same version, with other kernels.

@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from ..backends import parse_backends
-from ..errors import ConfigError, RemoteCodeError, UnsupportedArchitectureError
+from ..errors import ConfigError, RemoteCodeError, UnsupportedArchitectureError, error_class
 from ..messages import PlanAnswer, PlanRequest
+from ..proc import check_model_readable, child_env, lend, sandboxed, worker_user
 from ..report import Axis, DynamicAxes, ExportPlan, Modality, Mode, Shape, Split
+from ..sandbox import wrap
 from ..tasks import TASKS, Task, auto_classes_of, supported_tasks, task_of_head
 
 __all__ = ["TASKS", "Task", "ExportPlan", "Shape", "check_request", "make_plan"]
@@ -196,10 +198,6 @@ def plan_isolated(
     import subprocess
     import sys
     import tempfile
-
-    from ..errors import error_class
-    from ..proc import check_model_readable, child_env, lend, sandboxed, worker_user
-    from ..sandbox import wrap
 
     user = worker_user()
     check_model_readable(model_dir, user)

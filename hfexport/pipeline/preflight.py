@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from ..backends import UNMEASURED, Cost
+from ..backends import BACKENDS, UNMEASURED, Cost
 from ..errors import ResourceError
+from ..hub.retry import retry
 from ..report import Source
 from ..settings import memory_limit_bytes
 
@@ -52,7 +53,6 @@ class Weights:
     def exported_bytes(self, backend: str) -> int:
         """The weights in the dtype `backend` exports this checkpoint in (`Backend.precision`): a
         bfloat16 checkpoint's `.pt2` holds them at their stored size, its ONNX graph in float32."""
-        from ..backends import BACKENDS
 
         spec = BACKENDS.get(backend)
         dtype = spec.precision(self.source_dtype)[0] if spec is not None else "float32"
@@ -66,7 +66,6 @@ class Weights:
 def cost_of(backend: str) -> Cost:
     """The cost `backend` declares (`Backend.cost`, measured by bench/scale.py), or, for one never
     measured, `UNMEASURED`: the dearest measured, so preflight errs towards refusing."""
-    from ..backends import BACKENDS
 
     spec = BACKENDS.get(backend)
     return spec.cost if spec is not None and spec.cost is not None else UNMEASURED
@@ -284,8 +283,6 @@ def weights_of(source: Source, token: str | None = None) -> Weights | None:
     else:
         from huggingface_hub import HfApi, RepoFile
         from huggingface_hub.errors import HfHubHTTPError, NotASafetensorsRepoError, SafetensorsParsingError
-
-        from ..hub.retry import retry
 
         api = HfApi(token=token)
         try:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..backends import export_folders
 from ..errors import TOKEN_FIX, AuthError, RevisionNotFoundError, SourceNotFoundError
+from ..hub.retry import retry
 from ..report import Source
 
 
@@ -96,8 +97,6 @@ def _resolve_hub(repo_id: str, revision: str | None, token: str | None, publishi
         RepositoryNotFoundError,
     )
     from huggingface_hub.errors import RevisionNotFoundError as HubRevisionNotFound
-
-    from ..hub.retry import retry
 
     api = HfApi(token=token)
     try:

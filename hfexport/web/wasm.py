@@ -13,13 +13,12 @@ Python sessions do (`run(None, feed)`, `get_inputs()`), so the worker's loops fe
 they feed ORT for CPU.
 
 Where node or the package is missing (`locate`), the check is not run and the card says why, in
-words of no path here; a `pip install` gets the package on first use (`install.ensure`).
+words of no path here; a `pip install` gets the package on first use (`runtimes.ensure`).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import types
 from pathlib import Path
@@ -27,12 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from ..settings import ONNXRUNTIME_WEB, onnxruntime_web_dir
-from .install import missing_reason
+from .runtimes import locate
 
 SERVER = Path(__file__).with_name("ort_wasm.mjs")
-# The bundle `ort_wasm.mjs` loads: what transformers.js imports in a browser (`onnxruntime-web/webgpu`).
-BUNDLE = "ort.webgpu.min.mjs"
 # V8's baseline compiler alone. Node 20 compiles that bundle's 27 MB wasm with its optimising tier
 # too, in the background, and waits for it to finish at exit: a node that opened one graph took 48 s
 # of CPU to exit (0.6 s with `--liftoff-only`), so each push's check sat 30 s in `close` before the
@@ -50,34 +46,6 @@ _TYPES = {
     "float64": np.float64,
 }
 _NAMES = {np.dtype(kind): name for name, kind in _TYPES.items()}
-
-
-class WebRuntimeMissing(RuntimeError):
-    """node or onnxruntime-web is not installed where hfexport looks: the check cannot run."""
-
-
-def locate() -> tuple[str, Path]:
-    """node and onnxruntime-web's package folder.
-
-    Raises:
-        WebRuntimeMissing: either is missing; its message says which and how to install it.
-    """
-    node = shutil.which("node")
-    if node is None:
-        raise WebRuntimeMissing("node is not installed (Node.js 18 or newer runs onnxruntime-web)")
-    package = onnxruntime_web_dir()
-    if not (package / "dist" / BUNDLE).is_file():
-        raise WebRuntimeMissing(missing_reason() or f"{ONNXRUNTIME_WEB} names no onnxruntime-web folder")
-    return node, package
-
-
-def version() -> str | None:
-    """The installed onnxruntime-web's version (its package.json), None where it is missing."""
-    try:
-        _, package = locate()
-        return str(json.loads((package / "package.json").read_text())["version"])
-    except (WebRuntimeMissing, OSError, ValueError, KeyError):
-        return None
 
 
 class WasmRuntime:

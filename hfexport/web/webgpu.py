@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..settings import chromium as named_chromium
-from .wasm import WebRuntimeMissing, graph_facts, locate
+from .runtimes import WebRuntimeMissing, locate
+from .wasm import graph_facts
 
 SERVER = Path(__file__).with_name("ort_webgpu.mjs")
 CPU = "CPUExecutionProvider"

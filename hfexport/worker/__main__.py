@@ -33,11 +33,14 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import describe_error
+from ..backends import get_backend
+from ..errors import HfExportError, describe_error
+from ..logs import quiet_known_noise
 from ..messages import WorkerJob
-from ..proc import die_with_parent
-from ..report import BackendResult
+from ..proc import die_with_parent, injected_fault
+from ..report import BackendResult, Status
 from ..settings import FAULT, quiet_noise
+from .job import run_job
 from .memory import peak_mb
 
 if TYPE_CHECKING:
@@ -50,8 +53,6 @@ def main(backends: list[str]) -> int:
     """Import (with the exporters of `backends`), then fork a child per `fork JOB_DIR` line until
     stdin closes."""
     if quiet_noise():
-        from ..logs import quiet_known_noise
-
         quiet_known_noise()
     _preload(backends)
     preloaded = (time.perf_counter(), peak_mb())  # when, and at what peak, the imports ended
@@ -125,11 +126,6 @@ def run(job_path: Path, preloaded: tuple[float, float]) -> int:
     marks: list[tuple[str, float, float]] = [("starting", _STARTED, 0.0), ("waiting for the plan", *preloaded)]
     job = WorkerJob.from_json((job_path / "job.json").read_text())
     backend_name = job.backend
-    from ..backends import get_backend
-    from ..errors import HfExportError
-    from ..proc import injected_fault
-    from ..report import Status
-    from .job import run_job
 
     # A backend registered outside hfexport is found by importing the module that registered it.
     importlib.import_module(job.backend_module or "hfexport.backends")
@@ -177,8 +173,6 @@ def _preload(backends: list[str]) -> None:
     import torch  # noqa: F401
     import transformers  # noqa: F401
     from transformers.exporters.auto import get_exporter_class, get_runner_class
-
-    from ..backends import get_backend
 
     for name in backends:
         try:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..errors import UnsupportedArchitectureError
+
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedModel
 
@@ -84,7 +86,6 @@ class CacheLayout:
         """
         if not self.states:
             return
-        from ..errors import UnsupportedArchitectureError
 
         config = model.config
         vocab = config.get_text_config().vocab_size

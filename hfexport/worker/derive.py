@@ -13,7 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import describe_error
-from ..report import Shape, VariantResult
+from ..report import Figure, Shape, Status, VariantResult
+from ..variants import VARIANTS, Derived, VariantJob, misses, thresholds_for, variants_of, why_not
+from .caches import conform
+from .memory import return_freed
+from .validate import generation_quality, greedy_loop, paired_speedup, quality_figures
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -47,9 +51,6 @@ def rejudge_published(
 ) -> None:
     """A generation variant judged again on its published file (renamed for the loaders): its
     figures are replaced by that file's, and a file that now misses its thresholds is removed."""
-    from ..report import Status
-    from ..variants import misses
-    from .validate import generation_quality
 
     try:
         figures = generation_quality(reference, split, run, traced, prompt, judged)
@@ -87,10 +88,6 @@ def run_variants(
     saved program (`Variant.per_component`), gathered in a folder of their own (`onnx/quantized/`)
     that `ExportedModel` loads as it loads the fp32 one."""
     import tempfile
-
-    from ..report import Status
-    from ..variants import thresholds_for, variants_of
-    from .memory import return_freed
 
     plan, backend = split.plan, exporting.backend
     judge = _Judge(split, reference, load_exported, other, judged, backend.runner_device)
@@ -136,9 +133,6 @@ def _attempt(variant: Variant, attempt: int, work_dir: Path, outcome: VariantRes
     its floors (into `outcome`). True: it missed them and slower, more accurate settings exist (try
     those next); False: done, published or not."""
     import shutil
-
-    from ..report import Figure, Status
-    from ..variants import VariantJob, misses
 
     split, exporting, reference, sample = context.split, context.exporting, context.reference, context.sample
     components, backend = list(split.components), exporting.backend
@@ -222,7 +216,6 @@ def rebase_shares(variants: list[VariantResult], out_dir: Path) -> None:
 
 def why_skipped(variant: Variant, split: ExportSplit, backend: str) -> str | None:
     """Why `variant` is not derived from this split's export, or None: it is."""
-    from ..variants import VARIANTS, why_not
 
     why = why_not(variant, split.generates, backend)
     if why is not None:
@@ -258,9 +251,6 @@ class _Judge:
         import torch
         from transformers.exporters import ExportedModel
 
-        from .memory import return_freed
-        from .validate import generation_quality, greedy_loop, paired_speedup, quality_figures
-
         split, reference, other = self.split, self.reference, self.other
         # The recipe's float graph is freed by now, not yet handed back: the candidate and the fp32
         # program (for the paired timing) are loaded where it was.
@@ -273,8 +263,6 @@ class _Judge:
                 figures = quality_figures(split.plan.task, reference.forward(other), candidate(**feed), other)
             return figures, paired_speedup(self.load_exported(), candidate, other, feed)
         traced = {name: set(r.metadata.kwargs) for name, r in candidate.runners.items()}
-
-        from .caches import conform
 
         def runner(of):
             return lambda component, **kwargs: of.runners[component](**conform(of.runners[component], kwargs))
@@ -296,8 +284,6 @@ def _derive_per_component(variant: Variant, job_for, components: list[str], out_
     manifest and configs, which `ExportedModel` loads as it loads the fp32 export. Returns the
     folder with what all components' recipes found (nodes kept in float, runtime operators)."""
     import shutil
-
-    from ..variants import Derived
 
     gathered = work / "gathered"
     gathered.mkdir()

@@ -17,9 +17,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..messages import WorkerJob
+from ..pipeline.plan import refuse_made_up_weights
 from ..report import ArtifactFile, BackendResult, ExportPlan, Split, Status, Validation, VariantResult
+from ..settings import web_checks
+from ..variants import default_kinds, variants_of
 from ..versions import runtime_versions
+from .derive import CALIBRATION, rebase_shares, rejudge_published, run_variants, why_skipped
+from .inputs import as_dtype
 from .memory import return_freed
+from .onnx_variants import runtime_ops
+from .splits import Exporting, split_for
+from .validate import Reference, compare_generation, loaders_run
+from .web_check import check_on_web
 
 if TYPE_CHECKING:
     from ..backends import Backend
@@ -48,12 +57,6 @@ def run_job(job: WorkerJob, backend: Backend, result: BackendResult, stage: Stag
     """Export, save, reload and validate one backend, then derive its variants and lay it out for
     its loaders, filling in `result`."""
     import torch
-
-    from ..variants import variants_of
-    from .derive import why_skipped
-    from .inputs import as_dtype
-    from .splits import split_for
-    from .validate import Reference
 
     torch.manual_seed(0)
     plan = job.plan.with_fixed_image_size() if backend.fixed_image_size else job.plan
@@ -108,8 +111,6 @@ def _load_model(run: Job, dtype: Any) -> Any:
     """Stage "loading model": the eager model in `dtype`, refused where its weights would be made up."""
     import transformers
 
-    from ..pipeline.plan import refuse_made_up_weights
-
     run.stage("loading model")
     plan = run.plan
     model_class = getattr(transformers, plan.model_class, None)
@@ -152,8 +153,6 @@ def _export_and_save(run: Job, model: Any, sample: dict[str, Any]) -> tuple[Expo
     inputs, and the export's seconds."""
     import torch
 
-    from .splits import Exporting
-
     run.stage("exporting")
     started = time.perf_counter()
     exporting = Exporting(run.plan, run.backend)
@@ -163,8 +162,6 @@ def _export_and_save(run: Job, model: Any, sample: dict[str, Any]) -> tuple[Expo
     run.stage("saving")
     exported.save_pretrained(run.out_dir)
     if run.backend.generation_fusions and run.split.generates:  # the operators its fused graphs run
-        from .onnx_variants import runtime_ops
-
         run.result.runtime_ops = sorted({op for c in exported.components.values() for op in runtime_ops(c.program)})
     traced = {name: set(component.metadata.kwargs) for name, component in exported.components.items()}
     return exporting, traced, export_seconds
@@ -223,8 +220,6 @@ def _variants(
     """Stage "variants": each one asked for, derived and judged (`derive.run_variants`)."""
     import torch
 
-    from .derive import CALIBRATION, run_variants
-
     run.stage("variants")
     calibration = [run.split.inputs(run.model_dir, reference.config, CALIBRATION, seed=seed) for seed in (2, 3)]
     run.result.measured_on = f"{cpu_name()}, {torch.get_num_threads()} threads"
@@ -253,11 +248,6 @@ def _lay_out(
 ) -> None:
     """Stage "laying out for loaders": the files renamed as the loaders read them, run again as they
     run them (each variant's figures from its published files), then stage "web runtimes"."""
-    from ..settings import web_checks
-    from ..variants import default_kinds
-    from .derive import rebase_shares, rejudge_published
-    from .validate import compare_generation, loaders_run
-    from .web_check import check_on_web
 
     result, out_dir, split, backend = run.result, run.out_dir, run.split, run.backend
     assert backend.layout is not None

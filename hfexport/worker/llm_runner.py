@@ -28,7 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..report import Check
+from ..errors import describe_error
+from ..report import Check, Figure, Layout, Status, Validation, VariantKind, VariantResult
+from ..variants import misses, thresholds_for, variants_of
+from . import exporter_fixes  # noqa: F401  (registers them with the exporter's patches)
+from .caches import CacheLayout
+from .derive import reported, why_skipped
+from .executorch_variants import quantize_8da4w, quantized_kernels
+from .inputs import unpadded_rows
+from .validate import Reference, compare_generation, generation_quality
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
@@ -90,7 +98,6 @@ def cannot_run(split: Decoder, model: PreTrainedModel) -> str | None:
     there (LFM2: "'LinearAttentionLayer' object has no attribute 'keys'"); one of other sizes fails
     to trace (Falcon's one key/value head against the config's 4: "index_copy_(): Source/destination
     tensor must have same slice shapes"). None: it can."""
-    from .caches import CacheLayout
 
     layout = split.cache_layout
     if layout is None:
@@ -124,8 +131,6 @@ def export(model: PreTrainedModel, path: Path, seq_len: int) -> None:
     from transformers.exporters.exporter_executorch import prepare_for_xnnpack
     from transformers.exporters.utils import apply_patches
     from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
-
-    from . import exporter_fixes  # noqa: F401  (registers them with the exporter's patches)
 
     constants = metadata(model, seq_len)
     # The exporter's own XNNPACK preparation: on CPU, MoE experts as batched matmuls (XNNPACK has no
@@ -181,7 +186,6 @@ def program_run(path: Path):
 
 def rows(prompt: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
     """A left-padded batch as its prompts one by one, unpadded: what the runner is fed."""
-    from .inputs import unpadded_rows
 
     return [{"input_ids": r["input_ids"], "attention_mask": r["attention_mask"]} for r in unpadded_rows(prompt)]
 
@@ -201,7 +205,6 @@ def compare(name: str, reference: Reference, path: Path, prompts: list[dict]) ->
     """The split's greedy-loop check (`validate.compare_generation`) of the program at `path`, prompt
     by prompt (`rows` of a batch), gathered into one check: eager `generate()`'s token ids, and the
     logits' largest diff."""
-    from .validate import compare_generation
 
     run, split = program_run(path), reference.split
     checks = [compare_generation(name, reference, split, run, _traced(split), row) for row in prompts]
@@ -221,8 +224,6 @@ def quality(reference: Reference, path: Path, prompts: list[dict], judged: list[
     """A variant's program against eager fp32 (`validate.generation_quality`), row by row (the runner's
     batch is 1): greedy tokens on `prompts`, teacher-forced on `judged`, each figure weighted by the
     positions it was taken over."""
-    from ..report import Figure
-    from .validate import generation_quality
 
     run, split = program_run(path), reference.split
     traced = _traced(split)
@@ -425,9 +426,6 @@ def run(
     folder, each with the name the runner's users look for (see `BASE`), `result` filled in."""
     import time
 
-    from ..report import Layout, Status, Validation
-    from .validate import Reference
-
     plan = split.plan
     seq_len = max_seq_len(model.config)
     other = split.inputs(model_dir, model.config, plan.validation, seed=1)
@@ -476,8 +474,6 @@ def run(
 
 def _why_skipped(variant: Variant, split: ExportSplit, backend: Backend) -> str | None:
     """Why `variant` is not built in the runner's layout (8da4w alone is), or None: it is."""
-    from ..report import VariantKind
-    from .derive import why_skipped
 
     return why_skipped(variant, split, backend.name) or (
         None if variant.kind == VariantKind.DA8W4 else f"{variant.kind} is not built in the LLM runner's layout"
@@ -486,7 +482,6 @@ def _why_skipped(variant: Variant, split: ExportSplit, backend: Backend) -> str 
 
 def _wanted(split: ExportSplit, backend: Backend) -> list[Variant]:
     """The plan's variants this layout builds (each re-exports the eager model)."""
-    from ..variants import variants_of
 
     return [
         v for v in variants_of(backend.name, split.plan.variants, generates=True) if not _why_skipped(v, split, backend)
@@ -509,12 +504,6 @@ def _variants(
     as every generation variant; others are not built in this layout yet (reported skipped)."""
     import shutil
     import traceback
-
-    from ..errors import describe_error
-    from ..report import Status, VariantResult
-    from ..variants import misses, thresholds_for, variants_of
-    from .derive import reported
-    from .executorch_variants import quantize_8da4w, quantized_kernels
 
     plan, base = split.plan, (out_dir / BASE / PROGRAM).stat().st_size
     results = []

@@ -11,13 +11,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..errors import HfExportError
+from ..logs import quiet_known_noise
 from ..messages import ErrorInfo, PlanAnswer, PlanRequest
+from ..pipeline.plan import make_plan
 
 
 def main() -> int:
-    from ..errors import HfExportError
-    from ..logs import quiet_known_noise
-    from ..pipeline.plan import make_plan
 
     quiet_known_noise()
     request = PlanRequest.from_json(sys.stdin.read())

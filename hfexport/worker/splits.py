@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 import torch
 from transformers.modeling_outputs import BaseModelOutput
 
-from ..layouts import LoadersNames
+from ..layouts import LoadersNames, unfuse_transposed_weights
 from ..report import Check, ExportPlan, Layout, Shape, Split
+from . import exporter_fixes  # noqa: F401  (registers them with the exporter's patches)
 from .caches import CacheLayout, cache_of, captured_as_traced, conform, one_tensor, positions
 from .inputs import (
     JUDGED_TOKENS,
@@ -41,6 +42,7 @@ from .inputs import (
     judged_speech,
     judged_text,
 )
+from .validate import compare_forward, compare_generation
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedModel
@@ -88,8 +90,6 @@ class Exporting:
 
     def __post_init__(self) -> None:
         from transformers.exporters import AutoHfExporter
-
-        from . import exporter_fixes  # noqa: F401  (registers them with the exporter's patches)
 
         self.exporter = AutoHfExporter.from_config({"export_format": self.backend.export_format})
 
@@ -208,7 +208,6 @@ class ExportSplit:
         self, reference: Reference, loaded, traced: dict[str, set[str]], sample: dict, other: dict
     ) -> list[Check]:
         """The checks of a reloaded export against eager's results: the sample, and inputs of another shape."""
-        from .validate import compare_generation
 
         def exported_run(component: str, **kwargs):
             runner = loaded.runners[component]
@@ -262,7 +261,6 @@ class SingleGraph(ExportSplit):
     def validate(
         self, reference: Reference, loaded, traced: dict[str, set[str]], sample: dict, other: dict
     ) -> list[Check]:
-        from .validate import compare_forward
 
         return [
             compare_forward("sample", reference, loaded, sample),
@@ -620,8 +618,6 @@ def _fused_where_it_fuses(x: Exporting, decoder: Any, inputs: dict, config: Dyna
     fused head (`FusedMatMul`), which WebGPU has no kernel for, is unfused again
     (`layouts.unfuse_transposed_weights`). A graph the fusions fail on is exported as it was, and said."""
     import sys
-
-    from ..layouts import unfuse_transposed_weights
 
     fusions = x.backend.generation_fusions
     weights = sum(p.numel() * p.element_size() for p in decoder.parameters()) if hasattr(decoder, "parameters") else 0

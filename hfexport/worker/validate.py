@@ -23,6 +23,7 @@ import torch
 
 from ..report import Check, Figure
 from .inputs import Judged
+from .memory import drop_checkpoint_pages, free_weights
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedModel
@@ -192,7 +193,6 @@ class Reference:
     def release(self) -> None:
         """Drop the eager model's weights (it stays a module on the meta device): from here on only
         what `prepare` computed is answered, and asking for anything else is an error, not a rerun."""
-        from .memory import drop_checkpoint_pages, free_weights
 
         free_weights(self.model)
         self.released = True

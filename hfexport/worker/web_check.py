@@ -20,9 +20,15 @@ from typing import Any
 
 import torch
 
+from ..proc import injected_web_refusal
 from ..report import BackendResult, Check, Status, VariantKind, VariantResult, WebRuntimes
+from ..settings import FAULT
+from ..variants import misses
+from ..web.runtimes import WebRuntimeMissing
+from ..web.wasm import WasmRuntime, graph_facts
+from ..web.webgpu import missing_on_webgpu, placement
 from .memory import available_memory
-from .validate import Reference
+from .validate import Reference, compare_forward, compare_generation, generation_quality, loaders_run, quality_figures
 
 # The most a file set may weigh to be run on wasm: its session holds the weights in one 32-bit wasm
 # memory (4 GiB at most, with ORT's own copies and arena). Measured with onnxruntime-web
@@ -60,7 +66,6 @@ def check_on_web(
 
     Never raises: a runtime that fails to start is each set's `wasm_note`.
     """
-    from ..web.wasm import WasmRuntime, WebRuntimeMissing
 
     paths = {c: out_dir / f for c, f in result.programs.items()}
     sets: list[tuple[VariantResult | None, dict[str, Path]]] = [(None, paths)]
@@ -104,8 +109,6 @@ def check_on_web(
 def _place_on_webgpu(result: BackendResult, sets: list[tuple[VariantResult | None, dict[str, Path]]]) -> None:
     """Each set's graphs opened on onnxruntime-web's WebGPU provider (`web.webgpu`, one browser for
     all): a set runs there where every graph opens and none keeps a computing node on the CPU."""
-    from ..web.wasm import WebRuntimeMissing
-    from ..web.webgpu import missing_on_webgpu, placement
 
     graphs = sorted({path for _, files in sets for path in files.values()})
     heavy = [g for g in graphs if _weight(g) > WEBGPU_MAX_BYTES]
@@ -137,7 +140,6 @@ def _place_on_webgpu(result: BackendResult, sets: list[tuple[VariantResult | Non
 
 def _weight(graph: Path) -> int:
     """A graph's bytes with its external data's."""
-    from ..web.wasm import graph_facts
 
     return sum(p.stat().st_size for p in [graph, *(graph.parent / n for n in graph_facts(graph)[0])] if p.exists())
 
@@ -161,10 +163,6 @@ def _judge(
     variant: VariantResult | None,
     files: dict[str, Path],
 ) -> WebRuntimes:
-    from ..proc import injected_web_refusal
-    from ..settings import FAULT
-    from ..variants import misses
-    from .validate import compare_forward, compare_generation, generation_quality, loaders_run, quality_figures
 
     weight = sum(_weight(f) for f in files.values())
     if weight > WASM_MAX_BYTES:

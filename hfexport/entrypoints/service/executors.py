@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...backends import get_backend
-from ...errors import ExitCode, retryable_exit
+from ...errors import ExitCode, HubUnavailableError, retryable_exit
+from ...hub.retry import retry
 from ...messages import PublishResult
 from ...pipeline import cache
+from ...pipeline.preflight import needs, smallest_flavor, weights_of
 from ...proc import die_with_parent
 from ...report import Source, Status
 from ...settings import HF_CACHE_MAX_GB, MEMORY_LIMIT_MB, READ_TOKEN, WEBHOOK_SECRET, cache_max_bytes
@@ -249,8 +251,6 @@ NOT_ANSWERS = (Status.CRASHED, Status.TIMEOUT)
 
 def job_weights(job: Job, token: str | None = None) -> Weights | None:
     """The job's commit's weights, from their safetensors headers on the Hub (None: unknown)."""
-    from ...errors import HubUnavailableError
-    from ...pipeline.preflight import weights_of
 
     try:
         return weights_of(Source(kind="hub", ref=job.repo_id, sha=job.head_sha), token)
@@ -260,7 +260,6 @@ def job_weights(job: Job, token: str | None = None) -> Weights | None:
 
 def job_memory(job: Job, backends: list[str], token: str | None = None) -> int | None:
     """The memory the push of `backends` for the job needs by the preflight's estimate, or None."""
-    from ...pipeline.preflight import needs
 
     weights = job_weights(job, token)
     return None if weights is None else needs(weights, backends)[0]
@@ -275,8 +274,6 @@ def sized_flavor(api, job: Job, backends: list[str], token: str | None) -> tuple
     estimate (one backend at a time, as `push` runs them: the largest peak; the download and every
     output on disk), and what it was sized for; `UNSIZED_CPU_FLAVOR` where the size is unknown, the
     largest flavor where none is enough (the preflight in the Job then says so)."""
-    from ...hub.retry import retry
-    from ...pipeline.preflight import needs, smallest_flavor
 
     weights = job_weights(job, token)
     if weights is None:
@@ -313,8 +310,6 @@ class HfJobsExecutor:
 
     def run(self, job: Job) -> JobOutcome:
         from huggingface_hub import HfApi
-
-        from ...hub.retry import retry
 
         api = HfApi(token=self.token)
         token = job.hub_token or self.token  # a job asked on the request page runs as its asker

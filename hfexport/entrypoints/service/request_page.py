@@ -63,6 +63,7 @@ from .signin import (
     oauth_app,
     signed_in,
 )
+from .tokens import RequestTokens
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -74,10 +75,6 @@ SUBMITS_PER_CLIENT = 10  # forms a client address may submit in `SUBMIT_WINDOW_S
 SUBMIT_WINDOW_S = 60.0
 MAX_CLIENTS_TRACKED = 10_000  # the least recently seen addresses go first
 MAX_PER_REQUESTER = 3
-TOKEN_LOST = (
-    "The service restarted while this request waited, and a requester's token is never stored: "
-    "ask again on the request page."
-)
 
 
 class SubmitLimits:
@@ -108,32 +105,6 @@ def client_of(request: Request) -> str:
     service runs in a Space (`SPACE_HOST`), else the connection's own address."""
     forwarded = request.headers.get("x-forwarded-for", "") if os.environ.get("SPACE_HOST") else ""
     return forwarded.split(",")[0].strip() or (request.client.host if request.client else "?")
-
-
-class RequestTokens:
-    """The requesters' tokens by job id, in memory only, for the workers to run each job with."""
-
-    def __init__(self) -> None:
-        self._tokens: dict[int, str] = {}
-        self._lock = threading.Lock()
-
-    def put(self, job_id: int, token: str) -> None:
-        with self._lock:
-            self._tokens[job_id] = token
-
-    def get(self, job_id: int) -> str | None:
-        with self._lock:
-            return self._tokens.get(job_id)
-
-    def move(self, job_id: int, to: int) -> None:
-        """The job was superseded by `to` (the branch moved on): the request follows it."""
-        with self._lock:
-            if job_id in self._tokens:
-                self._tokens[to] = self._tokens.pop(job_id)
-
-    def drop(self, job_id: int) -> None:
-        with self._lock:
-            self._tokens.pop(job_id, None)
 
 
 class RequestError(Exception):

@@ -16,12 +16,17 @@ from ...backends import parse_backends
 from ...errors import HfExportError
 from ...messages import JobPlan
 from ...pipeline.preflight import Machine
+from ...proc import worker_user
+from ...sandbox import require
 from ..serve_options import ServeOptions
-from . import QueueWorkers, ServiceConfig, branch_head, create_app
+from .app import create_app
 from .budget import MemoryBudget
+from .config import ServiceConfig
 from .executors import HfJobsExecutor, LocalExecutor
+from .limits import guarded_http
 from .queue import JobQueue
 from .watch import Reconciler, Watch
+from .workers import QueueWorkers, branch_head
 
 
 def configure(o: ServeOptions) -> ServiceConfig:
@@ -63,9 +68,6 @@ def configure(o: ServeOptions) -> ServiceConfig:
             "Set HFEXPORT_WEBHOOK_SECRET (or --secret) to a long random value, the same as the Hub webhook's.",
         ) from None
     if o.trust_remote_code:  # refused now, not in every job: this machine gives no sandbox
-        from ...proc import worker_user
-        from ...sandbox import require
-
         require("a repo's own code (--trust-remote-code)", worker_user())
     return config
 
@@ -92,8 +94,6 @@ def run(o: ServeOptions) -> None:
     """
     import uvicorn
     from huggingface_hub import HfApi
-
-    from .limits import guarded_http
 
     # One JSON object a line: ours at INFO; the libraries' (their HTTP clients log each request at
     # INFO) only from WARNING.

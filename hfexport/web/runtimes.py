@@ -1,4 +1,5 @@
-"""The browser runtimes, installed on first use where hfexport was installed without them.
+"""Where the browser runtimes are (`locate`), and installing them on first use where hfexport was
+installed without them (`ensure`). No numpy, no node started: the CLI and the export cache read it.
 
 A clone gets them with `npm ci --prefix hfexport/web` (`make install`). A `pip install` ships their
 pins (hfexport/web/package.json and package-lock.json) but no `node_modules`, so the wasm and WebGPU
@@ -25,8 +26,38 @@ from pathlib import Path
 
 from ..settings import ONNXRUNTIME_WEB, WEB_PINS, onnxruntime_web_dir, web_cache_dir, web_checks
 
+# The bundle `ort_wasm.mjs` loads: what transformers.js imports in a browser (`onnxruntime-web/webgpu`).
+BUNDLE = "ort.webgpu.min.mjs"
 NPM_TIMEOUT_S = 600
 PINS = ("package.json", "package-lock.json")
+
+
+class WebRuntimeMissing(RuntimeError):
+    """node or onnxruntime-web is not installed where hfexport looks: the check cannot run."""
+
+
+def locate() -> tuple[str, Path]:
+    """node and onnxruntime-web's package folder.
+
+    Raises:
+        WebRuntimeMissing: either is missing; its message says which and how to install it.
+    """
+    node = shutil.which("node")
+    if node is None:
+        raise WebRuntimeMissing("node is not installed (Node.js 18 or newer runs onnxruntime-web)")
+    package = onnxruntime_web_dir()
+    if not (package / "dist" / BUNDLE).is_file():
+        raise WebRuntimeMissing(missing_reason() or f"{ONNXRUNTIME_WEB} names no onnxruntime-web folder")
+    return node, package
+
+
+def version() -> str | None:
+    """The installed onnxruntime-web's version (its package.json), None where it is missing."""
+    try:
+        _, package = locate()
+        return str(json.loads((package / "package.json").read_text())["version"])
+    except (WebRuntimeMissing, OSError, ValueError, KeyError):
+        return None
 
 
 def pinned_version() -> str:
@@ -37,7 +68,7 @@ def pinned_version() -> str:
 def missing_reason() -> str | None:
     """Why the browser runtimes are not installed where hfexport looks, in words fit for a card
     (no path of this machine); None where they are, or where `HFEXPORT_ONNXRUNTIME_WEB` names a
-    folder (that it lacks them is `wasm.locate`'s to say)."""
+    folder (that it lacks them is `locate`'s to say)."""
     if os.environ.get(ONNXRUNTIME_WEB) or onnxruntime_web_dir().is_dir():
         return None
     if shutil.which("npm") is None:
