@@ -50,7 +50,7 @@ class ExportRequest:
 @dataclass(frozen=True)
 class JobPlan:
     """What the webhook service exports of a repo it watches: the backends, the task, whether a
-    repo's own code may run (in the sandbox, `hfexport/sandbox.py`) and where the exports go (a PR
+    repo's own code may run (in the sandbox, `hfexport/sandbox/`) and where the exports go (a PR
     on the repo, or `into` a repo of one's own: `push --into`). A queued job keeps it as the text
     `"onnx,dynamo|auto"` (`"…|auto|trust-remote-code"`, `"…|auto|into=me/model-ONNX"`,
     `"…|by=alice"` last; `str`, `parse`), part of its dedup key.

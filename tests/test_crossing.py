@@ -1,4 +1,4 @@
-"""hfexport/crossing.py: what a sandbox wrote crosses back only as regular files under plain names."""
+"""hfexport/sandbox/crossing.py: what a sandbox wrote crosses back only as regular files under plain names."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hfexport import crossing
+from hfexport.sandbox import crossing
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ def test_a_file_on_another_filesystem_crosses_as_a_copy_of_what_was_checked(fold
 def test_a_checkout_under_tmp_stays_importable_in_the_sandbox(monkeypatch, tmp_path):
     """CI may clone under /tmp, which the sandbox makes private: hfexport's own folder (an editable
     install's finder points there, not `sys.path`) is shown again, read-only; /tmp itself never is."""
-    from hfexport import sandbox
+    from hfexport.sandbox import launch as sandbox
 
     monkeypatch.setattr(sandbox, "PACKAGE_DIR", tmp_path / "checkout" / "hfexport")
     (tmp_path / "checkout" / "hfexport").mkdir(parents=True)

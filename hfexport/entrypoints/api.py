@@ -24,9 +24,10 @@ from ..pipeline.package import package, staging_folder
 from ..pipeline.plan import check_request, plan_isolated
 from ..pipeline.preflight import Machine, check, check_or_raise, weights_of
 from ..pipeline.resolve import resolve
-from ..proc import FAULT_ENV, injected_fault, worker_user
+from ..proc import FAULT_ENV, injected_fault
 from ..report import ExportPlan, Report, Source, Split
-from ..sandbox import require
+from ..sandbox.identity import worker_user
+from ..sandbox.launch import require
 from ..settings import cache_dir
 from ..settings import variants as default_variants
 from ..variants import DEFAULT, parse_thresholds, parse_variants, unavailable

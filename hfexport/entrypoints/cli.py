@@ -25,9 +25,9 @@ from ..errors import ExitCode, HfExportError
 from ..logs import quiet_known_noise
 from ..pipeline.export import DEFAULT_TIMEOUT_S
 from ..pipeline.preflight import Machine
-from ..proc import worker_user
 from ..report import PublishAction
-from ..sandbox import refusal
+from ..sandbox.identity import worker_user
+from ..sandbox.launch import refusal
 from ..settings import WEB_CHECKS, action_dir, cache_dir, quiet_noise, set_quiet_noise, web_cache_dir, web_checks
 from ..tasks import TASK_TABLE, tasks_markdown
 from ..variants import DEFAULTS

@@ -24,22 +24,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..backends import get_backend
-from ..crossing import PlantedFileError, read_text, take
 from ..messages import WorkerJob
-from ..proc import (
-    FAULT_ENV,
-    WorkerUser,
-    check_model_readable,
-    check_readable,
-    child_env,
-    injected_fault,
-    lend,
-    reclaim,
-    sandboxed,
-    worker_user,
-)
+from ..proc import FAULT_ENV, injected_fault
 from ..report import BackendResult, ExportPlan, Status
-from ..sandbox import exit_code, visible, wrap
+from ..sandbox.crossing import PlantedFileError, read_text, take
+from ..sandbox.identity import WorkerUser, check_model_readable, check_readable, lend, reclaim, worker_user
+from ..sandbox.launch import exit_code, spawn, visible
 from ..settings import jobs as configured_jobs
 from .fetch import FetchedModel
 
@@ -239,32 +229,19 @@ class _Forks:
         cls, backends: list[str], threads: str | None, user: WorkerUser | None, reads: tuple[Path, ...]
     ) -> _Forks:
         home = tempfile.TemporaryDirectory(prefix="hfexport-workers-")
-        lend(Path(home.name), user)
-        log = open(Path(home.name) / "workers.log", "wb")
         # The workers' home, the repo's imported code and each job's folder live in this folder, the
-        # only one their sandbox may write (`sandbox.confine`).
-        own = {"HOME": home.name, "HF_MODULES_CACHE": str(Path(home.name) / "modules")}
-        # A session of its own: ending it leaves no process behind (its children die with it).
+        # only one their sandbox may write (`sandbox.launch.spawn`).
+        log = open(Path(home.name) / "workers.log", "wb")
         command = [sys.executable, "-m", "hfexport.worker", ",".join(backends)]
-        wrapped = wrap(command, user, writes=[Path(home.name)], reads=reads)
+        # The workers load the repo's weights (pickles, with --allow-pickle) and code: no secrets.
+        threads_env = {"OMP_NUM_THREADS": threads} if threads else {}
+        env = {"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **threads_env}
+        started = spawn(command, user, Path(home.name), reads=reads, env=env)
+        # A session of its own: ending it leaves no process behind (its children die with it).
         process = subprocess.Popen(
-            wrapped,
-            cwd=home.name,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            start_new_session=True,
-            preexec_fn=sandboxed(user),
-            # The workers load the repo's weights (pickles, with --allow-pickle) and code: no secrets.
-            env=child_env(
-                {
-                    **own,
-                    "PYTHONUNBUFFERED": "1",
-                    "TOKENIZERS_PARALLELISM": "false",
-                    **({"OMP_NUM_THREADS": threads} if threads else {}),
-                }
-            ),
+            **started, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True
         )
+        wrapped = started["args"]
         return cls(process, home, log, reads if wrapped != command else None)
 
     def shown(self, model_dir: Path) -> Path:

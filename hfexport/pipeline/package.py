@@ -22,9 +22,9 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..crossing import repo_root, within
 from ..errors import OutputDirError
 from ..report import REPORT_FILE, ArtifactFile, BackendResult, ExportPlan, Report, Source
+from ..sandbox.crossing import repo_root, within
 from .fetch import SUPPORT_FILES
 from .plan import module_folders
 

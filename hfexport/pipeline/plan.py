@@ -32,9 +32,9 @@ from typing import Any
 from ..backends import parse_backends
 from ..errors import ConfigError, RemoteCodeError, UnsupportedArchitectureError, error_class
 from ..messages import PlanAnswer, PlanRequest
-from ..proc import check_model_readable, child_env, lend, sandboxed, worker_user
 from ..report import Axis, DynamicAxes, ExportPlan, Modality, Mode, Shape, Split
-from ..sandbox import wrap
+from ..sandbox.identity import check_model_readable, worker_user
+from ..sandbox.launch import spawn
 from ..tasks import TASKS, Task, auto_classes_of, supported_tasks, task_of_head
 
 __all__ = ["TASKS", "Task", "ExportPlan", "Shape", "check_request", "make_plan"]
@@ -203,17 +203,9 @@ def plan_isolated(
     check_model_readable(model_dir, user)
     request = PlanRequest(str(model_dir), list(backends), task, trust_remote_code)
     with tempfile.TemporaryDirectory(prefix="hfexport-plan-") as home:
-        lend(Path(home), user)  # the repo's code is copied and imported from here (HF_MODULES_CACHE)
-        process = subprocess.run(
-            wrap([sys.executable, "-m", "hfexport.worker.plan"], user, writes=[Path(home)], reads=[model_dir]),
-            cwd=home,
-            input=request.to_json(),
-            capture_output=True,
-            text=True,
-            env=child_env({"HOME": home, "HF_MODULES_CACHE": str(Path(home) / "modules")}),
-            preexec_fn=sandboxed(user),
-            timeout=600,
-        )
+        # The repo's code is copied and imported from `home` (HF_MODULES_CACHE), the one folder it may write.
+        started = spawn([sys.executable, "-m", "hfexport.worker.plan"], user, Path(home), reads=[model_dir])
+        process = subprocess.run(**started, input=request.to_json(), capture_output=True, text=True, timeout=600)
     try:
         answer = PlanAnswer.from_json(process.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError, TypeError, AttributeError):

@@ -9,7 +9,7 @@ exists, holding no secret (and, under HFEXPORT_WORKER_USER, as that user). Once 
 writes its current stage to `stage` (the parent shows it as progress) and its outcome, a
 `BackendResult`, to `result.json`, then exits. This process answers `pid PID JOB_DIR` for each fork
 and `exit PID CODE` as each child ends (CODE as `subprocess` gives it: -N for signal N), and kills a
-child's session on `kill PID` (its pids are its sandbox's, `hfexport/sandbox.py`); it ends
+child's session on `kill PID` (its pids are its sandbox's, `hfexport/sandbox/`); it ends
 when its stdin closes, and its children with it. A crash, an OOM kill or a hang therefore costs
 one backend alone: the parent sees a missing result or a timeout.
 

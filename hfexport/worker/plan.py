@@ -1,7 +1,7 @@
 """`python -m hfexport.worker.plan`: plan a model whose config runs code from its repo.
 
 Reading such a config (`auto_map`, trusted by the user) imports the repo's Python: it happens here,
-in a process started with no token or secret in its environment (`proc.child_env`), never in the
+in a process started with no token or secret in its environment (`sandbox.identity.child_env`), never in the
 parent that holds them. Reads a `messages.PlanRequest` on stdin, writes a `messages.PlanAnswer` (the
 plan, or the error) as the last line of stdout.
 """

@@ -16,8 +16,8 @@ from ...backends import parse_backends
 from ...errors import HfExportError
 from ...messages import JobPlan
 from ...pipeline.preflight import Machine
-from ...proc import worker_user
-from ...sandbox import require
+from ...sandbox.identity import worker_user
+from ...sandbox.launch import require
 from ..serve_options import ServeOptions
 from .app import create_app
 from .budget import MemoryBudget

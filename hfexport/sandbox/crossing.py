@@ -1,6 +1,6 @@
 """What crosses back from a sandbox: regular files with the names we planned, never a link followed.
 
-A repo's code runs in the sandbox (`sandbox.py`) with its job's folders writable. Whatever it left
+A repo's code runs in the sandbox (`launch.py`) with its job's folders writable. Whatever it left
 there is read later by a process that holds a token — the parent that packages, caches and
 publishes the files. A symlink named `model.onnx` pointing at `/proc/self/environ` or the saved
 login, followed by an `open()` or an `is_file()`, would publish the token (issue 56, row 1). So the
@@ -19,7 +19,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from .errors import ExitCode, HfExportError
+from ..errors import ExitCode, HfExportError
 
 # A name part we write and loaders read: letters, digits, `._+-`, not starting with a dot.
 _PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,254}")
