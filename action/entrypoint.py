@@ -28,7 +28,8 @@ import sys
 from pathlib import Path
 
 from hfexport.backends import DEFAULT_BACKENDS
-from hfexport.errors import ExitCode
+from hfexport.errors import ConfigError, ExitCode
+from hfexport.hub.state import OwnRepo
 from hfexport.messages import PublishResult
 from hfexport.pipeline.resolve import is_repo_id
 from hfexport.report import REPORT_FILE, Status
@@ -78,8 +79,11 @@ def _check_inputs() -> None:
         raise BadInput("input 'repo-id' is required (org/name)")
     if not is_repo_id(repo_id):
         raise BadInput("input 'repo-id' is not a Hub repo id; pass one such as org/name")
-    if _input("into") and not is_repo_id(_input("into")):
-        raise BadInput("input 'into' is not a Hub repo id; pass one of yours (me/model-ONNX), or leave it empty")
+    if _input("into"):
+        try:
+            OwnRepo.checked(_input("into"), repo_id)
+        except ConfigError as e:
+            raise BadInput(f"input 'into': {e.cause} {e.fix} Or leave it empty for a pull request.") from None
 
 
 def _flag(name: str, default: bool) -> bool:
@@ -229,7 +233,7 @@ def in_action_terms(fix: str) -> str:
 
 def _summary(repo_id: str, result: PublishResult) -> str:
     lines = [f"### hfexport: {_markdown(repo_id)}", ""]
-    url = result.pr_url or result.repo_url or ""
+    url = result.url or ""
     if url.startswith(("https://", "http://")) and not re.search(r"[\s()<>\[\]]", url):
         lines.append(f"**{result.action}**: [{_markdown(url)}]({url})")
     else:

@@ -148,6 +148,11 @@ class PublishResult:
         self.action = PublishAction(self.action)
 
     @property
+    def url(self) -> str | None:
+        """Where the exports are: the repo of one's own (`--into`), else the pull request."""
+        return self.repo_url or self.pr_url
+
+    @property
     def failed(self) -> bool:
         """A backend that ran did not validate (the exit code 1 of `push`)."""
         return self.report is not None and not self.report.ok

@@ -16,10 +16,10 @@ from hfexport.errors import ConfigError
 from hfexport.hub.decide import OWN_FOLDER, decide, request_key
 from hfexport.hub.state import (
     BackendMark,
-    DerivedRepo,
     HubState,
     OurPullRequest,
     OurThread,
+    OwnRepo,
     PullRequest,
     RemoteFile,
     ThreadStatus,
@@ -145,7 +145,7 @@ def test_a_new_commit_replaces_our_files_and_deletes_only_what_still_holds_ours(
 
 
 def _derived(**kwargs: object) -> HubState:
-    return HubState(DerivedRepo("me/model-ONNX", "org/model"), SHA, "http://hub", False, me="me", **kwargs)  # type: ignore[arg-type]
+    return HubState(OwnRepo("me/model-ONNX", "org/model"), SHA, "http://hub", False, me="me", **kwargs)  # type: ignore[arg-type]
 
 
 def test_a_derived_repo_that_does_not_exist_is_created_with_the_exports_and_the_loaders_files(tmp_path: Path) -> None:

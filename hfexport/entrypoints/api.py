@@ -207,7 +207,7 @@ def push(
     PR decided from there (`hub.publish.BaseMoved`).
 
     With `into` (`"me/model-ONNX"`) the exports go to that repo's main instead, created when
-    missing (`hub.state.DerivedRepo`); an unchanged source writes nothing there.
+    missing (`hub.state.OwnRepo`); an unchanged source writes nothing there.
 
     Returns:
         The `PublishResult`; its `report` is None when nothing had to be exported.
@@ -221,13 +221,13 @@ def push(
     # here: the publishing protocol and the card's text, ~26 ms of every start-up, for `push` alone
     from ..hub.decide import decide
     from ..hub.publish import apply
-    from ..hub.state import DerivedRepo, PullRequest, read_state
+    from ..hub.state import OwnRepo, PullRequest, read_state
 
     names = parse_backends(backends)
     token = _checked_before_the_hub(repo_id, task, variants, min_quality, into, token, dry_run)
     resolved = resolve(repo_id, revision=revision, token=token, hub_only=True)
     repo_id = resolved.ref  # the id, where a URL was given
-    destination = DerivedRepo(_derived_id(into, repo_id), repo_id) if into else PullRequest(repo_id)
+    destination = OwnRepo.checked(into, repo_id) if into else PullRequest(repo_id)
     api = HfApi(token=token)
     state = read_state(api, destination, resolved.sha, log=log)
     request = _request_for(state.settings, task, variants, min_quality)
@@ -313,36 +313,14 @@ def _checked_before_the_hub(
     if variants is not None or min_quality:
         _request(task, variants or "none", min_quality)
     if into is not None:
-        _derived_id(into, repo_id)
+        from ..hub.state import OwnRepo  # here: as in `push`
+
+        OwnRepo.checked(into, repo_id)
     token = token or get_token()
     if token is None and not dry_run:  # before any work: nothing can be published without one
         what = f"writing to {into}" if into else "opening a pull request"
         raise AuthError(f"No Hub token is set, and {what} needs one.", TOKEN_FIX)
     return token
-
-
-def _derived_id(into: str, source: str) -> str:
-    """`into` checked as the id of a repo to write to: `namespace/name`, not the source itself.
-
-    Raises:
-        ConfigError: it is no repo id, or it names the source (a PR on it is the default).
-    """
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(into)
-    except HFValidationError as e:
-        raise ConfigError(f"--into {into!r} is not a repo id: {e}", "Name it as namespace/name.") from None
-    if "/" not in into:
-        raise ConfigError(
-            f"--into {into!r} names no namespace.", f"Name it as namespace/name: yourname/{into} or yourorg/{into}."
-        )
-    if into.lower() == source.lower():
-        raise ConfigError(
-            f"--into names the source repo {source} itself.",
-            "Leave --into out to open a pull request on it, or name a repo of your own (me/model-ONNX).",
-        )
-    return into
 
 
 def _request_for(

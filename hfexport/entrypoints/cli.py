@@ -37,9 +37,6 @@ from . import serve_options as o
 from .api import export as run_export
 from .api import push as run_push
 from .console import badge, err, fail, print_report, progress_callback, show
-from .demo import run_demo
-from .service.events import BadPayload, IgnoredEvent, parse_event
-from .service.watch import Watch
 
 if TYPE_CHECKING:
     from ..messages import PublishResult
@@ -432,8 +429,8 @@ def _show_push(result: PublishResult, as_json: bool, derived: bool = False) -> N
             err.print(f"  {path}")
         if not as_json:  # what would be published, on stdout: `> pr.md` keeps it
             sys.stdout.write(_dry_run_text(result, derived))
-    elif result.pr_url or result.repo_url:
-        err.print(f"[bold]{result.action}[/]: {result.pr_url or result.repo_url}")
+    elif result.url:
+        err.print(f"[bold]{result.action}[/]: {result.url}")
     else:
         err.print(f"[bold]{result.action}[/]")
     if as_json:
@@ -453,6 +450,9 @@ def _dry_run_text(result: PublishResult, derived: bool = False) -> str:
 
 def _from_webhook_env(expected: str | None) -> tuple[str | None, str]:
     """`(repo id, sha)` from $WEBHOOK_PAYLOAD, or `(None, why it is ignored)`."""
+    # here: the service's event rules and watch (the destination check, the card's text: ~25 ms of start-up)
+    from .service.events import BadPayload, IgnoredEvent, parse_event
+    from .service.watch import Watch
 
     raw = os.environ.get("WEBHOOK_PAYLOAD")
     if not raw:
@@ -531,6 +531,8 @@ def demo(
     PR, its files and the rendered card section."""
 
     try:
+        from .demo import run_demo  # here: the demo's own imports (the card's text), for `demo` alone
+
         raise typer.Exit(run_demo(root, backends, err))
     except HfExportError as e:
         fail(e)

@@ -22,7 +22,7 @@ nothing to do, and after it. The rules, in order:
   commit, no comment; changed → one commit and one comment on our PR, or a new PR;
 - the base already holds these exact files and our card section (our PR was merged) → nothing.
 
-A derived repo (`DerivedRepo`, `push --into`) has no PR: its `main` is the base and our commit
+A derived repo (`OwnRepo`, `push --into`) has no PR: its `main` is the base and our commit
 lands there. Every backend failed → nothing published; otherwise the same merge, plus the source's
 support files (config, tokenizer) its loaders read at the root, and one commit (`created` for a new
 repo, `updated`), or nothing when its `main` already holds these exports of this commit.

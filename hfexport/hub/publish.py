@@ -47,12 +47,12 @@ from .retry import retry
 from .state import (
     BASE_BRANCH,
     SETTINGS_FILE,
-    DerivedRepo,
     Destination,
     HubState,
     Log,
     Marker,
     OurThread,
+    OwnRepo,
     PullRequest,
     ThreadStatus,
     content_id,
@@ -359,7 +359,7 @@ def _commit_onto(
 # Per destination, its writes: adding one is a function and a line here.
 _WRITES: dict[type[Destination], Callable[[HfApi, HubState, Change, Report | None, Log], PublishResult]] = {
     PullRequest: _to_pull_request,
-    DerivedRepo: _to_repo,
+    OwnRepo: _to_repo,
 }
 
 

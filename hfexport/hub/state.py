@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..card.frontmatter import load_yaml
 from ..card.section import opted_out
-from ..errors import TOKEN_FIX, AuthError
+from ..errors import TOKEN_FIX, AuthError, ConfigError
 from ..report import REPORT_FILE, ArtifactFile, Report
 from .retry import retry
 
@@ -49,7 +49,7 @@ class PullRequest:
 
 
 @dataclass(frozen=True)
-class DerivedRepo:
+class OwnRepo:
     """A repo of the user's own whose `main` holds the exports of `source_id`, with the files its
     loaders read beside them and a card naming its base model: created when missing, updated in
     place by one commit when the source changes (`hfexport push SOURCE --into REPO_ID`). For a
@@ -58,14 +58,44 @@ class DerivedRepo:
     repo_id: str
     source_id: str
 
+    @classmethod
+    def checked(cls, into: str, source_id: str) -> OwnRepo:
+        """The repo `into` names, checked as the place for `source_id`'s exports: the one check of
+        every way to name it (`push --into`, the request form, a watch's `-> template`, the Action's
+        `into` input), in words none of them owns.
+
+        Raises:
+            ConfigError: `into` is no `namespace/name` repo id, or it names the source itself.
+        """
+        from huggingface_hub.errors import HFValidationError
+        from huggingface_hub.utils import validate_repo_id
+
+        try:
+            validate_repo_id(into)
+        except HFValidationError as e:
+            raise ConfigError(
+                f"{into[:100]!r} is not a repo id to publish into: {e}",
+                "Name a repo as namespace/name: you/model-ONNX.",
+            ) from None
+        if "/" not in into:
+            raise ConfigError(
+                f"{into!r} names no namespace.", f"Name it as namespace/name: yourname/{into} or yourorg/{into}."
+            )
+        if into.lower() == source_id.lower():
+            raise ConfigError(
+                f"{into!r} names the source repo {source_id} itself.",
+                "Publish to it as a pull request instead, or name a repo of your own (you/model-ONNX).",
+            )
+        return cls(into, source_id)
+
 
 # Each destination is a value `read_state`, `decide` and `apply` take; publish.py maps it to its writes.
-Destination = PullRequest | DerivedRepo
+Destination = PullRequest | OwnRepo
 
 
 def source_of(destination: Destination) -> str:
     """The repo the exports are made from (for a PR, the one written to)."""
-    return destination.source_id if isinstance(destination, DerivedRepo) else destination.repo_id
+    return destination.source_id if isinstance(destination, OwnRepo) else destination.repo_id
 
 
 # ── What we know of the Hub ──────────────────────────────────────────────────
@@ -203,8 +233,8 @@ class HubState:
 
     @property
     def derived(self) -> bool:
-        """Whether the exports go to a repo of their own (`DerivedRepo`), not a PR on the source."""
-        return isinstance(self.destination, DerivedRepo)
+        """Whether the exports go to a repo of their own (`OwnRepo`), not a PR on the source."""
+        return isinstance(self.destination, OwnRepo)
 
     @property
     def tree(self) -> dict[str, RemoteFile]:
@@ -244,7 +274,7 @@ def read_state(
 ) -> HubState:
     """Read what publishing needs for `destination`, once: the opt-out and card, who we are, our PRs and
     discussions, the files at `base` (default `sha`; our report there), and our latest PR whole
-    (its files with their content ids, its card, its report). For a `DerivedRepo`, the source's
+    (its files with their content ids, its card, its report). For a `OwnRepo`, the source's
     opt-out, card and settings at `sha`, then the derived repo's `main` as it is now (`base`
     unused: its head is read each time).
 
@@ -253,7 +283,7 @@ def read_state(
         HubUnavailableError: the Hub kept failing after retries.
     """
     base, repo_id = base or sha, destination.repo_id
-    if isinstance(destination, DerivedRepo):
+    if isinstance(destination, OwnRepo):
         base = sha  # the source's card and settings are read at the commit exported
     readme = read_file(api, source_of(destination), "README.md", base)
     settings = _read_settings(read_file(api, source_of(destination), SETTINGS_FILE, base))
@@ -261,7 +291,7 @@ def read_state(
     state = HubState(destination, sha, api.endpoint, owner_opted_out, base=base, readme=readme, settings=settings)
     if owner_opted_out:
         return state
-    if isinstance(destination, DerivedRepo):
+    if isinstance(destination, OwnRepo):
         return _read_derived(api, state, log)
     # No token (a dry run of a public repo): no identity, so no PR of ours to find — the dry run
     # shows the PR a first run would open.

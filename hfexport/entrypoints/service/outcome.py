@@ -73,6 +73,11 @@ class JobOutcome(Mapping[str, Any]):
                 record[f.name] = value
         return record
 
+    @property
+    def url(self) -> str | None:
+        """Where the exports are: the repo of one's own (`--into`), else the pull request."""
+        return self.repo_url or self.pr_url
+
     def timed(self, seconds: float) -> JobOutcome:
         return dataclasses.replace(self, seconds=round(seconds, 1))
 
@@ -85,6 +90,28 @@ class JobOutcome(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self.to_dict())
+
+
+@dataclass(frozen=True)
+class Superseded:
+    """A job that did not run: its branch had moved on, and `job` runs the newer `head_sha` instead."""
+
+    head_sha: str
+    job: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"head_sha": self.head_sha, "job": self.job}
+
+
+# What a finished job's `result` holds: the run's outcome, or the job that superseded it.
+JobResult = JobOutcome | Superseded
+
+
+def result_of(record: Mapping[str, Any]) -> JobResult:
+    """A stored `result` read back: a `Superseded` record, else an outcome (`JobOutcome.of`)."""
+    if set(record) == {"head_sha", "job"}:
+        return Superseded(str(record["head_sha"]), int(record["job"]))
+    return JobOutcome.of(record)
 
 
 def _set(record: dict[str, Any]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from typing import Any
 
 from ...messages import JobPlan
 from ...redact import without_local_paths
-from .outcome import JobOutcome
+from .outcome import JobOutcome, JobResult, Superseded, result_of
 
 
 class JobStatus(StrEnum):
@@ -115,7 +115,7 @@ class Job:
     plan: JobPlan
     status: JobStatus
     attempts: int
-    result: dict | None  # `JobOutcome.to_dict()` when done; the newer head and job when superseded
+    result: JobResult | None  # when done, its outcome; when superseded, the newer head and its job
     error: str | None
     created_at: float
     updated_at: float
@@ -126,6 +126,7 @@ class Job:
         """As `/jobs` shows it: no local path in the error, no token."""
         return {
             **{k: v for k, v in self.__dict__.items() if k != "hub_token"},
+            "result": self.result.to_dict() if self.result is not None else None,
             "plan": str(self.plan),
             "status": str(self.status),
             "error": without_local_paths(self.error) if self.error else None,
@@ -379,7 +380,7 @@ class JobQueue:
 
     def supersede(self, job_id: int, token: str, head_sha: str, newer_id: int) -> bool:
         """End a running job whose repo's branch is now at `head_sha` (job `newer_id` exports it)."""
-        return self._set(job_id, token, JobStatus.SUPERSEDED, result={"head_sha": head_sha, "job": newer_id})
+        return self._set(job_id, token, JobStatus.SUPERSEDED, result=Superseded(head_sha, newer_id).to_dict())
 
     def fail(self, job_id: int, token: str, error: str, retry_in_s: float | None, transient: bool = False) -> bool:
         """Back to the queue after `retry_in_s`, or `failed` for good when it is None (`transient`:
@@ -568,7 +569,7 @@ def _job(row: sqlite3.Row) -> Job:
         plan=JobPlan.parse(row["plan_key"]),
         status=JobStatus(row["status"]),
         attempts=row["attempts"],
-        result=json.loads(row["result"]) if row["result"] else None,
+        result=result_of(json.loads(row["result"])) if row["result"] else None,
         error=row["error"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],

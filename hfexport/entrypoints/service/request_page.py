@@ -46,9 +46,12 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ...backends import get_backend
+from ...errors import ConfigError
+from ...hub.state import OwnRepo
 from ...messages import JobPlan
 from ...pipeline.resolve import is_repo_id
 from .body import BODY_DEADLINE_S, read_body
+from .outcome import JobOutcome, Superseded
 from .queue import Job, JobQueue, JobStatus
 from .signin import (
     COOKIE,
@@ -154,10 +157,11 @@ def requested(fields: dict[str, str], offered: tuple[str, ...], session: Session
     backends = tuple(name for name in offered if name in fields.get("backends", "").split(","))
     if not backends:
         raise RequestError("No format was chosen.", f"Tick at least one of {', '.join(offered)}.")
-    if to_repo and not (is_repo_id(into) and "/" in into):
-        raise RequestError(f"{into[:100]!r} is not a repo id to publish into.", "Name a repo of yours: you/model-ONNX.")
-    if into and into.lower() == repo_id.lower():
-        raise RequestError("The repo to publish into is the model's own.", "Choose a pull request on it instead.")
+    if to_repo:
+        try:
+            OwnRepo.checked(into, repo_id)
+        except ConfigError as e:
+            raise RequestError(e.cause, e.fix) from None
     if session is not None and not fields.get("token"):
         if not hmac.compare_digest(fields.get("form_key", ""), session.form_key):
             raise RequestError("This form is not from your signed-in page.", "Reload the page and submit it again.")
@@ -299,12 +303,12 @@ def render_request(job: Job | None, into: str | None, token_lost: bool) -> str:
         return _page("hfexport: no such request", "<h1>No such request</h1><p><a href=/request>Ask for one</a>.</p>")
     where = f"into <code>{e(into)}</code>" if into else "as a pull request on it"
     lines = [f"<h1>{e(job.repo_id)}</h1>", f"<p>Commit <code>{e(job.head_sha[:12])}</code>, {where}.</p>"]
-    result = job.result or {}
-    link = result.get("repo_url") or result.get("pr_url")
+    result = job.result if isinstance(job.result, JobOutcome) else JobOutcome()
+    link = result.url
     finished = job.status in (JobStatus.DONE, JobStatus.FAILED, JobStatus.SUPERSEDED)
     lines.append(f'<p>State: <span class="state" id="state">{e(str(job.status))}</span></p>')
     if job.status == JobStatus.DONE:
-        action = str(result.get("action") or "")
+        action = str(result.action or "")
         lines.append(
             f'<p id="outcome">{e(action)}: <a id="link" href="{e(link)}">{e(link)}</a></p>'
             if link
@@ -398,8 +402,8 @@ class RequestPage:
         job_id = self.queue.page_job(_digest(request.path_params["key"]))
         found = self.queue.get(job_id) if job_id is not None else None
         # Superseded (the branch moved on): the request is the newer commit's job now.
-        while found is not None and found.status == JobStatus.SUPERSEDED and (found.result or {}).get("job"):
-            found = self.queue.get(int((found.result or {})["job"]))
+        while found is not None and isinstance(found.result, Superseded):
+            found = self.queue.get(found.result.job)
         if found is None:
             return HTMLResponse(render_request(None, None, False), status_code=404, headers=_NO_STORE)
         lost = found.status in (JobStatus.QUEUED, JobStatus.RUNNING) and self.tokens.get(found.id) is None

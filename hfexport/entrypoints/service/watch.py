@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...errors import ConfigError
+from ...hub.state import OwnRepo
 from ...pipeline.resolve import is_repo_id
 
 log = logging.getLogger("hfexport.serve")
@@ -58,11 +60,13 @@ class Watch:
         for pattern, template in self.into.items():
             if pattern not in self.patterns:
                 raise ValueError(f"{pattern!r} has a destination but is not watched")
-            if not is_repo_id(_fill(template, "org/model")) or "/" not in _fill(template, "org/model"):
+            try:  # the destination check every door makes (`OwnRepo.checked`), on an example source
+                OwnRepo.checked(_fill(template, "org/model"), "org/model")
+            except ConfigError as e:
                 raise ValueError(
                     f"{template!r} (where {pattern} goes) is not a repo id template such as me/{{name}}-ONNX: "
-                    "namespace/name, with {name} and {namespace} the source's"
-                )
+                    f"namespace/name, with {{name}} and {{namespace}} the source's ({e.cause})"
+                ) from None
 
     @classmethod
     def parse(
