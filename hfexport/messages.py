@@ -36,7 +36,7 @@ class WorkerJob:
 @dataclass(frozen=True)
 class ExportRequest:
     """What a push was asked beyond its backends: the task, the variants and their quality
-    thresholds. With the source sha it decides each backend's export (`hub.decide.request_key`), so an
+    thresholds. With the source sha it decides each backend's export (`hub.decide.mark_key`), so an
     unchanged rerun is recognised before anything is downloaded."""
 
     task: str = "auto"

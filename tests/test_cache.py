@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hfexport.messages import ExportRequest
-from hfexport.pipeline.cache import by_request, cached, remember, request_key, seal
+from hfexport.pipeline.cache import by_request, cached, export_key, remember, seal
 from hfexport.pipeline.fetch import FetchedModel
 from hfexport.report import REPORT_FILE, BackendResult, ExportPlan, Report, Source, Split, Status
 
@@ -77,20 +77,20 @@ def _fetched(content: str) -> FetchedModel:
 
 def test_a_request_finds_its_export_and_another_request_does_not(tmp_path, monkeypatch):
     monkeypatch.setenv("HFEXPORT_CACHE", str(tmp_path))
-    key = request_key(_fetched("c1"), ["onnx", "dynamo"], ExportRequest("auto", ["int8"]), False)
+    key = export_key(_fetched("c1"), ["onnx", "dynamo"], ExportRequest("auto", ["int8"]), False)
     _kept(tmp_path / "exports" / "c1-plan", Status.OK)
     assert by_request(key, Source("hub", "o/m", "b" * 40)) is None  # not remembered yet
     remember(key, tmp_path / "exports" / "c1-plan")
     report = by_request(key, Source("hub", "o/m", "b" * 40))
     assert report is not None and report.out_dir == str(tmp_path / "exports" / "c1-plan")
     # The same request in another order is the same; other content, backends, variants, task or trust are not.
-    assert request_key(_fetched("c1"), ["dynamo", "onnx"], ExportRequest("auto", ["int8"]), False) == key
+    assert export_key(_fetched("c1"), ["dynamo", "onnx"], ExportRequest("auto", ["int8"]), False) == key
     others = [
-        request_key(_fetched("c2"), ["onnx", "dynamo"], ExportRequest("auto", ["int8"]), False),
-        request_key(_fetched("c1"), ["onnx"], ExportRequest("auto", ["int8"]), False),
-        request_key(_fetched("c1"), ["onnx", "dynamo"], ExportRequest("auto", []), False),
-        request_key(_fetched("c1"), ["onnx", "dynamo"], ExportRequest("fill-mask", ["int8"]), False),
-        request_key(_fetched("c1"), ["onnx", "dynamo"], ExportRequest("auto", ["int8"]), True),
+        export_key(_fetched("c2"), ["onnx", "dynamo"], ExportRequest("auto", ["int8"]), False),
+        export_key(_fetched("c1"), ["onnx"], ExportRequest("auto", ["int8"]), False),
+        export_key(_fetched("c1"), ["onnx", "dynamo"], ExportRequest("auto", []), False),
+        export_key(_fetched("c1"), ["onnx", "dynamo"], ExportRequest("fill-mask", ["int8"]), False),
+        export_key(_fetched("c1"), ["onnx", "dynamo"], ExportRequest("auto", ["int8"]), True),
     ]
     assert key not in others and len(set(others)) == len(others)
 
@@ -112,7 +112,7 @@ def test_an_export_made_without_the_browsers_runtimes_is_not_handed_to_a_run_tha
         else:
             monkeypatch.setenv("HFEXPORT_ONNXRUNTIME_WEB", str(package))
         keys[checks, package] = (
-            request_key(_fetched("c1"), ["onnx"], request, False),
+            export_key(_fetched("c1"), ["onnx"], request, False),
             export_dir(_fetched("c1"), plan),
         )
     assert len({k for k, _ in keys.values()}) == 3 and len({d for _, d in keys.values()}) == 3, keys

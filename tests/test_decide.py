@@ -13,7 +13,7 @@ import pytest
 
 from hfexport.card.section import START
 from hfexport.errors import ConfigError
-from hfexport.hub.decide import OWN_FOLDER, decide, request_key
+from hfexport.hub.decide import OWN_FOLDER, decide, mark_key
 from hfexport.hub.state import (
     BackendMark,
     HubState,
@@ -75,7 +75,7 @@ def test_a_pr_a_maintainer_closed_is_left_alone_unless_forced(tmp_path: Path) ->
 
 
 def test_a_rerun_of_the_same_commit_and_request_needs_no_export() -> None:
-    marks = {"onnx": BackendMark(SHA, request_key("onnx", REQUEST))}
+    marks = {"onnx": BackendMark(SHA, mark_key("onnx", REQUEST))}
     state = _state(pr=_our_pr(ThreadStatus.OPEN, marks=marks))
     assert decide(state, ["onnx"], REQUEST).action == PublishAction.UNCHANGED
     # Another request (variants asked) is another export.
@@ -102,7 +102,7 @@ def test_a_first_run_opens_a_pr_with_the_files_and_a_mark_per_backend(tmp_path: 
     decision = decide(_state(), ["onnx"], REQUEST, _report(tmp_path))
     assert decision.action == PublishAction.OPENED
     assert [path for _, path in decision.uploads] == ["onnx/model.onnx"]
-    assert decision.markers == {"onnx": BackendMark(SHA, request_key("onnx", REQUEST))}
+    assert decision.markers == {"onnx": BackendMark(SHA, mark_key("onnx", REQUEST))}
 
 
 def test_the_owners_own_file_at_our_path_sends_the_export_beside_it(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import torch
 from conftest import run_cli
 
 from hfexport import push
-from hfexport.hub.decide import request_key
+from hfexport.hub.decide import mark_key
 from hfexport.messages import ExportRequest
 
 # What sentence-transformers' export helpers leave on a repo (all-MiniLM-L6-v2 holds these, real size aside).
@@ -129,7 +129,7 @@ def test_markers_from_other_accounts_and_malformed_ones_are_ignored(hub, account
         "backends": {
             "dynamo": {
                 "sha": new_sha,
-                "request": request_key("dynamo", ExportRequest()),
+                "request": mark_key("dynamo", ExportRequest()),
             }
         },
     }

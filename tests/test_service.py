@@ -22,6 +22,7 @@ import pytest
 import tiny_models
 
 from hfexport.entrypoints.service.executors import HfJobsExecutor
+from hfexport.entrypoints.service.outcome import Superseded
 from hfexport.entrypoints.service.queue import Job, JobStatus
 from hfexport.messages import JobPlan
 
@@ -756,15 +757,9 @@ def test_an_older_commits_job_never_runs_once_the_branch_moved_on(hub, accounts,
     for repo, sha in older.items():
         job, newest = jobs[(repo, sha)], jobs[(repo, heads[repo])]
         # Superseded when the head's webhook arrived (attempts 0), or when it started (1).
-        assert (
-            job.status == "superseded"
-            and job.attempts <= 1
-            and job.result
-            == {
-                "head_sha": heads[repo],
-                "job": newest.id,
-            }
-        ), job
+        assert job.status == "superseded" and job.attempts <= 1 and job.result == Superseded(heads[repo], newest.id), (
+            job
+        )
         assert newest.status == "done"
         assert queue.enqueue(repo, sha, plan) == (job.id, False)  # a re-sent webhook: nothing new
 

@@ -509,7 +509,7 @@ def serve(
     """The Hub webhook receiver: a push to main of a watched repo queues an export + PR job.
 
     Point a Hub webhook (scope repo.content) at http://HOST:PORT/webhook with the same secret.
-    The token comes from HF_TOKEN. Jobs survive restarts (SQLite, WAL); a replayed event is
+    The token comes from HF_TOKEN (or the saved login). Jobs survive restarts (SQLite, WAL); a replayed event is
     deduplicated by (repo, sha, plan); our own PRs never trigger work."""
     options = o.ServeOptions(**locals())  # first: locals() are the command's values alone
 

@@ -12,7 +12,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..backends import DEFAULT_BACKEND_LIST
 from ..settings import READ_TOKEN, WEBHOOK_SECRET
 
 Secret = Annotated[
@@ -128,34 +127,35 @@ RequestPage = Annotated[
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """The command's values, as `service/options.py` declares them (their help says what each does)."""
+    """The command's values, as this module declares them (their help says what each does). No
+    defaults here: `serve`'s signature holds the one default of each option."""
 
     secret: str
-    watch: list[str] | None = None
-    watch_file: Path | None = None
-    watch_top: int = 0
-    watch_filter: str | None = None
-    reconcile_every: float = 3600
-    db: Path = Path("hfexport-queue.sqlite")
-    host: str = "127.0.0.1"
-    port: int = 8080
-    workers: int = 1
-    executor: str = "local"
-    image: str = "ghcr.io/hfexport/hfexport:0.1.0"
-    backends: str = DEFAULT_BACKEND_LIST
-    task: str = "auto"
-    trust_remote_code: bool = False
-    max_attempts: int = 10
-    backoff: float = 30
-    max_backoff: float = 3600
-    prs_per_hour: float = 300
-    lease: float = 300
-    max_queued: int = 10000
-    max_queued_per_namespace: int = 1000
-    header_timeout: float = 10
-    max_connections: int = 800
-    warm: int = 1
-    keep_days: float = 30
-    job_timeout: float = 4 * 3600
-    read_token: str | None = None
-    request_page: bool = False
+    watch: list[str] | None
+    watch_file: Path | None
+    watch_top: int
+    watch_filter: str | None
+    reconcile_every: float
+    db: Path
+    host: str
+    port: int
+    workers: int
+    executor: str
+    image: str
+    backends: str
+    task: str
+    trust_remote_code: bool
+    max_attempts: int
+    backoff: float
+    max_backoff: float
+    prs_per_hour: float
+    lease: float
+    max_queued: int
+    max_queued_per_namespace: int
+    header_timeout: float
+    max_connections: int
+    warm: int
+    keep_days: float
+    job_timeout: float
+    read_token: str | None
+    request_page: bool

@@ -53,7 +53,7 @@ from .state import BackendMark, HubState, OurThread, ThreadStatus, source_of
 OWN_FOLDER = "hfexport"
 
 
-def request_key(backend: str, request: ExportRequest) -> str:
+def mark_key(backend: str, request: ExportRequest) -> str:
     """What the user asked for of one backend (`request`: task, variants, quality thresholds) that,
     with the source sha, decides its export: checked before the plan exists, so an unchanged rerun
     needs neither a download nor transformers."""
@@ -131,7 +131,7 @@ def decide(
             not force
             and pr is not None
             and pr.thread.is_open
-            and all(pr.thread.backends.get(b) == BackendMark(state.sha, request_key(b, request)) for b in backends)
+            and all(pr.thread.backends.get(b) == BackendMark(state.sha, mark_key(b, request)) for b in backends)
         ):
             return Decision(PublishAction.UNCHANGED, pr.thread)
         return None
@@ -154,7 +154,7 @@ def decide(
     # would): one skipped, crashed or stopped carries no mark, so the next run tries it again.
     markers = {
         b.backend: (pr.thread.backends.get(b.backend) if pr and b.backend not in report.plan.backends else None)
-        or BackendMark(b.source_sha or state.sha, request_key(b.backend, request))
+        or BackendMark(b.source_sha or state.sha, mark_key(b.backend, request))
         for b in published.backends
         if b.status in DONE
     }

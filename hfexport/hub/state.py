@@ -131,7 +131,7 @@ class ThreadStatus(StrEnum):
 @dataclass(frozen=True)
 class BackendMark:
     """What our marker records of one backend on a thread: the source sha it was exported from and
-    the `request_key` of what was asked."""
+    the `mark_key` of what was asked."""
 
     sha: str
     request: str

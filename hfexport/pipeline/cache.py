@@ -9,7 +9,7 @@ lock), and the half-written folders of runs that were killed (their process gone
 
 The plan takes importing torch and the model's classes to make (~5 s of a 7.4 s push that found
 its export cached, measured on a tiny BERT). It is itself decided by the model's content and what
-was asked, so each export is also found by that request (`request_key`, `by_request`): a push whose
+was asked, so each export is also found by that request (`export_key`, `by_request`): a push whose
 request was exported before needs no plan, no import of torch and no worker process.
 
 A kept export is handed on only while its files are the ones this process wrote: each export's
@@ -62,7 +62,7 @@ def reuse_or_export(
     is looked up; else `export(out_dir, plan, workers)` makes it into the cache, where it is kept when every backend
     succeeded. `force` exports again whatever is kept.
     """
-    key = request_key(fetched, backends, request, trust_remote_code)
+    key = export_key(fetched, backends, request, trust_remote_code)
     kept = None if force else by_request(key, fetched.source)
     if kept is None:
         with planned() as (plan, workers):
@@ -98,7 +98,7 @@ def export_dir(fetched: FetchedModel, plan: ExportPlan) -> Path:
     return cache_dir() / "exports" / f"{fetched.content_digest[:24]}-{plan.digest()}-{digest}"
 
 
-def request_key(fetched: FetchedModel, backends: list[str], request: ExportRequest, trust_remote_code: bool) -> str:
+def export_key(fetched: FetchedModel, backends: list[str], request: ExportRequest, trust_remote_code: bool) -> str:
     """What decides the plan, and so the export: the model's content, the backends, the task and
     variants asked, and the versions of hfexport and the libraries it plans and exports with."""
     decided = {

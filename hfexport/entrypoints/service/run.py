@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 
 from ...backends import parse_backends
 from ...errors import HfExportError
@@ -72,8 +71,8 @@ def configure(o: ServeOptions) -> ServiceConfig:
     return config
 
 
-def executor_for(o: ServeOptions, config: ServiceConfig) -> LocalExecutor | HfJobsExecutor:
-    """Where each job runs: a push process here, or an HF Job."""
+def executor_for(o: ServeOptions, config: ServiceConfig, token: str | None) -> LocalExecutor | HfJobsExecutor:
+    """Where each job runs: a push process here, or an HF Job (launched with `token`)."""
     return (
         LocalExecutor(
             timeout_s=o.job_timeout,
@@ -82,7 +81,7 @@ def executor_for(o: ServeOptions, config: ServiceConfig) -> LocalExecutor | HfJo
             budget=MemoryBudget(Machine.here().memory_bytes),
         )
         if o.executor == "local"
-        else HfJobsExecutor(image=o.image, token=os.environ.get("HF_TOKEN"), timeout_s=o.job_timeout)
+        else HfJobsExecutor(image=o.image, token=token, timeout_s=o.job_timeout)
     )
 
 
@@ -93,13 +92,14 @@ def run(o: ServeOptions) -> None:
         HfExportError: bad options (see `configure`); nothing is started then.
     """
     import uvicorn
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi, get_token
 
     # One JSON object a line: ours at INFO; the libraries' (their HTTP clients log each request at
     # INFO) only from WARNING.
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("hfexport").setLevel(logging.INFO)
     config = configure(o)
+    token = get_token()  # the service's own: HF_TOKEN, else the saved login, read once
     watched = config.watch
     queue = JobQueue(
         o.db,
@@ -108,13 +108,13 @@ def run(o: ServeOptions) -> None:
         max_queued=o.max_queued,
         max_queued_per_namespace=o.max_queued_per_namespace,
     )
-    runner = executor_for(o, config)
-    pool = QueueWorkers(config, queue, runner, head=branch_head(os.environ.get("HF_TOKEN"), config.branch)).start()
+    runner = executor_for(o, config, token)
+    pool = QueueWorkers(config, queue, runner, head=branch_head(token, config.branch)).start()
 
     def queue_head(repo_id: str, sha: str) -> bool:
         return queue.enqueue(repo_id, sha, config.plan_for(repo_id), is_head=True)[1]
 
-    hub = HfApi(token=os.environ.get("HF_TOKEN"))
+    hub = HfApi(token=token)
     reconciler = Reconciler(watched, queue_head, hub, config.branch, o.reconcile_every, full=queue.full)
     if o.reconcile_every:
         reconciler.start()
