@@ -51,11 +51,16 @@ def progress_callback(status, started: float):
     """A progress callback: the spinner shows each backend's stage and the elapsed time; a
     backend's outcome is printed once, as a line of its own."""
     outcomes = {str(s) for s in Status} - {Status.SKIPPED}
+    said: dict[str, str] = {}
 
     def progress(backend: str, message: str) -> None:
-        status.update(f"[bold]{backend}[/]: {message}  [dim]({time.perf_counter() - started:.0f}s)[/]")
+        elapsed = f"({time.perf_counter() - started:.0f}s)"
+        status.update(f"[bold]{backend}[/]: {message}  [dim]{elapsed}[/]")
         if message in outcomes or message.startswith(Status.SKIPPED):
             err.print(f"  {badge(message)} {backend}")
+        elif not err.is_terminal and said.get(backend) != message:  # piped: no spinner, a line a stage
+            err.print(f"  {backend}: {message} {elapsed}", highlight=False, soft_wrap=True)
+        said[backend] = message
 
     return progress
 

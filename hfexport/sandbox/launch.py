@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..settings import cache_dir, test_writable
+from ..settings import cache_dir, onnxruntime_web_dir, test_writable
 from .crossing import repo_root
 from .identity import WORKER_USER_ENV, WorkerUser, child_env, lend, readable_by, sandboxed
 
@@ -169,6 +169,9 @@ def _runtime_paths() -> list[Path]:
     prefixes, `sys.path`, and hfexport's own folder (with the browser runtime's node_modules)."""
     found = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, *sys.path) if p and Path(p).is_dir()}
     found.add(PACKAGE_DIR)
+    # The browser runtimes a `pip install` put in the export cache (`web.runtimes.ensure`), read-only.
+    web = onnxruntime_web_dir().parent.parent
+    found |= {web.resolve()} if web.is_dir() else set()
     covered = _covered()
     # Inside a covered folder, never one itself (a script run from /tmp puts /tmp on sys.path).
     return sorted(p for p in found if _under(p, covered) and p not in covered)
