@@ -55,7 +55,7 @@ tests/loaders/.venv-executorch/.installed: tests/loaders/executorch-requirements
 	touch $@
 
 # Chromium's headless shell from Debian's packages (~60 MB, ~30 s), for the status page's screenshot
-# test (tests/test_service.py) and the WebGPU placement of every ONNX file (hfexport/web/webgpu.py).
+# test (tests/service/test_app.py) and the WebGPU placement of every ONNX file (hfexport/web/webgpu.py).
 # Where apt is not ours to run, the one test skips and the placement is reported not checked.
 CHROMIUM := /usr/bin/chromium-headless-shell
 $(CHROMIUM):

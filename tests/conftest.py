@@ -156,6 +156,12 @@ def hub() -> DevHub:
     return HUB
 
 
+@pytest.fixture(scope="module")
+def accounts(hub):
+    """The service's tests' two Hub accounts (tests/service/): the repos' owner and the service's bot."""
+    return {"alice": hub.add_user("alice-svc"), "bot": hub.add_user("svc-bot")}
+
+
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("hfexport")

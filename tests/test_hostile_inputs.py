@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from test_service import SECRET, Service, _payload
+from service_runs import SECRET, Service, webhook_payload
 
 GOOD_SHA = "a" * 40
 
@@ -45,14 +45,20 @@ def _nested(depth: int) -> bytes:
 
 
 def _repo(name: str) -> dict:
-    return _payload(name, GOOD_SHA)
+    return webhook_payload(name, GOOD_SHA)
 
 
 HOSTILE_WEBHOOKS = [
     # (what, headers, body, status, text in the answer)
-    ("no secret", {}, _payload("org/model", GOOD_SHA), 401, "missing X-Webhook-Secret"),
-    ("wrong secret", {"X-Webhook-Secret": "x" * 20}, _payload("org/model", GOOD_SHA), 403, "wrong X-Webhook-Secret"),
-    ("empty secret", {"X-Webhook-Secret": ""}, _payload("org/model", GOOD_SHA), 403, "wrong X-Webhook-Secret"),
+    ("no secret", {}, webhook_payload("org/model", GOOD_SHA), 401, "missing X-Webhook-Secret"),
+    (
+        "wrong secret",
+        {"X-Webhook-Secret": "x" * 20},
+        webhook_payload("org/model", GOOD_SHA),
+        403,
+        "wrong X-Webhook-Secret",
+    ),
+    ("empty secret", {"X-Webhook-Secret": ""}, webhook_payload("org/model", GOOD_SHA), 403, "wrong X-Webhook-Secret"),
     ("not JSON", None, b"{junk", 400, "invalid payload"),
     ("a JSON array", None, b"[1, 2]", 400, "not a JSON object"),
     ("nested 5000 deep", None, _nested(5000), 400, "nested deeper than 32 levels"),
@@ -62,8 +68,14 @@ HOSTILE_WEBHOOKS = [
     ("repo climbing out", None, _repo("a/../../etc"), 400, "is not a Hub repo id"),
     ("repo with a double dash", None, _repo("org--x/model"), 400, "is not a Hub repo id"),
     ("repo with a newline", None, _repo("org/mo\ndel"), 400, "is not a Hub repo id"),
-    ("40 characters that are not hex", None, _payload("org/model", "--trust-remote-code-" + "x" * 20), 400, "40-hex"),
-    ("short sha", None, _payload("org/model", "abc123"), 400, "40-hex"),
+    (
+        "40 characters that are not hex",
+        None,
+        webhook_payload("org/model", "--trust-remote-code-" + "x" * 20),
+        400,
+        "40-hex",
+    ),
+    ("short sha", None, webhook_payload("org/model", "abc123"), 400, "40-hex"),
     ("no sha at all", None, {**_repo("org/model"), "updatedRefs": [], "repo": {"name": "org/model"}}, 400, "40-hex"),
     ("over 1 MiB", None, b'{"pad": "' + b"x" * (1 << 20) + b'"}', 413, "payload over"),
 ]
@@ -129,9 +141,9 @@ def test_reading_jobs_needs_the_secret_and_bad_ids_are_404(service, path, header
 def test_a_full_queue_answers_503_with_retry_after(service):
     statuses = []
     for i in range(5):
-        statuses.append(service.post(_payload(f"org/model-{i}", GOOD_SHA))[0])
+        statuses.append(service.post(webhook_payload(f"org/model-{i}", GOOD_SHA))[0])
     assert statuses.count(202) <= 3 and 503 in statuses, statuses
-    data = json.dumps(_payload("org/model-x", GOOD_SHA)).encode()
+    data = json.dumps(webhook_payload("org/model-x", GOOD_SHA)).encode()
     status, _ = _raw(
         service,
         b"POST /webhook HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"

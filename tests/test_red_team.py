@@ -368,7 +368,7 @@ def test_a_token_runs_only_the_request_that_brought_it_and_none_after_a_restart(
 
 
 def _form_service(hub, tmp_path, *extra: str, env: dict | None = None):
-    from test_service import Service
+    from service_runs import Service
 
     service = Service(
         tmp_path / "q.sqlite",
@@ -466,7 +466,7 @@ def test_one_client_or_requester_cannot_take_the_queue_from_the_watched_repos(hu
     a `whoami` once it has sent 10 forms in a minute. Row 16: under `--executor hf-jobs` the form
     says, before anyone asks, that the Job runs on their account and bill."""
     import requests
-    from test_service import _payload
+    from service_runs import webhook_payload
 
     users = {name: hub.add_user(f"redteam-quota-{name}") for name in ("ann", "ben")}
     for name, token in users.items():
@@ -484,7 +484,7 @@ def test_one_client_or_requester_cannot_take_the_queue_from_the_watched_repos(hu
             assert _ask(service, client, repo="redteam-quota-ben/m0", token=users["ben"])[0] == 303
             full = _ask(service, client, repo="redteam-quota-ben/m1", token=users["ben"])
             assert full[0] == 429 and "share of the queue is full" in full[1], full[1]
-            status, body = service.post(_payload("redteam-watched/model", "c" * 40))
+            status, body = service.post(webhook_payload("redteam-watched/model", "c" * 40))
             assert status == 202, body
 
             before = sum(1 for _, path in hub.app.requests if path.startswith("/api/whoami"))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import tiny_models
-from test_service import Service
+from service_runs import Service
 
 JS = Path(__file__).parent / "js"
 CHROMIUM = shutil.which("chromium-headless-shell") or shutil.which("chromium")
