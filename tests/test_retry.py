@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hfexport.hub.retry import MAX_RATE_LIMIT_WAIT_S, _retryable
+from hfexport.hub.retry import MAX_RATE_LIMIT_WAIT_S, _retryable, refused
 
 
 def _error(status: int, headers: dict[str, str]):
@@ -32,3 +32,11 @@ def _error(status: int, headers: dict[str, str]):
 )
 def test_a_hub_answer_is_retried_after_what_the_hub_asks(status, headers, expected):
     assert _retryable(_error(status, headers)) == expected
+
+
+@pytest.mark.parametrize(("status", "expected"), [(401, 401), (403, 403), (404, None), (429, None), (500, None)])
+def test_a_refused_token_is_read_off_the_hubs_answer_once_for_every_caller(status, expected):
+    """`refused`: the one reading of "the Hub refused the token" that resolve, the state read, the
+    writes, `doctor` and the request page each turn into their own error."""
+    assert refused(_error(status, {})) == expected
+    assert refused(ValueError("no response at all")) is None

@@ -22,6 +22,7 @@ from rich.console import Console
 
 from ..backends import BACKENDS, DEFAULT_BACKEND_LIST, backends_help
 from ..errors import ExitCode, HfExportError
+from ..hub.retry import refused
 from ..logs import quiet_known_noise
 from ..pipeline.export import DEFAULT_TIMEOUT_S
 from ..pipeline.preflight import Machine
@@ -267,10 +268,10 @@ def _token_identity() -> str:
     try:
         who = HfApi(token=token).whoami()
     except Exception as e:  # noqa: BLE001  (refused, or the Hub unreachable: said, never raised)
-        status = getattr(getattr(e, "response", None), "status_code", None)
+        status = refused(e)
         return (
-            "set, but the Hub refused it (HTTP 401)"
-            if status == 401
+            f"set, but the Hub refused it (HTTP {status})"
+            if status
             else f"set (the Hub did not answer: {type(e).__name__})"
         )
     role = (who.get("auth", {}).get("accessToken", {}) or {}).get("role")

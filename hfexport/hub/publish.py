@@ -43,7 +43,7 @@ from ..messages import PublishResult
 from ..report import REPORT_FILE, PublishAction, Report
 from ..table import markdown_table, markdown_variant_table
 from .decide import Decision
-from .retry import retry
+from .retry import refused, retry
 from .state import (
     BASE_BRANCH,
     SETTINGS_FILE,
@@ -496,8 +496,7 @@ def _update_comment(decision: Decision, state: HubState, description: str) -> st
 
 
 def _raise_auth(e: HfHubHTTPError, repo_id: str, what: str) -> None:
-    status = e.response.status_code if e.response is not None else None
-    if status in (401, 403):
+    if status := refused(e):
         raise AuthError(f"The Hub refused to {what} {repo_id} (HTTP {status}).", TOKEN_FIX) from None
 
 

@@ -36,6 +36,13 @@ def _transport_errors() -> tuple[type[Exception], ...]:
     return tuple(errors)
 
 
+def refused(error: BaseException) -> int | None:
+    """401 or 403 when `error` is the Hub refusing the token (wrong, expired, or without access to
+    the repo), else None: the one reading of it every caller turns into its own `AuthError`."""
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    return status if status in (401, 403) else None
+
+
 # The longest a rate limit is waited out in one go: the Hub's windows are five minutes.
 MAX_RATE_LIMIT_WAIT_S = 330.0
 

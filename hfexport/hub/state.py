@@ -24,7 +24,7 @@ from ..card.frontmatter import load_yaml
 from ..card.section import opted_out
 from ..errors import TOKEN_FIX, AuthError, ConfigError
 from ..report import REPORT_FILE, ArtifactFile, Report
-from .retry import retry
+from .retry import refused, retry
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -506,7 +506,7 @@ def whoami(api: HfApi) -> str:
         try:
             return api.whoami()["name"]
         except HfHubHTTPError as e:
-            if e.response is not None and e.response.status_code in (401, 403):
+            if refused(e):
                 raise AuthError(
                     "The Hub refused the token (wrong or expired): opening a pull request needs one.", TOKEN_FIX
                 ) from None

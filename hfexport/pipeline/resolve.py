@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..backends import export_folders
 from ..errors import TOKEN_FIX, AuthError, RevisionNotFoundError, SourceNotFoundError
-from ..hub.retry import retry
+from ..hub.retry import refused, retry
 from ..report import Source
 
 
@@ -113,8 +113,7 @@ def _resolve_hub(repo_id: str, revision: str | None, token: str | None, publishi
             "Pass an existing branch, tag or commit sha (--revision on the command line, revision= in Python).",
         ) from e
     except HfHubHTTPError as e:
-        status = e.response.status_code if e.response is not None else None
-        if status in (401, 403):
+        if status := refused(e):
             raise AuthError(
                 f"The Hub refused the token for {repo_id} (HTTP {status}: wrong, expired or without access).",
                 TOKEN_FIX

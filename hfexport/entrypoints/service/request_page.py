@@ -47,6 +47,7 @@ from starlette.routing import Route
 
 from ...backends import get_backend
 from ...errors import ConfigError
+from ...hub.retry import refused
 from ...hub.state import OwnRepo
 from ...messages import JobPlan
 from ...pipeline.resolve import is_repo_id
@@ -184,7 +185,7 @@ def check(api: HfApi, request: Requested) -> tuple[str, str]:
     try:
         me = api.whoami(token=request.token)
     except HfHubHTTPError as e:
-        if e.response is not None and e.response.status_code in (401, 403):
+        if refused(e):
             raise RequestError("The Hub refused this token (wrong or expired).", "Paste a valid one.") from None
         raise RequestError(f"The Hub did not answer ({e.__class__.__name__}).", "Ask again in a minute.") from None
     namespaces = {me["name"], *(org.get("name") for org in me.get("orgs") or [] if isinstance(org, dict))}
