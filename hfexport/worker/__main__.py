@@ -31,7 +31,6 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..backends import get_backend
 from ..errors import HfExportError, describe_error
@@ -40,11 +39,7 @@ from ..messages import WorkerJob
 from ..proc import die_with_parent, injected_fault
 from ..report import BackendResult, Status
 from ..settings import FAULT, quiet_noise
-from .job import run_job
 from .memory import peak_mb
-
-if TYPE_CHECKING:
-    pass
 
 _STARTED = time.perf_counter()
 
@@ -124,6 +119,9 @@ def run(job_path: Path, preloaded: tuple[float, float]) -> int:
     """Run the job in `job_path` (in a forked child): export, save, validate, and write `result.json`.
     `preloaded`: when the worker process's imports ended, and its peak RSS then (the first stage's)."""
     marks: list[tuple[str, float, float]] = [("starting", _STARTED, 0.0), ("waiting for the plan", *preloaded)]
+    # here: torch and the exporters load after `main` quieted their known noise (`logs`), as `_preload` does
+    from .job import run_job
+
     job = WorkerJob.from_json((job_path / "job.json").read_text())
     backend_name = job.backend
 
