@@ -81,29 +81,41 @@ def ensure(say: Callable[[str], None]) -> None:
     `HFEXPORT_ONNXRUNTIME_WEB` has them and npm is here; `say` tells the user, once, before and
     after. Does nothing with the web checks off. Never raises: a failed install is said, and the
     checks then report themselves not run."""
-    if not web_checks() or os.environ.get(ONNXRUNTIME_WEB) or onnxruntime_web_dir().is_dir():
+    missing = missing_reason() if web_checks() else None
+    if missing is None:
         return
     npm = shutil.which("npm")
     if npm is None:
-        say(f"browser runtimes: {missing_reason()}; the wasm and WebGPU checks are not run (install Node.js)")
+        say(f"browser runtimes: {missing}; the wasm and WebGPU checks are not run (install Node.js)")
         return
     target = web_cache_dir()
-    target.parent.mkdir(parents=True, exist_ok=True)
     say(f"browser runtimes: installing onnxruntime-web {pinned_version()} and playwright-core (once) into {target}")
+    try:
+        failed = _install(npm, target)
+    except OSError as e:  # the cache cannot be written: said, as a failed npm is
+        failed = f"{target.parent} cannot be written ({e.strerror})"
+    say(
+        f"browser runtimes: {failed}; the wasm and WebGPU checks are not run"
+        if failed
+        else "browser runtimes: installed"
+    )
+
+
+def _install(npm: str, target: Path) -> str | None:
+    """The pins installed in a `.partial` folder, renamed to `target`; None, or what went wrong."""
+    target.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
     try:
         failed = _npm_ci(npm, partial)
-        if failed:
-            say(f"browser runtimes: {failed}; the wasm and WebGPU checks are not run")
-            return
-        try:
-            os.rename(partial, target)
-        except OSError:  # another run installed them first: theirs stands
-            if not target.is_dir():
-                raise
+        if failed is None and not target.is_dir():
+            try:
+                os.rename(partial, target)
+            except OSError:  # another run installed them first: theirs stands
+                if not target.is_dir():
+                    raise
+        return failed
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-    say("browser runtimes: installed")
 
 
 def _npm_ci(npm: str, folder: Path) -> str | None:
