@@ -13,6 +13,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from hfexport.entrypoints.service.queue import Job, JobStatus
+from hfexport.messages import JobPlan
+
 SECRET = "s3cret-webhook-value"
 
 
@@ -142,3 +145,19 @@ def webhook_payload(repo: str, sha: str, ref: str = "refs/heads/main", scope: st
 
 def pull_requests(hub, token, repo):
     return [d for d in hub_api(hub, token).get_repo_discussions(repo) if d.is_pull_request]
+
+
+def running_job(job_id: int, repo_id: str, head_sha: str, plan: JobPlan) -> Job:
+    """A job as a worker holds it when it hands it to an executor: claimed, first attempt."""
+    return Job(
+        id=job_id,
+        repo_id=repo_id,
+        head_sha=head_sha,
+        plan=plan,
+        status=JobStatus.RUNNING,
+        attempts=1,
+        result=None,
+        error=None,
+        created_at=0,
+        updated_at=0,
+    )

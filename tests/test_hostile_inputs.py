@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from service_runs import SECRET, Service, webhook_payload
+from service_runs import SECRET, Service, running_job, webhook_payload
 
 GOOD_SHA = "a" * 40
 
@@ -190,20 +190,8 @@ def test_the_service_refuses_to_start_with_a_weak_secret(tmp_path, secret):
 
 def test_child_commands_read_the_repo_id_after_the_end_of_options():
     from hfexport.entrypoints.service.executors import push_arguments
-    from hfexport.entrypoints.service.queue import Job, JobStatus
     from hfexport.messages import JobPlan
 
-    job = Job(
-        id=1,
-        repo_id="org/model",
-        head_sha=GOOD_SHA,
-        plan=JobPlan(("dynamo",)),
-        status=JobStatus.RUNNING,
-        attempts=1,
-        result=None,
-        error=None,
-        created_at=0,
-        updated_at=0,
-    )
+    job = running_job(1, "org/model", GOOD_SHA, JobPlan(("dynamo",)))
     arguments = push_arguments(job)
     assert arguments[-2:] == ["--", "org/model"] and arguments[0] == "push"

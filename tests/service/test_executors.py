@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 import tiny_models
-from service_runs import SECRET, Service, free_port, hub_api, pull_requests, seeded, webhook_payload  # noqa: F401
+from service_runs import (  # noqa: F401
+    SECRET,
+    Service,
+    free_port,
+    hub_api,
+    pull_requests,
+    running_job,
+    seeded,
+    webhook_payload,
+)
 
 from hfexport.entrypoints.service.executors import HfJobsExecutor
 from hfexport.entrypoints.service.queue import Job, JobStatus
@@ -169,18 +178,7 @@ def test_hf_jobs_executor_runs_on_the_hubs_jobs_endpoints(hub, accounts, tmp_pat
     repo = "alice-svc/jobs"
     sha = seeded(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-jobs"))
     executor = HfJobsExecutor(image="hfexport:test", token=accounts["bot"], poll_s=0.5)
-    job = Job(
-        id=1,
-        repo_id=repo,
-        head_sha=sha,
-        plan=JobPlan(("dynamo",)),
-        status=JobStatus.RUNNING,
-        attempts=1,
-        result=None,
-        error=None,
-        created_at=0,
-        updated_at=0,
-    )
+    job = running_job(1, repo, sha, JobPlan(("dynamo",)))
     result = executor.run(job)
     assert result["stage"] == "COMPLETED" and set(result["jobs"]) == {"cpu"}
     launched = hub.app.jobs.jobs[result["jobs"]["cpu"]["hf_job"]]
@@ -302,18 +300,7 @@ def test_hf_jobs_split_a_request_by_hardware_and_run_the_groups_in_parallel(hub,
 
     repo = "alice-svc/jobs-split"
     sha = seeded(hub, accounts["alice"], repo, tiny_models.bert(workspace / "svc-jobs-split", seed=3))
-    job = Job(
-        id=2,
-        repo_id=repo,
-        head_sha=sha,
-        plan=JobPlan(("dynamo", "executorch-cuda")),
-        status=JobStatus.RUNNING,
-        attempts=1,
-        result=None,
-        error=None,
-        created_at=0,
-        updated_at=0,
-    )
+    job = running_job(2, repo, sha, JobPlan(("dynamo", "executorch-cuda")))
     assert hardware_groups(job) == {"cpu": ["dynamo"], "gpu": ["executorch-cuda"]}
     before = set(hub.app.jobs.jobs)
     with pytest.raises(JobFailed, match=r"\(gpu, a10g-small, timeout"):
