@@ -46,7 +46,7 @@ from .report import Figure, VariantKind
 # positions of prose (bench/llm_peers.py): w8 same top 0.963, KLD 0.0046 ± 0.0001, ~2x fp32's decode;
 # q4 by round-to-nearest 0.728, 0.28 (a checkpoint dequantized from llama.cpp's Q4_1, whose grids
 # integer zero points miss: not published, as ONNX Runtime GenAI's int4 at 0.65 should not be), by
-# HQQ 0.982, 0.0015, ~2x (`onnx_variants._integer_zero_points`).
+# HQQ 0.982, 0.0015, 1.7-2.0x (`onnx_variants._integer_zero_points`; docs/benchmarks-llm-peers.md).
 DEFAULT_THRESHOLDS: dict[VariantKind, dict[str, float]] = {
     VariantKind.OPTIMIZED: {
         Figure.COSINE_MEAN: 0.9999,

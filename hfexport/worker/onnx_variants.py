@@ -467,7 +467,8 @@ def _integer_zero_points(proto: onnx.ModelProto, dtype: str) -> None:
 
     `BlockSums(A)` is `A @ S`, `S` a 0/1 matrix of shape [K, K / block] (one per K, shared), and `C`
     [K / block, N] is in `dtype` (SmolLM2-135M's q4: 2.4 % of the fp32 bytes; 98.2 % same top, as
-    HQQ's float graph, at 2.5x fp32's decode where that graph ran at 0.1x)."""
+    HQQ's float graph, at 2.5x fp32's decode in one step's timing, 1.7-2.0x in bench/llm_peers.py's
+    whole greedy loops, where that graph ran at 0.1x)."""
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
