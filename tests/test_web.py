@@ -129,6 +129,8 @@ def test_a_pip_install_gets_the_browser_runtimes_on_its_first_onnx_export_and_ch
         "HFEXPORT_CACHE": str(tmp_path / "cache"),
         "HFEXPORT_WEB_CHECKS": "1",
         "COLUMNS": "200",
+        # npm from its cache alone (`make test`'s own `npm ci` of the same pins filled it): no network.
+        "npm_config_offline": "true",
     }
     env.pop("HFEXPORT_ONNXRUNTIME_WEB", None)
     runs = []
