@@ -80,7 +80,9 @@ def test_a_refused_feed_is_an_error_naming_it_and_the_runtime_goes_on(tmp_path):
 
 def test_a_folder_named_without_onnxruntime_web_is_said_and_the_check_not_run(tmp_path, monkeypatch):
     monkeypatch.setenv("HFEXPORT_ONNXRUNTIME_WEB", str(tmp_path / "nowhere"))
-    with pytest.raises(runtimes.WebRuntimeMissing, match="HFEXPORT_ONNXRUNTIME_WEB names no onnxruntime-web folder"):
+    with pytest.raises(
+        runtimes.WebRuntimeMissing, match="onnxruntime-web is not installed where HFEXPORT_ONNXRUNTIME_WEB points"
+    ):
         wasm.WasmRuntime()
     assert runtimes.version() is None
 

@@ -47,7 +47,7 @@ def locate() -> tuple[str, Path]:
         raise WebRuntimeMissing("node is not installed (Node.js 18 or newer runs onnxruntime-web)")
     package = onnxruntime_web_dir()
     if not (package / "dist" / BUNDLE).is_file():
-        raise WebRuntimeMissing(missing_reason() or f"{ONNXRUNTIME_WEB} names no onnxruntime-web folder")
+        raise WebRuntimeMissing(missing_reason() or f"onnxruntime-web is not installed where {ONNXRUNTIME_WEB} points")
     return node, package
 
 
