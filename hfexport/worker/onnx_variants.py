@@ -23,12 +23,20 @@ if TYPE_CHECKING:
 # ONNX Runtime's own operator domain (the fusions' and the quantizer's ops: Attention, QAttention…).
 _MS_DOMAIN = "com.microsoft"
 
-# An int8 graph may keep its most outlier-prone projections in float while it stays within this
-# share of the fp32 bytes (what sentence-transformers' own qint8 files weigh: ~25 %). Each one kept
-# costs speed too (MiniLM: ~4 % per FFN output projection): one lifts the mean cosine from 0.9906
-# to 0.992 and keeps the file faster than sentence-transformers' qint8 graph; two would not.
-INT8_BYTE_BUDGET = 0.30
-INT8_MAX_KEPT_IN_FLOAT = 1
+# An int8 graph keeps its most outlier-prone projections in float: that many at each attempt
+# (`VariantJob.attempt`: the next where the judge finds one below its floors), within this share of
+# the fp32 bytes. Each one kept costs speed (~4 % per FFN output projection). Measured, per-channel
+# int8 against eager on 16 sentences the judge never saw, cosine per token / mean-pooled, ORT CPU on
+# 2 cores:
+#   MiniLM-L6 (22 M):  0 kept 0.9906 pooled; 1 kept 0.992, faster than sentence-transformers' qint8
+#   MPNet-base (110 M): 0 kept 0.860 pooled, 3.2x fp32; 6 kept 0.988, 2.3x
+#                       12 kept 0.989 / 0.9915, 2.0x, 45 % of the fp32 bytes (the judge: 0.9879)
+#                       16 kept 0.993 / 0.994, 1.7x, 51 %;  18 kept 0.994 / 0.994, 1.6x, 54 %
+# (MPNet's 8-bit MatMulNBits at int8 compute holds 0.9998 but runs at 0.96x fp32: an encoder's
+# batched MatMuls are compute-bound, where fp32 GEMM is as fast.) Past this share of the fp32 bytes
+# the file is not a small one any more: the pass stops there and the judge's verdict stands.
+INT8_BYTE_BUDGET = 0.55
+INT8_KEPT_IN_FLOAT = (1, 6, 12, 18)
 
 
 def _loadable(model: onnx_ir.Model, descriptors: Path, job: VariantJob) -> Derived:
@@ -238,7 +246,7 @@ def int8(job: VariantJob) -> Derived:
     Dynamic per-tensor activation ranges are what hurts: a projection whose input has a few huge
     values (the FFN output projections of BERT-like models) loses its bulk to rounding. A
     sensitivity pass on the calibration inputs ranks projections by that outlier ratio and keeps
-    the worst in float, within `INT8_BYTE_BUDGET` and `INT8_MAX_KEPT_IN_FLOAT`."""
+    the worst in float: `INT8_KEPT_IN_FLOAT[attempt]` of them, within `INT8_BYTE_BUDGET`."""
     import dataclasses
     import sys
 
@@ -265,9 +273,15 @@ def int8(job: VariantJob) -> Derived:
 
     everything = _loadable(quantized([]), job.base_dir, job)
     budget = INT8_BYTE_BUDGET * _onnx_bytes(job.base_dir, job.component) - _onnx_bytes(everything.folder, job.component)
-    keep = _outlier_projections(graph, job, budget)
-    return (
-        dataclasses.replace(_loadable(quantized(keep), job.base_dir, job), kept_in_float=keep) if keep else everything
+    most = INT8_KEPT_IN_FLOAT[min(job.attempt, len(INT8_KEPT_IN_FLOAT) - 1)]
+    keep = _outlier_projections(graph, job, budget, most)
+    made = _loadable(quantized(keep), job.base_dir, job) if keep else everything
+    return dataclasses.replace(
+        made,
+        kept_in_float=keep,
+        settings=f"per-channel int8, {len(keep)} most outlier-prone projection{'s' * (len(keep) != 1)} in float",
+        # More may be kept at the next attempt: this one kept all it was allowed, within the budget.
+        more_accurate=len(keep) == most and job.attempt + 1 < len(INT8_KEPT_IN_FLOAT),
     )
 
 
@@ -277,10 +291,11 @@ def _onnx_bytes(folder: Path, component: str) -> int:
     )
 
 
-def _outlier_projections(graph: Path, job: VariantJob, budget: float) -> list[str]:
-    """The MatMul/Gemm nodes with a weight whose input's max/mean |x| on the calibration inputs is
-    largest, while keeping their weights in float costs at most `budget` bytes more (and at most
-    `INT8_MAX_KEPT_IN_FLOAT` of them)."""
+def _outlier_projections(graph: Path, job: VariantJob, budget: float, most: int) -> list[str]:
+    """The `most` MatMul/Gemm nodes with a weight whose input's max/mean |x| on the calibration
+    inputs is largest, while keeping their weights in float costs at most `budget` bytes more.
+    (On MPNet this ratio ranks the projections as quantizing each alone does: its top six hold the
+    five whose int8 costs the pooled cosine most.)"""
     import numpy as np
     import onnx
     import onnxruntime as ort
@@ -317,7 +332,7 @@ def _outlier_projections(graph: Path, job: VariantJob, budget: float) -> list[st
             ratio[name] = max(ratio[name], float(x.max() / (x.mean() + 1e-12)))
     kept: list[str] = []
     for name, _, size in sorted(projections, key=lambda p: ratio[p[0]], reverse=True):
-        if len(kept) == INT8_MAX_KEPT_IN_FLOAT or 0.75 * size > budget:  # int8 weights: a quarter of fp32's
+        if len(kept) == most or 0.75 * size > budget:  # int8 weights: a quarter of fp32's
             break
         kept.append(name)
         budget -= 0.75 * size
