@@ -222,10 +222,23 @@ def offered_backends() -> list[str]:
     return [n for n, b in BACKENDS.items() if not b.optional or b.unavailable_reason() is None]
 
 
-def parse_backends(spec: str | list[str] | None) -> list[str]:
-    """`"dynamo,onnx"` or a list → validated, de-duplicated names in the given order."""
+def default_backends(into: str | None = None) -> list[str]:
+    """What a push makes when not told: into a repo named for one format (`me/model-ONNX`,
+    `me/model-executorch`: a default backend's tag as the name's last part), that format alone —
+    a user who named the repo so asked for nothing else; otherwise `DEFAULT_BACKENDS`."""
+    if into is not None:
+        last = into.rsplit("-", 1)[-1].lower()
+        named = [name for name in DEFAULT_BACKENDS if last in get_backend(name).tags]
+        if named:
+            return named
+    return list(DEFAULT_BACKENDS)
+
+
+def parse_backends(spec: str | list[str] | None, into: str | None = None) -> list[str]:
+    """`"dynamo,onnx"` or a list → validated, de-duplicated names in the given order; None: the
+    defaults for the destination (`default_backends`)."""
     if spec is None:
-        return list(DEFAULT_BACKENDS)
+        return default_backends(into)
     names = spec.split(",") if isinstance(spec, str) else list(spec)
     names = [n.strip() for n in names if n.strip()]
     if not names:

@@ -101,6 +101,20 @@ TOKEN_FIX = (
 )
 
 
+def token_fix(into: str | None = None) -> str:
+    """The fix of an AuthError of `push`, for the destination asked for: a PR (`TOKEN_FIX`), or the
+    repo `into` names (`push --into`), which the token must be able to create and write to."""
+    if into is None:
+        return TOKEN_FIX
+    namespace = into.split("/")[0]
+    return (
+        f"push --into needs a token that may create and write to {into}: one of {namespace} itself, or of a "
+        f"member of the {namespace} organisation with write access (a write token, or a fine-grained one "
+        "that may write to repos there). Set HF_TOKEN, pass --token, or run `hf auth login`; or name a repo "
+        "of your own namespace."
+    )
+
+
 class HubUnavailableError(HfExportError):
     """The Hub kept failing after every retry."""
 

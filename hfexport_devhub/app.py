@@ -111,6 +111,8 @@ class HubApp:
         self.oauth = OAuthProvider(store)
         for method, pattern, handler in self.oauth.routes():
             self.routes.append((method, re.compile(pattern + r"/?$"), handler))
+        # Last: `/{namespace}/{name}` would match any two-part path above (`/.well-known/openid-…`).
+        self.routes.append(("GET", re.compile(rf"/{_REPO}/?$"), self.repo_page))
 
     # ── ASGI plumbing ──
 
@@ -752,6 +754,31 @@ class HubApp:
             f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(d["title"])}</title></head><body>'
             f"<h1>{e(d['title'])}</h1><p>{kind} #{d['num']} on {e(data['id'])}: {e(d['status'])}</p>"
             f"<ol>{events}</ol></body></html>"
+        )
+        return Response(page, media_type="text/html")
+
+    async def repo_page(self, request: Request, repo: str) -> Response:
+        """A model repo as a browser opens the URL `push` prints: its files on `main` (with their
+        sizes, each linked to its download) and its pull requests and discussions, on a plain HTML
+        page. A repo the browser may not see is a 404, as on the Hub."""
+        import html
+
+        data = self.repo(request, "models", repo)
+        files = self.store.files_at(data, self.store.resolve(data, "main"))
+        e = html.escape
+        rows = "".join(
+            f'<li><a href="/{e(repo)}/resolve/main/{e(path)}">{e(path)}</a> ({info["size"]:,} bytes)</li>'
+            for path, info in sorted(files.items())
+        )
+        threads = "".join(
+            f'<li><a href="/{e(repo)}/discussions/{d["num"]}">#{d["num"]} {e(d["title"])}</a> '
+            f"({'pull request' if d['isPullRequest'] else 'discussion'}, {e(d['status'])})</li>"
+            for d in reversed(data["discussions"])
+        )
+        page = (
+            f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(data["id"])}</title></head><body>'
+            f"<h1>{e(data['id'])}</h1><h2>Files on main</h2><ul>{rows}</ul>"
+            f"<h2>Pull requests and discussions</h2><ul>{threads or '<li>none</li>'}</ul></body></html>"
         )
         return Response(page, media_type="text/html")
 

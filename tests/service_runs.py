@@ -17,6 +17,8 @@ from hfexport.entrypoints.service.queue import Job, JobStatus
 from hfexport.messages import JobPlan
 
 SECRET = "s3cret-webhook-value"
+# What a service started without a secret (page-only) is read with: `--read-token`.
+READ_TOKEN = "read-token-of-the-operator"
 
 
 def free_port() -> int:
@@ -37,9 +39,11 @@ class Service:
         extra: tuple[str, ...] = (),
         max_fds: int | None = None,
         env: dict[str, str] | None = None,
+        secret: str | None = SECRET,
     ):
         self.db, self.watch, self.token, self.backends, self.extra = db, watch, token, backends, extra
         self.env = env or {}
+        self.secret = secret  # None: started without one (no webhooks), read with READ_TOKEN
         self.max_fds = max_fds  # the process's descriptor limit (RLIMIT_NOFILE), as a server's default
         self.port = free_port()
         self.process: subprocess.Popen | None = None
@@ -65,7 +69,12 @@ class Service:
             args += ["--watch", repo]
         # The reconcile pass queues watched heads on start: tests of the webhook path turn it off.
         args += list(self.extra) if "--reconcile-every" in self.extra else [*self.extra, "--reconcile-every", "0"]
-        env = {**os.environ, "HF_TOKEN": self.token, "HFEXPORT_WEBHOOK_SECRET": SECRET, **self.env}
+        env = {**os.environ, "HF_TOKEN": self.token, **self.env}
+        if self.secret is None:
+            env.pop("HFEXPORT_WEBHOOK_SECRET", None)
+            args += ["--read-token", READ_TOKEN]
+        else:
+            env["HFEXPORT_WEBHOOK_SECRET"] = self.secret
         self.log = open(self.db.with_suffix(".log"), "ab")
 
         def limit() -> None:
@@ -95,7 +104,11 @@ class Service:
 
     def get(self, path: str, secret: str | None = SECRET) -> dict:
         """GET as the operator: /jobs needs the webhook secret (or the read token)."""
-        request = urllib.request.Request(self.url + path, headers={"X-Webhook-Secret": secret} if secret else {})
+        if self.secret is None and secret == SECRET:  # a page-only service: its operator's read token
+            headers = {"Authorization": f"Bearer {READ_TOKEN}"}
+        else:
+            headers = {"X-Webhook-Secret": secret} if secret else {}
+        request = urllib.request.Request(self.url + path, headers=headers)
         with urllib.request.urlopen(request, timeout=10) as r:
             return json.loads(r.read())
 

@@ -14,6 +14,15 @@ def test_the_default_is_the_three_cpu_backends_in_order():
     assert parse_backends(None) == list(DEFAULT_BACKENDS) == ["dynamo", "onnx", "executorch"]
 
 
+def test_a_repo_named_for_one_format_gets_that_format_alone_by_default():
+    """`push --into me/model-ONNX` without --backends: ONNX alone; a name of no format: all three;
+    a list given is kept whatever the name."""
+    assert parse_backends(None, "me/model-ONNX") == ["onnx"]
+    assert parse_backends(None, "me/model-executorch") == ["executorch"]
+    assert parse_backends(None, "me/model-copy") == parse_backends(None, "me/onnx-model") == list(DEFAULT_BACKENDS)
+    assert parse_backends("dynamo,onnx", "me/model-ONNX") == ["dynamo", "onnx"]
+
+
 def test_names_are_trimmed_deduplicated_and_kept_in_order():
     assert parse_backends(" onnx, dynamo ,onnx,,") == ["onnx", "dynamo"]
     assert parse_backends(["executorch", "onnx"]) == ["executorch", "onnx"]

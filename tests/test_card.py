@@ -169,3 +169,46 @@ def test_the_transformers_js_block_names_the_smallest_file_each_browser_ran_and_
         file.web = None
     assert device_files(onnx) == {}
     assert 'dtype: "fp32" });' in "\n".join(js_block("o/m", report, onnx, {"tokenizer.json"}) or [])
+
+
+def test_a_derived_card_names_the_library_its_files_load_in_and_what_keeps_it_current():
+    """The Hub's "Use this model" reads `library_name`: sentence-transformers where its modules were
+    copied beside the ONNX folder, transformers.js where it runs that folder, none where nothing
+    reads it whole; the card's first line promises no update nothing will make."""
+    import dataclasses
+
+    from hfexport.card.frontmatter import metadata
+    from hfexport.card.section import derived_card, derived_library
+
+    report, repo = _report(), "me/m-ONNX"
+    files = {"config.json", "tokenizer.json", "onnx/model.onnx"}
+    assert derived_library(report, repo, files) == "transformers.js"
+    st = dataclasses.replace(report.plan, sentence_transformer={"pooling": "mean"})
+    st_report = dataclasses.replace(report, plan=st)
+    modules = files | {"modules.json", "1_Pooling/config.json"}
+    assert derived_library(st_report, repo, modules) == "sentence-transformers"
+    assert derived_library(dataclasses.replace(report, backends=report.backends[1:]), repo, files) is None
+    card = derived_card(repo, "o/m", "https://hub", "---\nlicense: mit\n---\n", "sentence-transformers")
+    assert metadata(card) == {
+        "base_model": "o/m",
+        "base_model_relation": "quantized",
+        "license": "mit",
+        "library_name": "sentence-transformers",
+    }
+    assert "keeps them up to date" not in card and "`hfexport push o/m --into me/m-ONNX`, run again" in card
+
+
+def test_a_block_that_asks_for_trust_says_why_beside_it():
+    """A plain BERT's `.pt2` block asks for `trust_remote_code=True` because the program is pickled:
+    the line above it says so; an ONNX block asks for nothing."""
+    import dataclasses
+
+    from hfexport.card.snippets import exported_model_block
+
+    report = _report()
+    onnx = report.backends[0]
+    pt2 = dataclasses.replace(onnx, backend="dynamo", subfolder="dynamo", trust_remote_code=True)
+    lines = "\n".join(exported_model_block("o/m", report, pt2)).splitlines()
+    call = next(i for i, line in enumerate(lines) if "ExportedModel.from_pretrained" in line)
+    assert "trust_remote_code=True" in lines[call] and "pickled" in lines[call - 1], lines
+    assert "trust_remote_code" not in "\n".join(exported_model_block("o/m", report, onnx))

@@ -81,6 +81,11 @@ class TestLifecycle:
         assert meta["base_model"] == self.source and meta["base_model_relation"] == "quantized", meta
         assert meta["license"] == "mit" and meta["pipeline_tag"] == "feature-extraction", meta
         assert "onnx" in meta["tags"] and "hfexport" in meta["tags"], meta
+        # The library its files load in whole (the Hub's "Use this model"): transformers.js here.
+        assert meta["library_name"] == "transformers.js", meta
+        # What keeps it current, truthfully: the rerun that does, not a promise nothing keeps.
+        assert "keeps them up to date" not in card, card
+        assert f"`hfexport push {self.source} --into {self.into}`, run again" in card, card
         assert f"[{self.source}]({hub.url}/{self.source}) at commit `{sha[:12]}`" in card and START in card
         # Its blocks load from main: no pull request to try first.
         assert "refs/pr/" not in card and f'"{self.into}", "main"' in card
@@ -203,9 +208,37 @@ def test_a_dry_run_into_needs_no_token_prints_the_commit_and_card_and_creates_no
     api = _api(hub, owner)
     api.create_repo("derived-dry/model")
     api.upload_folder(repo_id="derived-dry/model", folder_path=tiny_models.bert(tmp_path / "model"))
-    args = ("push", "derived-dry/model", "--into", "someone/model-ONNX", "--backends", "onnx", "--variants", "none")
+    # No --backends: a repo named "-ONNX" gets the ONNX export alone (no pickled .pt2, no .pte).
+    args = ("push", "derived-dry/model", "--into", "someone/model-ONNX", "--variants", "none")
     dry = run_cli(*args, "--dry-run")
     assert dry.returncode == 0, dry.stderr[-3000:]
+    would = dry.stderr.split("Would commit:")[1]
+    assert "onnx/model.onnx" in would and "dynamo/" not in would and "executorch/" not in would, would
     assert dry.stdout.startswith("# Commit to someone/model-ONNX") and "base_model: derived-dry/model" in dry.stdout
     assert "(the card, as the commit would leave it)" in dry.stdout and "refs/pr/" not in dry.stdout
     assert not api.repo_exists("someone/model-ONNX")
+
+
+def test_into_a_namespace_the_token_cannot_write_is_refused_before_the_export_with_that_fix(hub, tmp_path):
+    """`push --into` someone else's namespace: refused before anything is downloaded or exported, and
+    the fix is about the repo asked for (who may write there), not about opening pull requests."""
+    owner, other = hub.add_user("derived-src2"), hub.add_user("derived-nobody")
+    api = _api(hub, owner)
+    api.create_repo("derived-src2/model")
+    api.upload_folder(repo_id="derived-src2/model", folder_path=tiny_models.bert(tmp_path / "model"))
+    pushed = run_cli(
+        "push",
+        "derived-src2/model",
+        "--into",
+        "derived-src2/model-ONNX",
+        "--backends",
+        "onnx",
+        "--json",
+        env={"HF_TOKEN": other},
+    )
+    assert pushed.returncode == 2, (pushed.stdout, pushed.stderr[-2000:])
+    answer = json.loads(pushed.stdout)
+    assert "cannot create derived-src2/model-ONNX" in answer["error"], answer
+    assert "push --into needs a token that may create and write to derived-src2/model-ONNX" in answer["fix"], answer
+    assert "pull request" not in answer["fix"] and other not in pushed.stdout + pushed.stderr, answer
+    assert "exporting" not in pushed.stderr and not api.repo_exists("derived-src2/model-ONNX")

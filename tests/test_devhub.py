@@ -242,6 +242,30 @@ def test_a_prs_link_opens_a_page_and_its_title_and_description_are_edited_by_the
             assert refused.value.response.status_code == 403
 
 
+def test_a_repos_url_opens_a_page_of_its_files_and_prs_and_a_private_one_stays_hidden(tmp_path):
+    """The repo URL `push --into` prints opens an HTML page in a browser (not a JSON 404): its files
+    on main, each a download link, and its PRs; a private repo shows nothing to a browser without a token."""
+    import urllib.error
+    import urllib.request
+
+    with DevHub(tmp_path / "hub") as hub:
+        hub.settings.lfs = False
+        owner = hub.add_user("gina")
+        api = _api(hub.url, owner)
+        api.create_repo("gina/m")
+        _commit(api, "gina/m", {"onnx/model.onnx": b"graph"})
+        _commit(api, "gina/m", {"README.md": b"# card"}, create_pr=True)
+        with urllib.request.urlopen(f"{hub.url}/gina/m", timeout=10) as page:
+            text = page.read().decode()
+            assert page.headers["content-type"].startswith("text/html"), page.headers
+        assert 'href="/gina/m/resolve/main/onnx/model.onnx"' in text and "(5 bytes)" in text, text
+        assert 'href="/gina/m/discussions/1"' in text and "(pull request, draft)" in text, text
+        api.create_repo("gina/secret", private=True)
+        with pytest.raises(urllib.error.HTTPError) as hidden:
+            urllib.request.urlopen(f"{hub.url}/gina/secret", timeout=10)
+        assert hidden.value.code in (401, 404)  # as the Hub answers an anonymous client
+
+
 class _Client:
     def __init__(self, session, base: str):
         self.session, self.base = session, base

@@ -54,7 +54,10 @@ def asked(hub, tmp_path_factory):
     api.create_repo("form-owner/tiny-bert")
     api.upload_folder(repo_id="form-owner/tiny-bert", folder_path=folder)
     db = tmp_path_factory.mktemp("form-service") / "q.sqlite"
-    service = Service(db, [], service_token, backends="onnx,dynamo", extra=("--request-page", "--warm", "0")).start()
+    # Started as docs/service.md says: the page alone, no webhook secret.
+    service = Service(
+        db, [], service_token, backends="onnx,dynamo", extra=("--request-page", "--warm", "0"), secret=None
+    ).start()
     yield service, user
     service.stop()
 
@@ -75,6 +78,17 @@ def test_a_user_asks_in_the_browser_and_the_requests_page_links_the_repo_it_made
     (job,) = service.get("/jobs")["jobs"]
     assert job["plan"] == "onnx|auto|into=form-user/tiny-bert-ONNX|by=form-user" and user not in json.dumps(job), job
     assert user not in (service.db.with_suffix(".log")).read_text()
+
+
+def test_a_page_only_service_starts_without_a_secret_names_its_page_and_takes_no_webhooks(asked):
+    """`hfexport serve --request-page` as docs/service.md prints it (no `--secret`) starts; its first
+    log line names the page's URL; a webhook is answered with why it is not taken."""
+    service, _ = asked
+    first = json.loads(service.db.with_suffix(".log").read_text().splitlines()[0])
+    assert first["msg"] == "listening" and first["request_page"] == f"{service.url}/request", first
+    assert first["webhook"] is None, first
+    status, body = service.post({"event": {"action": "update", "scope": "repo.content"}}, secret="any-secret-at-all")
+    assert status == 404 and "started without --secret" in body["error"], body
 
 
 BAD = [
@@ -142,3 +156,45 @@ def test_where_the_hub_offers_sign_in_a_user_signs_in_with_hugging_face_instead_
     (pr,) = list(HfApi(endpoint=hub.url, token=user).get_repo_discussions("signin-owner/tiny-bert"))
     assert pr.is_pull_request and pr.author == "signin-user" and page["link"].endswith(f"/discussions/{pr.num}")
     assert app.client_secret not in (tmp_path / "q.log").read_text()
+
+
+def test_the_form_names_every_field_for_a_screen_reader_and_says_formats_plainly():
+    """Every field a user fills has a label (or is described by its hint, tied to it); a format is
+    named once, as users call it ("ONNX", not "ONNX onnx")."""
+    from html.parser import HTMLParser
+
+    from hfexport.entrypoints.service.request_page import render_form
+
+    class Fields(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.inputs, self.labels_for, self.ids, self.in_label, self.wrapped = [], set(), set(), 0, set()
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if "id" in a:
+                self.ids.add(a["id"])
+            if tag == "label":
+                self.in_label += 1
+                if "for" in a:
+                    self.labels_for.add(a["for"])
+            if tag == "input" and a.get("type") != "hidden":
+                self.inputs.append(a)
+                if self.in_label:
+                    self.wrapped.add(id(a))
+
+        def handle_endtag(self, tag):
+            if tag == "label":
+                self.in_label -= 1
+
+    page = render_form(("onnx", "dynamo"))
+    fields = Fields()
+    fields.feed(page)
+    for a in fields.inputs:
+        assert id(a) in fields.wrapped or a.get("id") in fields.labels_for, a
+        if "aria-describedby" in a:
+            assert a["aria-describedby"] in fields.ids, a
+    token = next(a for a in fields.inputs if a.get("name") == "token")
+    into = next(a for a in fields.inputs if a.get("name") == "into")
+    assert token.get("aria-describedby") == "token-hint" and into.get("aria-describedby") == "into-hint"
+    assert "ONNX</label>" in page and "<code>onnx</code>" not in page, page

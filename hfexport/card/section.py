@@ -23,7 +23,7 @@ from ..report import Report
 from ..table import markdown_table, markdown_variant_table
 from . import frontmatter
 from .programs import JS_PR_REVISION_NOTE, PR_REVISION_NOTE
-from .snippets import js_block, load_section
+from .snippets import js_block, load_section, loaders_read
 
 START = "<!-- hfexport:start -->"
 END = "<!-- hfexport:end -->"
@@ -47,10 +47,13 @@ def opted_out(text: str | None) -> bool:
     return value is False or (isinstance(value, dict) and bool(value.get("opt_out")))
 
 
-def derived_card(repo_id: str, source_id: str, endpoint: str, source_readme: str | None) -> str:
+def derived_card(
+    repo_id: str, source_id: str, endpoint: str, source_readme: str | None, library: str | None = None
+) -> str:
     """The card a derived repo starts with: metadata linking it to its base model (the Hub shows
-    the relation on both pages), the source's license copied, and a line saying what it is. Our
-    section and tags are added to it as to any card; the owner may edit the rest."""
+    the relation on both pages), the source's license copied, the library its files load in
+    (`derived_library`: the Hub's "Use this model"), and a line saying what it is and what keeps it
+    current. Our section and tags are added to it as to any card; the owner may edit the rest."""
     meta = frontmatter.metadata(source_readme) or {}
     written = {"base_model": source_id, "base_model_relation": "quantized"}
     written |= {
@@ -58,6 +61,8 @@ def derived_card(repo_id: str, source_id: str, endpoint: str, source_readme: str
         for key in ("license", "license_name", "license_link", "pipeline_tag")
         if isinstance(meta.get(key), str)
     }
+    if library is not None:
+        written["library_name"] = library
     # Plain, or double-quoted with what YAML forbids escaped: the source's text cannot break out of its value.
     lines = ["---", *(f"{key}: {frontmatter.scalar(value)}" for key, value in written.items())]
     name = repo_id.split("/")[-1]
@@ -69,14 +74,27 @@ def derived_card(repo_id: str, source_id: str, endpoint: str, source_readme: str
             f"# {name}",
             "",
             f"Exports of [{source_id}]({endpoint}/{source_id}) for the runtimes that deploy it, each validated "
-            "against the original model. hfexport keeps them up to date: each new commit of the source is exported "
-            "again and committed here.",
+            "against the original model at the commit named below. They are as fresh as that commit: "
+            f"`hfexport push {source_id} --into {repo_id}`, run again (by hand, on a schedule, or by an hfexport "
+            "service that watches the source), commits the exports of the source's newest commit here.",
             "",
         ]
     )
     if frontmatter.metadata(card) != written:  # parsed back before anything commits it
         raise ValueError(f"the derived card's metadata does not read back as written: {written!r}")
     return card
+
+
+def derived_library(report: Report, repo_id: str, files: set[str]) -> str | None:
+    """The library a derived repo's files load in whole, for its card's `library_name`:
+    sentence-transformers where its modules were copied beside a folder it reads (`backend="onnx"`),
+    else transformers.js where it runs the ONNX folder; None where neither does (a `.pte` alone)."""
+    if report.plan.sentence_transformer is not None and "modules.json" in files:
+        if any(loaders_read(report, b) for b in report.succeeded):
+            return "sentence-transformers"
+    if any(js_block(repo_id, report, b, files) is not None for b in report.succeeded):
+        return "transformers.js"
+    return None
 
 
 def our_section(body: str) -> tuple[tuple[int, int] | None, bool]:

@@ -103,7 +103,7 @@ _JS_CALLS = {
 }
 
 
-def _loaders_read(report: Report, b: BackendResult) -> bool:
+def loaders_read(report: Report, b: BackendResult) -> bool:
     """Whether transformers.js and optimum read `b`'s folder: a backend of theirs, and a single graph
     or a split laid out under their names."""
     return get_backend(b.backend).ecosystem_loaders and (
@@ -117,7 +117,7 @@ def js_block(repo_id: str, report: Report, b: BackendResult, repo_files: set[str
     task = TASKS[report.plan.task].js_pipeline if report.plan.task in TASKS else None
     pipe = _JS_CALLS.get(task) if task else None
     if (
-        not _loaders_read(report, b)
+        not loaders_read(report, b)
         or pipe is None
         or report.plan.modality != pipe.feeds
         or not has_preprocessor(report, repo_files)
@@ -262,7 +262,7 @@ _OPTIMUM_INPUTS = {
 def optimum_class(report: Report, b: BackendResult) -> str | None:
     """The ORTModel class of optimum-onnx (`Task.optimum_class`) that reads `b`'s folder, if one does."""
     task = TASKS.get(report.plan.task)
-    return task.optimum_class if task is not None and _loaders_read(report, b) else None
+    return task.optimum_class if task is not None and loaders_read(report, b) else None
 
 
 def optimum_block(repo_id: str, report: Report, b: BackendResult, cls: str) -> list[str]:
@@ -365,10 +365,19 @@ def exported_model_block(
 ) -> list[str]:
     """Loading with `transformers.exporters.ExportedModel`, which reads every backend."""
     trust = ", trust_remote_code=True" if b.trust_remote_code or report.plan.trust_remote_code else ""
+    # Why the block asks for trust, beside it: the model's own code, or the program file's format.
+    why = (
+        "# trust_remote_code=True: the model runs code from this repo (its auto_map)."
+        if report.plan.trust_remote_code
+        else "# trust_remote_code=True: a .pt2 program is pickled, so loading it runs code from this repo's file."
+        if b.trust_remote_code
+        else None
+    )
     inputs = input_lines(report, "pt", repo_files)
     lines = [
         "from transformers.exporters import ExportedModel",
         *header(repo_id),
+        *([why] if why else []),
         f'model = ExportedModel.from_pretrained(repo, subfolder="{b.subfolder}", revision=revision{trust})',
     ]
     decode = _decode_call(report, b) if has_preprocessor(report, repo_files) else None
@@ -441,7 +450,7 @@ def _exporter_layout_section(repo_id: str, report: Report, b: BackendResult, rep
         *exported_model_block(repo_id, report, b, repo_files),
         "",
     ]
-    if report.plan.sentence_transformer is not None and _loaders_read(report, b):
+    if report.plan.sentence_transformer is not None and loaders_read(report, b):
         block = sentence_transformers_block(repo_id, b, b.program_file(first))
         lines += ["With sentence-transformers (`pip install sentence-transformers[onnx]`):", "", *block, ""]
     if js is not None:
@@ -456,7 +465,7 @@ def _exporter_layout_section(repo_id: str, report: Report, b: BackendResult, rep
     elif spec.snippet_note:
         lines += [spec.snippet_note, ""]
     published = _variant_list(
-        b, sentence_transformers=report.plan.sentence_transformer is not None and _loaders_read(report, b)
+        b, sentence_transformers=report.plan.sentence_transformer is not None and loaders_read(report, b)
     )
     if published:
         # Variants are derived from the first component's program (`Variant.file_for`).

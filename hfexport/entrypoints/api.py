@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..backends import get_backend, parse_backends
-from ..errors import TOKEN_FIX, AuthError, ConfigError, HubUnavailableError
+from ..errors import AuthError, ConfigError, HubUnavailableError, token_fix
 from ..messages import ExportRequest, PublishResult
 from ..pipeline import cache
 from ..pipeline.export import DEFAULT_TIMEOUT_S, BackendWorkers, Progress, default_jobs, run_backends
@@ -223,7 +223,7 @@ def push(
     from ..hub.publish import apply
     from ..hub.state import OwnRepo, PullRequest, read_state
 
-    names = parse_backends(backends)
+    names = parse_backends(backends, into)
     token = _checked_before_the_hub(repo_id, task, variants, min_quality, into, token, dry_run)
     resolved = resolve(repo_id, revision=revision, token=token, hub_only=True)
     repo_id = resolved.ref  # the id, where a URL was given
@@ -319,7 +319,7 @@ def _checked_before_the_hub(
     token = token or get_token()
     if token is None and not dry_run:  # before any work: nothing can be published without one
         what = f"writing to {into}" if into else "opening a pull request"
-        raise AuthError(f"No Hub token is set, and {what} needs one.", TOKEN_FIX)
+        raise AuthError(f"No Hub token is set, and {what} needs one.", token_fix(into))
     return token
 
 

@@ -50,13 +50,14 @@ VariantsOption = Annotated[
         "(every backend offering it), backend:kind (onnx:int8), default "
         f"({' and '.join(DEFAULTS[False])} for one graph, {' and '.join(DEFAULTS[True])} for generation), or none. "
         "Each is judged against eager fp32 and kept only if it passes "
-        "\\[default: for push the repo's .hfexport.yaml `variants:`, else $HFEXPORT_VARIANTS, else default].",
+        "[default: for push the repo's .hfexport.yaml `variants:`, else $HFEXPORT_VARIANTS, else default].",
         show_default=False,
     ),
 ]
 ForceMemoryOption = Annotated[
     bool,
     typer.Option(
+        "--force-memory",
         help="Export every backend even where the preflight (the weights' headers and hfexport's measured "
         "cost, read before any download) expects it not to fit this machine's memory or disk.",
     ),
@@ -76,11 +77,13 @@ app = typer.Typer(
         "Turn a Hugging Face model into verified torch.export (.pt2), ONNX and ExecuTorch exports.\n\n"
         "Every export is reloaded on its own runtime and compared with the original model on inputs\n"
         "of a different shape than it was traced with. Start with:\n\n"
-        "  hfexport doctor                      # what can run here\n\n"
-        "  hfexport export ./my-model           # a local folder\n\n"
-        "  hfexport export org/model --backends onnx --json"
+        "  hfexport export org/model --backends onnx   # files in hfexport-out/\n\n"
+        "  hfexport push org/model                     # a PR on the model's repo\n\n"
+        "  hfexport push org/model --into me/model-ONNX   # a repo of yours instead\n\n"
+        "  hfexport doctor                             # what can run here"
     ),
     no_args_is_help=True,
+    rich_markup_mode=None,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -126,18 +129,22 @@ def export(
     task: Annotated[
         str, typer.Option(help="'auto' follows config.architectures; e.g. text-generation for one graph.")
     ] = "auto",
-    out: Annotated[Optional[Path], typer.Option(help="Output folder \\[default: hfexport-out/<name>].")] = None,
-    allow_pickle: Annotated[bool, typer.Option(help="Accept pickled *.bin weights when no safetensors exist.")] = False,
-    trust_remote_code: Annotated[bool, typer.Option(help="Run model code from the repo (auto_map).")] = False,
+    out: Annotated[Optional[Path], typer.Option(help="Output folder [default: hfexport-out/<name>].")] = None,
+    allow_pickle: Annotated[
+        bool, typer.Option("--allow-pickle", help="Accept pickled *.bin weights when no safetensors exist.")
+    ] = False,
+    trust_remote_code: Annotated[
+        bool, typer.Option("--trust-remote-code", help="Run model code from the repo (auto_map).")
+    ] = False,
     token: Annotated[
-        Optional[str], typer.Option(help="Hub token \\[default: $HF_TOKEN or the saved login].", show_default=False)
+        Optional[str], typer.Option(help="Hub token [default: $HF_TOKEN or the saved login].", show_default=False)
     ] = None,
     timeout: Annotated[
         float, typer.Option(help="Seconds allowed per backend before it is stopped.")
     ] = DEFAULT_TIMEOUT_S,
     jobs: Annotated[
         Optional[int],
-        typer.Option(help="Backends exported at once \\[default: $HFEXPORT_JOBS or 1].", show_default=False),
+        typer.Option(help="Backends exported at once [default: $HFEXPORT_JOBS or 1].", show_default=False),
     ] = None,
     variants: VariantsOption = None,
     min_quality: MinQualityOption = None,
@@ -194,7 +201,7 @@ def _next_steps(report) -> None:
         f"print(ExportedModel.from_pretrained({report.out_dir!r}, subfolder={first.subfolder!r}))"
     )
     err.print(f"  load it:  python -c {shlex.quote(code)}", highlight=False, soft_wrap=True)
-    err.print(f"  tokenizer, config, processor: beside the exports in {out}", highlight=False)
+    err.print(f"  tokenizer, config, processor: beside the exports in {out}", highlight=False, soft_wrap=True)
     repo = report.source.ref if report.source.kind == "hub" else "ORG/NAME"
     backends = ",".join(b.backend for b in done)
     err.print(
@@ -324,34 +331,9 @@ def tasks(
 @app.command()
 def push(
     repo_id: Annotated[
-        Optional[str], typer.Argument(help="The Hub repo to export and open a PR on (org/name).")
+        Optional[str],
+        typer.Argument(help="The Hub repo to export (org/name): a PR is opened on it.", metavar="REPO_ID"),
     ] = None,
-    from_webhook_env: Annotated[
-        bool, typer.Option(help="Take the repo and commit from $WEBHOOK_PAYLOAD (a Hub webhook that starts a Job).")
-    ] = False,
-    revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit to export; pinned to its sha.")] = None,
-    backends: Annotated[str, typer.Option(help="Comma-separated backends, as for export.")] = DEFAULT_BACKEND_LIST,
-    task: Annotated[str, typer.Option(help="As for export.")] = "auto",
-    token: Annotated[
-        Optional[str], typer.Option(help="Hub token \\[default: $HF_TOKEN]. Never printed.", show_default=False)
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option(help="Show the files, PR text and card that would be committed; write nothing.")
-    ] = False,
-    force: Annotated[
-        bool,
-        typer.Option(
-            help="Export again (no cached export) and update our PR whatever it holds, reopening one a maintainer "
-            "closed."
-        ),
-    ] = False,
-    allow_pickle: Annotated[bool, typer.Option(help="Accept pickled weights.")] = False,
-    trust_remote_code: Annotated[bool, typer.Option(help="Run model code from the repo.")] = False,
-    timeout: Annotated[float, typer.Option(help="Seconds allowed per backend.")] = DEFAULT_TIMEOUT_S,
-    variants: VariantsOption = None,
-    min_quality: MinQualityOption = None,
-    force_memory: ForceMemoryOption = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome and report as JSON on stdout.")] = False,
     into: Annotated[
         Optional[str],
         typer.Option(
@@ -360,6 +342,47 @@ def push(
             show_default=False,
         ),
     ] = None,
+    backends: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Comma-separated backends, as for export [default: dynamo,onnx,executorch; into a repo named "
+            "for one format (me/model-ONNX), that format alone].",
+            show_default=False,
+        ),
+    ] = None,
+    variants: VariantsOption = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Show the files, PR text and card that would be committed; write nothing."),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome and report as JSON on stdout.")] = False,
+    token: Annotated[
+        Optional[str], typer.Option(help="Hub token [default: $HF_TOKEN]. Never printed.", show_default=False)
+    ] = None,
+    revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit to export; pinned to its sha.")] = None,
+    task: Annotated[str, typer.Option(help="As for export.")] = "auto",
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Export again (no cached export) and update our PR whatever it holds, reopening one a maintainer "
+            "closed.",
+        ),
+    ] = False,
+    allow_pickle: Annotated[bool, typer.Option("--allow-pickle", help="Accept pickled weights.")] = False,
+    trust_remote_code: Annotated[
+        bool, typer.Option("--trust-remote-code", help="Run model code from the repo.")
+    ] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per backend.")] = DEFAULT_TIMEOUT_S,
+    min_quality: MinQualityOption = None,
+    force_memory: ForceMemoryOption = False,
+    # A Hub webhook that starts an HF Job runs `push --from-webhook-env`: the service's, not a user's.
+    from_webhook_env: Annotated[
+        bool,
+        typer.Option(
+            "--from-webhook-env", hidden=True, help="Take the repo and commit from $WEBHOOK_PAYLOAD (a Hub Job)."
+        ),
+    ] = False,
 ) -> None:
     """Export REPO_ID, validate, and open (or update) ONE pull request with the exports and a card section
     (with --into, commit them to a repo of yours instead).
@@ -430,8 +453,9 @@ def _show_push(result: PublishResult, as_json: bool, derived: bool = False) -> N
             err.print(f"  {path}")
         if not as_json:  # what would be published, on stdout: `> pr.md` keeps it
             sys.stdout.write(_dry_run_text(result, derived))
-    elif result.url:
-        err.print(f"[bold]{result.action}[/]: {result.url}")
+    elif result.url:  # the one line saying what was done (the publisher logs none of its own)
+        pr = f" PR #{result.pr_num}" if result.pr_num is not None and not result.repo_url else ""
+        err.print(f"[bold]{result.action}{pr}[/]: {result.url}", soft_wrap=True)
     else:
         err.print(f"[bold]{result.action}[/]")
     if as_json:
@@ -477,7 +501,7 @@ def _from_webhook_env(expected: str | None) -> tuple[str | None, str]:
 
 @app.command()
 def serve(
-    secret: o.Secret,
+    secret: o.Secret = None,
     watch: o.Watch = None,
     watch_file: o.WatchFile = None,
     watch_top: o.WatchTop = 0,
@@ -509,7 +533,8 @@ def serve(
 ) -> None:
     """The Hub webhook receiver: a push to main of a watched repo queues an export + PR job.
 
-    Point a Hub webhook (scope repo.content) at http://HOST:PORT/webhook with the same secret.
+    Point a Hub webhook (scope repo.content) at http://HOST:PORT/webhook with the same secret. With
+    --request-page and no secret: a page at /request where users ask for exports, and no webhooks.
     The token comes from HF_TOKEN (or the saved login). Jobs survive restarts (SQLite, WAL); a replayed event is
     deduplicated by (repo, sha, plan); our own PRs never trigger work."""
     options = o.ServeOptions(**locals())  # first: locals() are the command's values alone

@@ -136,4 +136,5 @@ def print_report(report: Report) -> None:
             if v.error:
                 err.print(f"[bold]{b.backend} {v.kind}[/] {v.status}: {v.error}", highlight=False)
     if report.out_dir:
-        err.print(f"report: {Path(report.out_dir) / REPORT_FILE}")
+        # A path is one word: never wrapped (a terminal's click or copy takes it whole).
+        err.print(f"report: {Path(report.out_dir) / REPORT_FILE}", highlight=False, soft_wrap=True)

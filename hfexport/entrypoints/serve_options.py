@@ -15,8 +15,13 @@ import typer
 from ..settings import READ_TOKEN, WEBHOOK_SECRET
 
 Secret = Annotated[
-    str,
-    typer.Option(envvar=WEBHOOK_SECRET, help="The webhook's secret (X-Webhook-Secret).", show_default=False),
+    Optional[str],
+    typer.Option(
+        envvar=WEBHOOK_SECRET,
+        help="The webhook's secret (X-Webhook-Secret), 16 characters or more. Without it the service takes no "
+        "webhooks (a page-only service: --request-page; watched repos are still reconciled).",
+        show_default=False,
+    ),
 ]
 Watch = Annotated[
     Optional[list[str]],
@@ -51,8 +56,9 @@ Task = Annotated[str, typer.Option(help="Task, as for export.")]
 TrustRemoteCode = Annotated[
     bool,
     typer.Option(
+        "--trust-remote-code",
         help="Export repos whose model code lives in the repo (auto_map); it runs in a sandbox that reaches "
-        "no token or secret, and is refused where this machine gives none."
+        "no token or secret, and is refused where this machine gives none.",
     ),
 ]
 MaxAttempts = Annotated[
@@ -119,6 +125,7 @@ ReadToken = Annotated[
 RequestPage = Annotated[
     bool,
     typer.Option(
+        "--request-page",
         help="Serve /request: a page where anyone with a Hub token asks for an export of a model, into a PR or a "
         "repo of theirs, and watches it (the job runs with their token, kept in memory only).",
     ),
@@ -130,7 +137,7 @@ class ServeOptions:
     """The command's values, as this module declares them (their help says what each does). No
     defaults here: `serve`'s signature holds the one default of each option."""
 
-    secret: str
+    secret: str | None
     watch: list[str] | None
     watch_file: Path | None
     watch_top: int

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backends import get_backend
-from ..card.section import RenderedCard, derived_card, render_card
-from ..errors import TOKEN_FIX, AuthError
+from ..card.section import RenderedCard, derived_card, derived_library, render_card
+from ..errors import AuthError, token_fix
 from ..messages import PublishResult
 from ..report import REPORT_FILE, PublishAction, Report
 from ..table import markdown_table, markdown_variant_table
@@ -182,11 +182,12 @@ def _render(state: HubState, decision: Decision, nonce: str, log: Log) -> Change
     # The card we replace: the PR head's when we update our PR (a maintainer's edits there stay).
     current = state.pr.readme if decision.action == PublishAction.UPDATED and state.pr is not None else state.readme
     notes, source = decision.notes, source_of(state.destination)
+    files = set(state.tree) | {f.path for f in published.copied}
     if state.derived:
         if current is None:
-            current = derived_card(state.repo_id, source, state.endpoint, state.source_readme)
+            library = derived_library(published, state.repo_id, files)
+            current = derived_card(state.repo_id, source, state.endpoint, state.source_readme, library)
         notes = (f"Exports of [{source}]({state.endpoint}/{source}) at commit `{state.sha[:12]}`.", *notes)
-    files = set(state.tree) | {f.path for f in published.copied}
     rendered = render_card(current, state.repo_id, published, notes, files, on_pr=not state.derived)
     if current is not None and not is_utf8(current):
         # The Hub takes only UTF-8 cards (its client refuses others): a Latin-1 one stays as it is.
@@ -232,7 +233,6 @@ def _update_pr(api: HfApi, state: HubState, change: Change, report: Report | Non
     )
     _comment_once(api, repo_id, num, change.nonce, _update_comment(decision, state, change.description))
     _retitle(api, state, details, pr_title(change.published), change.description)
-    log(f"updated PR #{num} ({', '.join(decision.changed) or 'card'}): {state.url(num)}")
     return change.result(PublishAction.UPDATED, repo_id, report, pr_num=num, pr_url=state.url(num), commit=info.oid)
 
 
@@ -293,7 +293,6 @@ def _open_pr(api: HfApi, state: HubState, change: Change, report: Report | None,
             ),
         )
         raise PublishConflict(f"PR #{keep} was opened by another run at the same moment; adding these exports to it")
-    log(f"opened PR #{num}: {state.url(num)}")
     return change.result(PublishAction.OPENED, repo_id, report, pr_num=num, pr_url=state.url(num), commit=commit_oid)
 
 
@@ -316,21 +315,27 @@ def _to_repo(api: HfApi, state: HubState, change: Change, report: Report | None,
         except HfHubHTTPError as e:
             if e.response is not None and e.response.status_code == 409:  # another run created it: read it again
                 raise PublishConflict(f"{repo_id} was created by another run meanwhile") from None
-            _raise_auth(e, repo_id, "create")
+            _raise_auth(e, repo_id, "create", into=True)
             raise
 
     message = f"Exports of {source_of(state.destination)} at {state.sha[:12]} (hfexport)"
     parent = state.base if state.exists else None
     info = retry(
         f"commit the exports to {repo_id}",
-        lambda: _commit_onto(api, repo_id, change, message, BASE_BRANCH, parent, repo_id),
+        lambda: _commit_onto(api, repo_id, change, message, BASE_BRANCH, parent, repo_id, into=True),
     )
-    log(f"{action} {state.repo_url}")
     return change.result(action, repo_id, report, commit=info.oid, repo_url=state.repo_url)
 
 
 def _commit_onto(
-    api: HfApi, repo_id: str, change: Change, message: str, revision: str, parent: str | None, what: str
+    api: HfApi,
+    repo_id: str,
+    change: Change,
+    message: str,
+    revision: str,
+    parent: str | None,
+    what: str,
+    into: bool = False,
 ) -> Any:
     """One commit of `change` onto `revision` as we read it (`parent`; None: a new repo's first).
 
@@ -352,7 +357,7 @@ def _commit_onto(
     except HfHubHTTPError as e:
         if e.response is not None and e.response.status_code == 412:
             raise PublishConflict(f"{what} moved while this run committed to it") from None
-        _raise_auth(e, repo_id, "write to")
+        _raise_auth(e, repo_id, "write to", into)
         raise
 
 
@@ -495,9 +500,13 @@ def _update_comment(decision: Decision, state: HubState, description: str) -> st
 # ── Writes that look for a dropped reply's effect before retrying ───────────
 
 
-def _raise_auth(e: HfHubHTTPError, repo_id: str, what: str) -> None:
+def _raise_auth(e: HfHubHTTPError, repo_id: str, what: str, into: bool = False) -> None:
+    """An AuthError where the Hub refused the token, with the fix for the destination (`into`: a repo
+    of one's own, not a PR)."""
     if status := refused(e):
-        raise AuthError(f"The Hub refused to {what} {repo_id} (HTTP {status}).", TOKEN_FIX) from None
+        raise AuthError(
+            f"The Hub refused to {what} {repo_id} (HTTP {status}).", token_fix(repo_id if into else None)
+        ) from None
 
 
 def _comment_once(api: HfApi, repo_id: str, num: int, nonce: str, text: str) -> None:

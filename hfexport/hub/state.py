@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..card.frontmatter import load_yaml
 from ..card.section import opted_out
-from ..errors import TOKEN_FIX, AuthError, ConfigError
+from ..errors import AuthError, ConfigError, token_fix
 from ..report import REPORT_FILE, ArtifactFile, Report
 from .retry import refused, retry
 
@@ -317,13 +317,21 @@ def _read_derived(api: HfApi, state: HubState, log: Log) -> HubState:
 
     source_id = source_of(state.destination)
     state.source_readme, state.readme = state.readme, None
-    state.me = whoami(api) if api.token or saved_token() else None  # a dry run may have none
+    who = whoami_info(api, state.repo_id) if api.token or saved_token() else None  # a dry run may have none
+    state.me = who["name"] if who else None
     source = retry("read the source repo", lambda: api.model_info(source_id))
     state.source_private, state.source_gated = bool(source.private), source.gated or False
     try:
         state.base, state.base_files = read_tree(api, state.repo_id, BASE_BRANCH)
     except RepositoryNotFoundError:
         state.exists = False
+        namespace = state.repo_id.split("/")[0]
+        if who is not None and namespace not in namespaces(who):  # refused now, before any export
+            raise AuthError(
+                f"This token belongs to {who['name']}, which cannot create {state.repo_id}: {namespace} is neither "
+                "its user nor one of its organisations.",
+                token_fix(state.repo_id),
+            ) from None
         return state
     derived = retry(f"read {state.repo_id}", lambda: api.model_info(state.repo_id))
     state.repo_private, state.repo_gated = bool(derived.private), derived.gated or False
@@ -499,16 +507,28 @@ def saved_token() -> str | None:
     return get_token()
 
 
-def whoami(api: HfApi) -> str:
+def whoami(api: HfApi, into: str | None = None) -> str:
+    """The token's user name (`into`: the repo of one's own it will write, for the fix when refused)."""
+    return whoami_info(api, into)["name"]
+
+
+def namespaces(info: dict) -> set[str]:
+    """The namespaces a token may create repos in, from its `whoami` answer: its user's and its organisations'."""
+    return {info["name"], *(org.get("name") for org in info.get("orgs") or [] if isinstance(org, dict))}
+
+
+def whoami_info(api: HfApi, into: str | None = None) -> dict:
+    """The Hub's `whoami` answer for the token (as `whoami`)."""
     from huggingface_hub.errors import HfHubHTTPError
 
     def ask():
         try:
-            return api.whoami()["name"]
+            return api.whoami()
         except HfHubHTTPError as e:
             if refused(e):
+                what = f"writing to {into}" if into else "opening a pull request"
                 raise AuthError(
-                    "The Hub refused the token (wrong or expired): opening a pull request needs one.", TOKEN_FIX
+                    f"The Hub refused the token (wrong or expired): {what} needs one.", token_fix(into)
                 ) from None
             raise
 

@@ -45,6 +45,11 @@ def _refused(config: ServiceConfig, request: Request, readers: bool = False) -> 
     if readers and config.read_token:
         if auth.startswith("Bearer ") and hmac.compare_digest(auth[7:].encode(), config.read_token.encode()):
             return None
+    if config.secret is None:  # a page-only service: nothing to compare with
+        return JSONResponse(
+            {"error": "this service takes no webhooks: it was started without --secret (HFEXPORT_WEBHOOK_SECRET)"},
+            status_code=403 if readers else 404,
+        )
     if secret is None:
         return JSONResponse({"error": "missing X-Webhook-Secret"}, status_code=401)
     if not hmac.compare_digest(secret.encode(), config.secret.encode()):

@@ -14,7 +14,8 @@ MIN_SECRET_LENGTH = 16
 
 @dataclass
 class ServiceConfig:
-    secret: str
+    # None: no webhooks (`/webhook` says so); the request page and the reconcile pass still run.
+    secret: str | None
     # Repos acted on; a set of ids and patterns is read as one `Watch`.
     watch: Watch
     plan: JobPlan  # what every watched repo gets
@@ -53,5 +54,5 @@ class ServiceConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.watch, Watch):
             self.watch = Watch(frozenset(self.watch))
-        if len(self.secret) < MIN_SECRET_LENGTH:
+        if self.secret is not None and len(self.secret) < MIN_SECRET_LENGTH:
             raise ValueError(f"the webhook secret must be at least {MIN_SECRET_LENGTH} characters")

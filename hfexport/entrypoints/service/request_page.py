@@ -48,7 +48,7 @@ from starlette.routing import Route
 from ...backends import get_backend
 from ...errors import ConfigError
 from ...hub.retry import refused
-from ...hub.state import OwnRepo
+from ...hub.state import OwnRepo, namespaces
 from ...messages import JobPlan
 from ...pipeline.resolve import is_repo_id
 from .body import BODY_DEADLINE_S, read_body
@@ -188,8 +188,7 @@ def check(api: HfApi, request: Requested) -> tuple[str, str]:
         if refused(e):
             raise RequestError("The Hub refused this token (wrong or expired).", "Paste a valid one.") from None
         raise RequestError(f"The Hub did not answer ({e.__class__.__name__}).", "Ask again in a minute.") from None
-    namespaces = {me["name"], *(org.get("name") for org in me.get("orgs") or [] if isinstance(org, dict))}
-    if request.into and request.into.split("/")[0] not in namespaces:
+    if request.into and request.into.split("/")[0] not in namespaces(me):
         raise RequestError(
             f"This token belongs to {me['name']}, which cannot publish into {request.into.split('/')[0]}/.",
             f"Publish into {me['name']}/… or an organisation of yours.",
@@ -246,7 +245,7 @@ def render_form(
     to_repo = shown.get("destination") == "repo"
     boxes = "".join(
         f'<label style="font-weight:400"><input type="checkbox" name="backends" value="{e(name)}" checked> '
-        f"{e(get_backend(name).title or name)} <code>{e(name)}</code></label>"
+        f"{e(get_backend(name).title or name)}</label>"
         for name in offered
     )
     problem = (
@@ -266,8 +265,10 @@ def render_form(
         )
         who = (
             f'{offer}<label for="token">Your Hub token (write access)</label>'
-            f'<input type="password" id="token" name="token" autocomplete="off"{"" if sign_in else " required"}>'
-            '<p class="fix">The job runs with it, and it is forgotten once the job ends: never stored or shown.</p>'
+            '<input type="password" id="token" name="token" autocomplete="off" aria-describedby="token-hint"'
+            f"{'' if sign_in else ' required'}>"
+            '<p class="fix" id="token-hint">The job runs with it, and it is forgotten once the job ends: never '
+            "stored or shown.</p>"
         )
     return _page(
         "hfexport: ask for an export",
@@ -282,9 +283,12 @@ def render_form(
         '<label style="font-weight:400"><input type="radio" name="destination" value="pr"'
         f"{'' if to_repo else ' checked'}> a pull request on the model repo</label>"
         '<label style="font-weight:400"><input type="radio" name="destination" value="repo"'
-        f"{' checked' if to_repo else ''}> a repo of mine:</label>"
-        '<input type="text" id="into" name="into" placeholder="yourname/model-ONNX" '
+        f"{' checked' if to_repo else ''}> a repo of mine</label>"
+        '<label for="into" style="font-weight:400">Its name</label>'
+        '<input type="text" id="into" name="into" placeholder="yourname/model-ONNX" aria-describedby="into-hint" '
         f'value="{e(shown.get("into", ""))}">'
+        '<p class="fix" id="into-hint">namespace/name, in your namespace or an organisation of yours: '
+        "created if missing, updated in place by each request.</p>"
         f"</fieldset>{who}{_BILLED if billed else ''}"
         "<button type=submit>Export</button></form>",
     )

@@ -42,6 +42,11 @@ def configure(o: ServeOptions) -> ServiceConfig:
         watched = Watch.parse(o.watch or [], o.watch_file, o.watch_top, o.watch_filter)
     except ValueError as e:
         raise HfExportError(f"Cannot start: {e}.", "Pass --watch org/name, --watch 'org/*' or --watch '*'.") from None
+    if o.secret is None and not o.request_page and not o.reconcile_every:
+        raise HfExportError(
+            "Cannot start: without --secret no webhook reaches the service, and nothing else would queue work.",
+            "Set HFEXPORT_WEBHOOK_SECRET (or --secret), or pass --request-page, or a --reconcile-every period.",
+        )
     if not watched.patterns and not watched.top and not o.request_page:
         raise HfExportError(
             "Cannot start: nothing is watched.", "Pass --watch, --watch-file or --watch-top (or --request-page)."
@@ -125,9 +130,10 @@ def run(o: ServeOptions) -> None:
                 {
                     "msg": "listening",
                     "url": f"http://{shown}:{o.port}/",
-                    "webhook": f"http://{shown}:{o.port}/webhook",
+                    **({"webhook": f"http://{shown}:{o.port}/webhook"} if config.secret else {"webhook": None}),
+                    **({"request_page": f"http://{shown}:{o.port}/request"} if config.request_page else {}),
                     "healthz": f"http://{shown}:{o.port}/healthz",
-                    "watching": sorted(watched.patterns) or f"top {o.watch_top}",
+                    "watching": sorted(watched.patterns) or (f"top {o.watch_top}" if o.watch_top else []),
                 }
             )
         )
