@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -169,7 +170,7 @@ def measure(rounds: int) -> dict:
                 "bytes": size,
                 "share": size / files[fp32].stat().st_size,
                 **{name: sum(f[name] for f in each) / len(each) for name in each[0]},
-                "vs_fp32": paired_speedup(loop(fp32), loop(key), {}, rounds=rounds),
+                "vs_fp32": statistics.median(paired_speedup(loop(fp32), loop(key), {}, rounds=rounds)),
                 "published": verdicts.get(kind if backend == "onnx" else f"et-{kind}"),
             }
         )

@@ -447,8 +447,10 @@ class VariantResult:
     # and the thresholds they were held to.
     quality: dict[str, float] = field(default_factory=dict)
     thresholds: dict[str, float] = field(default_factory=dict)
-    # fp32 time / variant time on the same runtime and inputs (paired rounds): >1 is faster.
+    # fp32 time / variant time on the same runtime and inputs (paired rounds): >1 is faster. Their
+    # median, and the slowest and fastest round's (a shared machine's spread, said beside it).
     speedup: float | None = None
+    speedup_range: list[float] | None = None
     # Nodes kept in float by the sensitivity pass (int8).
     kept_in_float: list[str] = field(default_factory=list)
     # Operators beyond the runtime's defaults the file runs: ONNX Runtime's own (com.microsoft: it

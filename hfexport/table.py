@@ -141,15 +141,31 @@ def variant_rows(report: Report) -> list[VariantRow]:
             share=f"{v.size_share:.0%}" if v.size_share is not None else "-",
             quality=(f"{v.settings}: " if v.settings else "") + format_quality(v.quality),
             # Slower than the fp32 file it derives from (an "optimized" graph on another CPU): said.
-            speed=(f"{v.speedup:.2f}×" + (" (slower than fp32)" if v.speedup < 1 else ""))
-            if v.speedup is not None
-            else "-",
+            speed=format_speed(v.speedup, v.speedup_range) if v.speedup is not None else "-",
             error=one_line(v.error) if v.error else "",
             runs_on=v.web.cell() if v.web else "-",
         )
         for b in report.backends
         for v in b.variants
     ]
+
+
+def summary(report: Report) -> list[str]:
+    """What a report published, a line each, as a page shows it after the fact: each validated
+    backend (its folder, size and max abs diff), then each published variant (its file, size and
+    share, quality and speed) — the same cells as the tables."""
+    lines = [
+        f"{row.folder.strip('`')} — {row.size}, max abs diff {row.max_abs_diff} vs the original model"
+        for row in rows(report)
+        if row.status == Status.OK
+    ]
+    lines += [
+        f"{row.file.replace('`', '')} ({row.variant}) — {row.size}, {row.share} of fp32; {row.quality}; "
+        f"{row.speed} fp32's speed"
+        for row in variant_rows(report)
+        if row.status == Status.OK
+    ]
+    return lines
 
 
 def markdown_variant_table(report: Report, columns: list[str]) -> list[str]:
@@ -183,6 +199,13 @@ def format_quality(quality: dict) -> str:
 
 def _num(value, spec: str) -> str:
     return format(value, spec) if isinstance(value, (int, float)) else str(value)
+
+
+def format_speed(speedup: float, spread: list[float] | None = None) -> str:
+    """A variant's speed against fp32, with its rounds' spread where measured: `1.69× (1.52–1.80)`;
+    one slower than fp32 (an "optimized" graph on another CPU) says so."""
+    text = f"{speedup:.2f}×" + (f" ({spread[0]:.2f}–{spread[1]:.2f})" if spread else "")
+    return text + (" (slower than fp32)" if speedup < 1 else "")
 
 
 def format_size(n: int | None) -> str:

@@ -212,3 +212,65 @@ def test_a_block_that_asks_for_trust_says_why_beside_it():
     call = next(i for i, line in enumerate(lines) if "ExportedModel.from_pretrained" in line)
     assert "trust_remote_code=True" in lines[call] and "pickled" in lines[call - 1], lines
     assert "trust_remote_code" not in "\n".join(exported_model_block("o/m", report, onnx))
+
+
+def test_the_card_opens_with_which_file_to_take_where_from_what_was_measured():
+    """The first table of the section: per place a user runs the model, the file hfexport measured
+    best there among those that ran there — ONNX Runtime's CPU the fastest (with its rounds' spread),
+    each browser the smallest file that opened there — before every export's row; the terminal
+    prints the same picks. A place nothing was checked in gets no row."""
+    import subprocess
+    import sys
+
+    from hfexport.card.section import render_section
+    from hfexport.report import VariantResult, WebRuntimes
+
+    report = _report()
+    onnx = report.backends[0]
+    onnx.web = WebRuntimes(wasm=True, webgpu=True)
+    onnx.files = [ArtifactFile("model.onnx", 90_000_000)]
+    gpu_less = WebRuntimes(wasm=True, webgpu=False, webgpu_cpu=["QAttention"])
+    int8 = VariantResult("int8", "ok", file="model_quantized.onnx", size=24_000_000, web=gpu_less)
+    int8.speedup, int8.speedup_range, int8.size_share = 1.69, [1.52, 1.8], 0.27
+    int8.quality = {"cosine_mean": 0.995, "cosine_min": 0.992}
+    w8 = VariantResult("w8", "ok", file="model_w8.onnx", size=27_000_000, web=WebRuntimes(wasm=True, webgpu=True))
+    w8.speedup, w8.speedup_range, w8.size_share = 0.86, [0.8, 0.9], 0.3
+    onnx.variants = [int8, w8]
+    section = render_section("o/m", report)
+    assert section.index("### Which file to use") < section.index("### Every export") < section.index("| onnx |")
+    table = section.split("### Which file to use")[1].split("### Every export")[0]
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines() if line.startswith("| ")}
+    assert "`onnx/model_quantized.onnx`" in rows["CPU server (ONNX Runtime, optimum, sentence-transformers)"]
+    assert "1.69× (1.52–1.80) fp32's speed" in rows["CPU server (ONNX Runtime, optimum, sentence-transformers)"]
+    assert "`onnx/model_quantized.onnx`" in rows["Browser, wasm (transformers.js's default)"]
+    assert "`onnx/model_w8.onnx`" in rows["Browser, WebGPU"]  # int8 did not run there: the next smallest did
+    assert not any(key.startswith(("Phone", "GPU", "PyTorch")) for key in rows), rows  # executorch failed
+    # The terminal says the same, first thing after the tables.
+    report.out_dir = None
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys; from hfexport.report import Report; "
+            "from hfexport.entrypoints.console import print_report; print_report(Report.from_dict(json.loads(sys.stdin.read())))",
+        ],
+        input=report.to_json(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
+    assert "which file where" in shown and "Browser, WebGPU: onnx/model_w8.onnx" in shown, shown
+
+
+def test_an_empty_file_beside_a_graph_is_said_on_the_card_with_what_asks_for_it():
+    """`onnx/model.onnx.data` is published empty (`ExportedModel` asks for it beside the graph): the
+    card says so, where a user browsing the files would otherwise take it for a broken upload."""
+    from hfexport.card.section import render_section
+
+    report = _report()
+    report.backends[0].files = [ArtifactFile("model.onnx", 10), ArtifactFile("model.onnx.data", 0)]
+    section = render_section("o/m", report)
+    note = next(line for line in section.splitlines() if "`onnx/model.onnx.data`" in line)
+    assert "empty" in note and "ExportedModel" in note and "transformers.js read the graph alone" in note, note
+    report.backends[0].files = [ArtifactFile("model.onnx", 10)]
+    assert "model.onnx.data" not in render_section("o/m", report)

@@ -35,10 +35,11 @@ def _drive(service: Service, fields: dict, shot: Path) -> dict:
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert shot.exists()
-    # The test's artifacts: where CI keeps them, when it names a folder.
+    # The test's artifacts (each step's screenshot): where CI keeps them, when it names a folder.
     if os.environ.get("HFEXPORT_TEST_ARTIFACTS"):
         Path(os.environ["HFEXPORT_TEST_ARTIFACTS"]).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(os.environ["HFEXPORT_TEST_ARTIFACTS"]) / shot.name)
+        for step in shot.parent.glob(f"{shot.stem}*.png"):
+            shutil.copy(step, Path(os.environ["HFEXPORT_TEST_ARTIFACTS"]) / step.name)
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
@@ -53,6 +54,10 @@ def asked(hub, tmp_path_factory):
     api = HfApi(endpoint=hub.url, token=owner)
     api.create_repo("form-owner/tiny-bert")
     api.upload_folder(repo_id="form-owner/tiny-bert", folder_path=folder)
+    # A head hfexport does not export: its job fails, saying why in the page's terms.
+    choice = tiny_models.bert_head_with_tokenizer(tmp_path_factory.mktemp("choice") / "model", "BertForMultipleChoice")
+    api.create_repo("form-owner/tiny-choice")
+    api.upload_folder(repo_id="form-owner/tiny-choice", folder_path=choice)
     db = tmp_path_factory.mktemp("form-service") / "q.sqlite"
     # Started as docs/service.md says: the page alone, no webhook secret.
     service = Service(
@@ -72,6 +77,16 @@ def test_a_user_asks_in_the_browser_and_the_requests_page_links_the_repo_it_made
     assert page["status"] == 200 and "/request/" in page["url"], page
     assert page["state"] == "done" and page["outcome"].startswith("created"), page
     assert page["link"] == f"{hub.url}/form-user/tiny-bert-ONNX" and not page["token_shown"], page
+    # On the way: how long it waited or ran, and the stage its push was at ("onnx: exporting").
+    assert any(line.startswith("Running for ") and "onnx: " in line for line in page["seen"]), page["seen"]
+    assert all(line.startswith(("Waiting for ", "Running for ")) for line in page["seen"]), page["seen"]
+    # Done: what it made, each with its figures.
+    assert any(line.startswith("onnx/ — ") and "max abs diff" in line for line in page["made"]), page["made"]
+    assert {p.name for p in tmp_path.glob("request-page-done*.png")} == {
+        "request-page-done-asked.png",
+        "request-page-done-waiting.png",
+        "request-page-done.png",
+    }
     files = HfApi(endpoint=hub.url, token=user).list_repo_files("form-user/tiny-bert-ONNX")
     assert "onnx/model.onnx" in files and not any(f.startswith("dynamo/") for f in files), files
     # Asked by the user, run with the user's token: the job says so nowhere, and keeps no token.
@@ -89,6 +104,53 @@ def test_a_page_only_service_starts_without_a_secret_names_its_page_and_takes_no
     assert first["webhook"] is None, first
     status, body = service.post({"event": {"action": "update", "scope": "repo.content"}}, secret="any-secret-at-all")
     assert status == 404 and "started without --secret" in body["error"], body
+
+
+def test_a_request_whose_job_fails_says_the_cause_and_the_fix_in_the_pages_own_terms(asked, tmp_path):
+    """Ask, wait, fail: a model whose head hfexport does not export. The page says the cause whole
+    (not the last lines of a log) and a fix a web user can act on: no command-line flag."""
+    service, user = asked
+    shot = tmp_path / "request-page-failed.png"
+    fields = {"repo": "form-owner/tiny-choice", "into": "form-user/tiny-choice-ONNX", "token": user}
+    page = _drive(service, {**fields, "uncheck": ["dynamo"]}, shot)
+    assert page["state"] == "failed", page
+    assert "BertForMultipleChoice's head is not one hfexport exports" in page["outcome"], page
+    assert page["fix"].startswith("This service exports a model for its own head's task"), page
+    assert "--task" not in page["fix"].split("yourself")[0] and not page["token_shown"], page
+    assert (tmp_path / "request-page-failed-asked.png").exists()
+
+
+def _post(service: Service, form: dict) -> tuple[int, str]:
+    request = urllib.request.Request(service.url + "/request", data=urllib.parse.urlencode(form).encode())
+    try:
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_a_second_user_asking_for_the_same_pull_request_is_pointed_to_the_open_one(hub, asked):
+    """One PR per model: a user's request opens one; another user asking for the same exports as a
+    PR is shown that PR's link, and no second job (nor PR) is made. The service knows it from its own
+    jobs, never from a PR's text."""
+    service, user = asked
+    other = hub.add_user("form-user2")
+    form = {"repo": "form-owner/tiny-bert", "backends": "onnx", "destination": "pr"}
+    status, _ = _post(service, {**form, "token": user})
+    assert status == 200
+    job = next(j for j in service.get("/jobs")["jobs"] if j["plan"] == "onnx|auto|by=form-user")
+    done = service.wait_done(job["id"], timeout=600)
+    assert done["status"] == "done" and done["result"]["action"] == "opened", done
+    before = service.get("/jobs")["jobs"]
+    status, page = _post(service, {**form, "token": other})
+    said = html.unescape(page)
+    assert status == 400 and "already proposes these exports (of this commit)" in said, said
+    assert done["result"]["pr_url"] in said and other not in page
+    assert service.get("/jobs")["jobs"] == before
+    from huggingface_hub import HfApi
+
+    prs = list(HfApi(endpoint=hub.url, token=user).get_repo_discussions("form-owner/tiny-bert"))
+    assert len(prs) == 1, prs
 
 
 BAD = [
@@ -198,3 +260,25 @@ def test_the_form_names_every_field_for_a_screen_reader_and_says_formats_plainly
     into = next(a for a in fields.inputs if a.get("name") == "into")
     assert token.get("aria-describedby") == "token-hint" and into.get("aria-describedby") == "into-hint"
     assert "ONNX</label>" in page and "<code>onnx</code>" not in page, page
+
+
+def test_the_operator_reads_each_request_back_from_the_log_with_its_time_and_requester(asked):
+    """The journeys above, as the service's log tells them: one JSON object a line, each with its
+    time; a request with its requester, its run, and its end (what it made, or the whole failure
+    with the push's output); a refused request with why. No token anywhere."""
+    from datetime import datetime
+
+    service, user = asked
+    log = service.db.with_suffix(".log").read_text()
+    events = [json.loads(line) for line in log.splitlines() if line.strip()]
+    assert all(datetime.fromisoformat(e["time"]) and e["level"] in ("info", "warning", "error") for e in events)
+    requested = {e["repo"]: e for e in events if e["msg"] == "requested"}
+    assert requested["form-owner/tiny-bert"]["by"] == "form-user", requested
+    done = next(e for e in events if e["msg"] == "done" and e["job"] == requested["form-owner/tiny-bert"]["job"])
+    assert any(line.startswith("onnx/ — ") for line in done["made"]), done
+    failed = next(e for e in events if e["msg"] == "failed" and e["job"] == requested["form-owner/tiny-choice"]["job"])
+    assert "head is not one hfexport exports" in failed["error"] and "hfexport push" not in failed["error"], failed
+    assert "BertForMultipleChoice" in failed["output"], failed  # the push's own stderr, whole
+    refused = [e for e in events if e["msg"] == "refused"]
+    assert refused and all(e["why"] for e in refused), refused
+    assert user not in log

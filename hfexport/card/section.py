@@ -24,6 +24,7 @@ from ..table import markdown_table, markdown_variant_table
 from . import frontmatter
 from .programs import JS_PR_REVISION_NOTE, PR_REVISION_NOTE
 from .snippets import js_block, load_section, loaders_read
+from .where import which_file_table
 
 START = "<!-- hfexport:start -->"
 END = "<!-- hfexport:end -->"
@@ -198,6 +199,20 @@ def fused_notes(report: Report) -> list[str]:
     ]
 
 
+def placeholder_notes(report: Report) -> list[str]:
+    """What an empty file beside a graph is for, where one is published: `transformers.exporters`'
+    `ExportedModel` asks for `model.onnx.data` beside every ONNX graph (`OnnxExporter.program_files`),
+    though the published graph holds its weights; every other loader reads `model.onnx` alone."""
+    empty = [f"{b.subfolder}/{f.path}" for b in report.succeeded for f in b.files if not f.size]
+    if not empty:
+        return []
+    return [
+        f"`{'`, `'.join(empty)}`: empty, and so on purpose — `ExportedModel` asks for it beside the graph, whose "
+        "weights are inside it; ONNX Runtime, optimum, sentence-transformers and transformers.js read the graph "
+        "alone."
+    ]
+
+
 def published_only(report: Report) -> Report:
     """The report as the card shows it: the exports that succeeded, each with the variants it
     publishes. A failed or skipped backend or variant is said in the PR's description and the report
@@ -225,12 +240,17 @@ def render_section(
         "reloaded on its own runtime and compared with the original model, on the traced shape and on another "
         f"batch and sequence length (task `{report.plan.task}`).",
         "",
+        *(
+            ["### Which file to use", "", *where, "", "### Every export", ""]
+            if (where := which_file_table(report))
+            else []
+        ),
         *markdown_table(
             report,
             ["backend", "source", "folder", "files", "size", "precision", "max_abs_diff", "tolerance"] + web,
         ),
     ]
-    notes = [*notes, *precision_notes(report), *web_notes(report), *fused_notes(report)]
+    notes = [*notes, *precision_notes(report), *web_notes(report), *fused_notes(report), *placeholder_notes(report)]
     if notes:
         lines += ["", *(f"- {note}" for note in notes)]
     variants = markdown_variant_table(report, ["backend", "variant", "file", "size", "share", "quality", "speed"] + web)

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..card.where import picks
 from ..errors import HfExportError
 from ..report import REPORT_FILE, Report, Status
 from ..table import HEADERS, VARIANT_HEADERS, rows, variant_rows
@@ -30,11 +31,12 @@ _RIGHT = {"size", "max_abs_diff", "export_seconds", "peak_rss"}
 
 def fail(e: HfExportError, as_json: bool = False) -> NoReturn:
     """Print an error's cause and fix, and exit with its code; with `as_json` (a command's --json),
-    also `{"ok": false, "error", "fix", "exit_code"}` on stdout, where a script reads the outcome."""
+    also `{"ok": false, "error", "fix", "exit_code", "kind"}` on stdout, where a script reads the
+    outcome (`kind`: the error's class, by which the service words its own fix)."""
     err.print(f"[bold red]error:[/] {e.cause}", markup=True, highlight=False)
     err.print(f"[bold]fix:[/] {e.fix}", highlight=False)
     if as_json:
-        outcome = {"ok": False, "error": e.cause, "fix": e.fix, "exit_code": int(e.exit_code)}
+        outcome = {"ok": False, "error": e.cause, "fix": e.fix, "exit_code": int(e.exit_code), "kind": type(e).__name__}
         sys.stdout.write(json.dumps(outcome, indent=2) + "\n")
     raise typer.Exit(e.exit_code)
 
@@ -129,6 +131,12 @@ def print_report(report: Report) -> None:
             right=frozenset(VARIANT_HEADERS[c] for c in ("size", "share", "speed")),
             prose=frozenset({VARIANT_HEADERS["quality"]}),
         )
+    where = picks(report)
+    if where:  # the file to take for each place, and why: the card's first table too
+        err.print("[bold]which file where[/]", highlight=False)
+        for pick in where:
+            err.print(f"  {pick.where}: [bold]{pick.file}[/]", highlight=False)
+            err.print(f"    {pick.why}", highlight=False)
     for b in report.backends:
         if b.error:
             err.print(f"[bold]{b.backend}[/] {b.status}: {b.error}", highlight=False)

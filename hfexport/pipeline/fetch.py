@@ -44,6 +44,15 @@ class FetchedModel:
 # ── Stage 2: fetch ───────────────────────────────────────────────────────────
 
 
+def weights_in(names: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The weight files among a repo's paths: safetensors ones, and pickled ones at its root —
+    never the files of an export folder (`onnx/`, `executorch/`: ours or the owner's)."""
+    folders = export_folders()
+    names = [n for n in names if n.split("/")[0] not in folders]
+    safe = tuple(n for n in names if n.endswith(SAFE_WEIGHTS))
+    return safe, tuple(n for n in names if n.endswith(PICKLE_WEIGHTS) and "/" not in n)
+
+
 def fetch(
     source: Source, allow_pickle: bool = False, trust_remote_code: bool = False, token: str | None = None
 ) -> FetchedModel:
@@ -70,9 +79,7 @@ def fetch(
         for name in names:
             _check_path(name, source)
     folders = export_folders()
-    names = [n for n in names if n.split("/")[0] not in folders]
-    safe = tuple(n for n in names if n.endswith(SAFE_WEIGHTS))
-    pickled = tuple(n for n in names if n.endswith(PICKLE_WEIGHTS) and "/" not in n)
+    safe, pickled = weights_in(names)
     where = source.ref if source.kind == "local" else f"{source.ref}@{source.sha[:8]}"
     if not safe and not pickled:
         raise NoWeightsError(

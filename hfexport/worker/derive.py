@@ -162,8 +162,10 @@ def _attempt(variant: Variant, attempt: int, work_dir: Path, outcome: VariantRes
             derived = _derive_per_component(variant, job_for, components, context.out_dir, work)
         outcome.kept_in_float, outcome.runtime_ops = list(derived.kept_in_float), list(derived.runtime_ops)
         outcome.settings = derived.settings
-        figures, speedup = context.judge(derived)
+        figures, ratios = context.judge(derived)
+        speedup = ratios[len(ratios) // 2]
         outcome.quality, outcome.speedup = reported(figures), round(speedup, 3)
+        outcome.speedup_range = [round(ratios[0], 2), round(ratios[-1], 2)]
         gated = {**figures, Figure.DECODE_SPEEDUP: speedup} if split.generates else figures
         missed = misses(gated, outcome.thresholds)
         if missed and derived.more_accurate:
@@ -247,7 +249,7 @@ class _Judge:
         self.judged = judged  # a generation variant's teacher-forced set (`inputs.Judged`)
         self.load_exported = load_exported  # the fp32 program, loaded again for each variant's timing
 
-    def __call__(self, derived: Derived) -> tuple[dict[str, float], float]:
+    def __call__(self, derived: Derived) -> tuple[dict[str, float], list[float]]:
         import torch
         from transformers.exporters import ExportedModel
 
@@ -271,12 +273,12 @@ class _Judge:
         assert self.judged is not None, "a generation export's variants are judged on a Judged set"
         figures = generation_quality(reference, split, runner(candidate), traced, other, self.judged, cache_dtype=dtype)
         base = self.load_exported()
-        speedup = paired_speedup(
+        ratios = paired_speedup(
             lambda: greedy_loop(split, runner(base), traced, other, reference.config, n),
             lambda: greedy_loop(split, runner(candidate), traced, other, reference.config, n, cache_dtype=dtype),
             {},
         )
-        return figures, speedup
+        return figures, ratios
 
 
 def _derive_per_component(variant: Variant, job_for, components: list[str], out_dir: Path, work: Path) -> Derived:

@@ -156,6 +156,42 @@ def test_the_status_page_lists_each_repo_behind_the_read_token(tmp_path):
     assert re.search(r">running, \d+ s</td><td>0</td>", row), row  # how long it has run; none waiting
 
 
+def test_an_operator_retries_a_failed_job_from_the_status_page_and_no_other_sites_form_can(tmp_path):
+    """A failed repo's row has a retry button: its form carries a value only the service makes, so
+    the operator's browser (which resends Basic credentials to any site's form) retries it from this
+    page alone; the retried job is queued again with its attempts afresh; retrying it twice is refused."""
+    import base64
+
+    from starlette.testclient import TestClient
+
+    from hfexport.entrypoints.service.app import create_app
+    from hfexport.entrypoints.service.config import ServiceConfig
+    from hfexport.entrypoints.service.queue import JobQueue
+
+    _states_queue(tmp_path / "q.sqlite")
+    config = ServiceConfig(secret=SECRET, watch={"*"}, plan=JobPlan(("dynamo",)), read_token="read-token-0123456789")
+    queue = JobQueue(tmp_path / "q.sqlite")
+    client = TestClient(create_app(config, queue))
+    basic = {"Authorization": "Basic " + base64.b64encode(b"op:read-token-0123456789").decode()}
+    text = client.get("/", headers=basic).text
+    failed = next(j for j in queue.list() if j.repo_id == "org/failing")
+    form = re.search(rf'<form method="post" action="/jobs/{failed.id}/retry">.*?value="([0-9a-f]+)"', text)
+    assert form is not None and text.count("<form") == 1, text  # the failed row's alone
+    assert f'aria-label="retry job {failed.id} of org/failing"' in text
+    # Another site's form: the operator's credentials, not the page's value.
+    forged = client.post(f"/jobs/{failed.id}/retry", data={"check": "0" * 32}, headers=basic, follow_redirects=False)
+    assert forged.status_code == 403 and queue.get(failed.id).status == "failed"
+    assert client.post(f"/jobs/{failed.id}/retry", data={"check": form.group(1)}).status_code == 401
+    retried = client.post(
+        f"/jobs/{failed.id}/retry", data={"check": form.group(1)}, headers=basic, follow_redirects=False
+    )
+    assert retried.status_code == 303 and retried.headers["location"] == "/"
+    job = queue.get(failed.id)
+    assert job.status == "queued" and job.attempts == 0, job
+    again = client.post(f"/jobs/{failed.id}/retry", headers={"Authorization": "Bearer read-token-0123456789"})
+    assert again.status_code == 409 and "not a failed job" in again.json()["error"]
+
+
 # Debian's headless shell (`make test` installs it) or its whole browser.
 CHROMIUM = shutil.which("chromium-headless-shell") or shutil.which("chromium")
 

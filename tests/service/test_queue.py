@@ -91,7 +91,9 @@ def test_a_bad_input_job_is_attempted_once(hub, accounts, tmp_path):
         assert status == 202
         job = service.wait_done(body["job"], timeout=120)
         assert job["status"] == "failed" and job["attempts"] == 1, job
-        assert "exited with 2" in job["error"]
+        # The push's own refusal, whole, with its fix in the service's terms (no `--token`).
+        assert "has no repo 'alice-svc/no-such-model'" in job["error"] and "\nfix: " in job["error"], job
+        assert "--token" not in job["error"], job
     finally:
         service.stop()
 

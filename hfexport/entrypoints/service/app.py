@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import hmac
 import json
 import logging
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from .body import BODY_DEADLINE_S, read_body
@@ -55,6 +57,14 @@ def _refused(config: ServiceConfig, request: Request, readers: bool = False) -> 
     if not hmac.compare_digest(secret.encode(), config.secret.encode()):
         return JSONResponse({"error": "wrong X-Webhook-Secret"}, status_code=403)
     return None
+
+
+def retry_check(config: ServiceConfig, job_id: int) -> str:
+    """What the status page's retry form for `job_id` carries: keyed by the service's secret or
+    read token, so a form on another site (which the browser would send with the operator's Basic
+    credentials) cannot make it."""
+    key = (config.secret or config.read_token or "").encode()
+    return hmac.new(key, f"retry {job_id}".encode(), hashlib.sha256).hexdigest()[:32]
 
 
 def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | None = None) -> Starlette:
@@ -111,7 +121,9 @@ def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | N
                 status_code=401,
                 headers={"WWW-Authenticate": 'Basic realm="hfexport", charset="UTF-8"'},
             )
-        page = render_status(queue.repos(), queue.counts(), health_problems())
+        page = render_status(
+            queue.repos(), queue.counts(), health_problems(), retry_check=lambda n: retry_check(config, n)
+        )
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
     async def jobs(request: Request) -> JSONResponse:
@@ -127,8 +139,33 @@ def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | N
             return JSONResponse({"error": "no such job"}, status_code=404)
         return JSONResponse(found.to_dict())
 
+    async def retry(request: Request) -> Response:
+        """An operator's retry of a failed job: from the status page's button (its form's check
+        value, made for this job with the service's own key), or an API client's header credentials."""
+        if (answer := _refused(config, request, readers=True)) is not None:
+            return answer
+        job_id = int(request.path_params["job_id"])
+        try:
+            body, _ = await asyncio.wait_for(read_body(request, 4096), BODY_DEADLINE_S)
+        except asyncio.TimeoutError:
+            return JSONResponse({"error": f"the body did not arrive within {BODY_DEADLINE_S:g} s"}, status_code=408)
+        check = parse_qs(body.decode("latin-1")).get("check", [""])[0]
+        by_header = "x-webhook-secret" in request.headers or request.headers.get("authorization", "").startswith(
+            "Bearer "
+        )
+        if not by_header and not hmac.compare_digest(check.encode(), retry_check(config, job_id).encode()):
+            return JSONResponse({"error": "retry from the status page's own button"}, status_code=403)
+        why_not = queue.retry(job_id)
+        log.info(json.dumps({"msg": "retry", "job": job_id, **({"refused": why_not} if why_not else {})}))
+        if why_not:
+            return JSONResponse({"error": why_not}, status_code=409)
+        if by_header:
+            return JSONResponse({"job": job_id, "queued": True})
+        return RedirectResponse("/", status_code=303)
+
     routes = [
         Route("/", status_page),
+        Route("/jobs/{job_id:int}/retry", retry, methods=["POST"]),
         Route("/webhook", webhook, methods=["POST"]),
         Route("/healthz", healthz),
         Route("/jobs", jobs),
@@ -136,5 +173,6 @@ def create_app(config: ServiceConfig, queue: JobQueue, workers: QueueWorkers | N
     ]
     if config.request_page:
         tokens = workers.tokens if workers else RequestTokens()
-        routes += RequestPage(config.plan, queue, tokens, billed=config.requests_billed).routes()
+        stages = workers.stages if workers else None
+        routes += RequestPage(config.plan, queue, tokens, billed=config.requests_billed, stages=stages).routes()
     return Starlette(routes=routes)

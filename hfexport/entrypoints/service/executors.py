@@ -10,13 +10,14 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -29,6 +30,7 @@ from ...pipeline.preflight import needs, smallest_flavor, weights_of
 from ...proc import die_with_parent
 from ...report import Source, Status
 from ...settings import HF_CACHE_MAX_GB, MEMORY_LIMIT_MB, READ_TOKEN, WEBHOOK_SECRET, cache_max_bytes
+from ...table import summary
 from .budget import Busy, MemoryBudget, limit_mb
 from .outcome import HfJobRun, JobOutcome
 from .queue import Job
@@ -54,9 +56,52 @@ class Executor(Protocol):
 
 
 class JobFailed(Exception):
-    def __init__(self, message: str, retryable: bool):
+    """A job's run failed. `message` is its cause and fix as the service says them (the job's error,
+    which the request page and the status page show); `output`, the push's whole stderr where it
+    printed one (the operator's log keeps it)."""
+
+    def __init__(self, message: str, retryable: bool, output: str | None = None):
         super().__init__(message)
-        self.retryable = retryable
+        self.retryable, self.output = retryable, output
+
+
+# What a push's refusal (`hfexport push --json`: `kind`, `error`, `fix`) advises, said in the
+# service's terms: its fix names CLI flags (`--allow-pickle`, `--task`) that neither the request page
+# nor `serve` offers. A kind not listed keeps the push's own fix.
+NO_PICKLES = (
+    "This service never unpickles a model's files (unpickling runs code from them): ask the model's owner for "
+    "safetensors weights (the Hub's safetensors conversion opens that pull request), then ask again."
+)
+SERVICE_FIXES = {
+    "PickleWeightsError": NO_PICKLES,
+    "UnsupportedArchitectureError": "This service exports a model for its own head's task (`hfexport tasks` lists "
+    "them): ask for a model with one of those heads, or export this one's base model yourself with "
+    "`hfexport export REPO --task feature-extraction`.",
+    "RemoteCodeError": "This model needs its repo's own code, which this service runs only where its operator "
+    "started it with --trust-remote-code (in a sandbox): ask for a model transformers implements.",
+    "SourceNotFoundError": "Check the repo id (org/name, as in the repo's URL); a private or gated repo needs a "
+    "token that can read it: on the request page, ask again with one; for a watched repo, the operator gives "
+    "`hfexport serve` one (HF_TOKEN).",
+    "AuthError": "The token this job ran with may not publish there: on the request page, ask again with a token "
+    "that has write access; for a watched repo, the operator gives `hfexport serve` one (HF_TOKEN).",
+}
+
+
+def refusal(stdout: str) -> str | None:
+    """A push's refusal from its `--json` output (`console.fail`): its cause, then the fix in the
+    service's terms (`SERVICE_FIXES`); None where it printed none."""
+    try:
+        outcome = json.loads(stdout)
+    except ValueError:
+        return None
+    if not isinstance(outcome, dict) or outcome.get("ok") is not False or not outcome.get("error"):
+        return None
+    fix = SERVICE_FIXES.get(str(outcome.get("kind")), str(outcome.get("fix") or ""))
+    return f"{outcome['error']}\nfix: {fix}" if fix else str(outcome["error"])
+
+
+# A push's stderr as the operator's log keeps it (its last bytes where it printed more).
+MAX_OUTPUT_BYTES = 64 * 1024
 
 
 def push_arguments(job: Job, backends: str | None = None) -> list[str]:
@@ -77,6 +122,54 @@ def push_arguments(job: Job, backends: str | None = None) -> list[str]:
         "--",
         job.repo_id,
     ]
+
+
+def _communicate(
+    process: subprocess.Popen, stdin: str, timeout_s: float, on_stage: Callable[[str], None] | None
+) -> tuple[str, str]:
+    """`process.communicate(stdin)`, its stderr read as it comes: each progress line a piped push
+    prints (`  onnx: exporting (12s)`) handed to `on_stage` as the job's stage (`onnx: exporting`).
+
+    Raises:
+        subprocess.TimeoutExpired: it ran past `timeout_s` (it is killed first).
+    """
+    out: list[str] = []
+    err: list[str] = []
+
+    def read_stderr() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            err.append(line)
+            if on_stage is not None and (stage := _STAGE_LINE.match(line)):
+                on_stage(stage.group(1))
+
+    def read_stdout() -> None:
+        assert process.stdout is not None
+        out.append(process.stdout.read())
+
+    readers = [threading.Thread(target=f, daemon=True) for f in (read_stderr, read_stdout)]
+    for reader in readers:
+        reader.start()
+    if process.stdin is not None:
+        try:
+            process.stdin.write(stdin)
+            process.stdin.close()
+        except BrokenPipeError:  # it ended before reading: what it printed says why
+            pass
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise
+    finally:
+        for reader in readers:
+            reader.join(timeout=10)
+    return "".join(out), "".join(err)
+
+
+# A backend's stage as a piped push prints it (`console.progress_callback`): "  onnx: exporting (12s)".
+_STAGE_LINE = re.compile(r"^  ([\w-]+: [^()\n]+?) \(\d+s\)$")
 
 
 def hardware_groups(job: Job) -> dict[str, list[str]]:
@@ -179,10 +272,8 @@ class LocalExecutor:
         with self._lock:
             self._running.add(job.repo_id)
         try:
-            stdout, stderr = process.communicate(stdin, timeout=self.timeout_s)
+            stdout, stderr = _communicate(process, stdin, self.timeout_s, job.on_stage)
         except subprocess.TimeoutExpired:  # killed: the same commit would run as long again
-            process.kill()
-            process.communicate()
             raise JobFailed(f"push ran past the job timeout ({self.timeout_s:g} s) and was stopped", False) from None
         finally:
             with self._lock:
@@ -190,24 +281,28 @@ class LocalExecutor:
             self._ended(process)
             if self._pushes is not None:
                 self._pushes.refill()
-        tail = "\n".join(stderr.strip().splitlines()[-5:])
+        output = stderr[-MAX_OUTPUT_BYTES:]
+        # The job's error: the push's own refusal where it made one, else the end of what it printed.
+        tail = "\n".join(stderr.strip().splitlines()[-40:])
         if process.returncode in (ExitCode.OK, ExitCode.BACKEND_FAILED):  # the PR says which backend failed
             try:
                 result = PublishResult.from_dict(json.loads(stdout))
             except (ValueError, KeyError, TypeError):
-                raise JobFailed(f"push printed no JSON: {tail}", retryable=True) from None
+                raise JobFailed(f"push printed no JSON: {tail}", retryable=True, output=output) from None
             backends = result.report.backends if result.report is not None else []
             stopped = [f"{b.backend} {b.status}" for b in backends if b.status in NOT_ANSWERS]
             if stopped:
-                raise JobFailed(f"{', '.join(stopped)}: the machine's doing, not the model's; retried", True)
+                raise JobFailed(f"{', '.join(stopped)}: the machine's doing, not the model's; retried", True, output)
             return JobOutcome(
                 action=str(result.action),
                 pr_url=result.pr_url,
                 repo_url=result.repo_url,
                 exit_code=process.returncode,
                 warm=warm,
+                made=summary(result.report) if result.report is not None else [],
             )
-        raise JobFailed(f"push exited with {process.returncode}: {tail}", retryable=retryable_exit(process.returncode))
+        said = refusal(stdout) or f"push exited with {process.returncode}: {tail}"
+        raise JobFailed(said, retryable=retryable_exit(process.returncode), output=output)
 
     def close(self) -> None:
         """End the warm processes waiting for a job, and remove their temporary folders."""

@@ -44,6 +44,8 @@ class JobOutcome(Mapping[str, Any]):
     stage: str | None = None
     jobs: dict[str, HfJobRun] = field(default_factory=dict)
     seconds: float | None = None
+    # What it published, a line each (`table.summary`): the request page's summary when done.
+    made: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, value: JobOutcome | Mapping[str, Any]) -> JobOutcome:
@@ -69,6 +71,8 @@ class JobOutcome(Mapping[str, Any]):
             value = getattr(self, f.name)
             if f.name == "jobs":
                 value = {hardware: _set(dataclasses.asdict(run)) for hardware, run in value.items()} or None
+            if f.name == "made":
+                value = value or None
             if value is not None:
                 record[f.name] = value
         return record

@@ -105,6 +105,7 @@ class RepoStatus:
     updated_at: float
     started_at: float | None = None  # when the newest job's current run began (running: its elapsed time)
     repo_url: str | None = None  # the derived repo the last done job wrote to (`push --into`)
+    job_id: int | None = None  # the newest job's (the one an operator's retry queues again)
 
 
 @dataclass
@@ -119,13 +120,17 @@ class Job:
     error: str | None
     created_at: float
     updated_at: float
+    # When its current run began (running: the request page's elapsed time).
+    started_at: float | None = None
     # A requester's token the job runs with (`request_page.RequestTokens`): never stored or shown.
     hub_token: str | None = field(default=None, repr=False, compare=False)
+    # Where the executor says each stage its push reaches (`stages.JobStages`): never stored.
+    on_stage: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         """As `/jobs` shows it: no local path in the error, no token."""
         return {
-            **{k: v for k, v in self.__dict__.items() if k != "hub_token"},
+            **{k: v for k, v in self.__dict__.items() if k not in ("hub_token", "on_stage")},
             "result": self.result.to_dict() if self.result is not None else None,
             "plan": str(self.plan),
             "status": str(self.status),
@@ -233,6 +238,20 @@ class JobQueue:
         if row["n"] >= self.max_queued // 2:
             return "the requests' share of the queue is full (the rest is kept for the repos the service watches)"
         return None
+
+    def pull_request_jobs(self, repo_id: str, limit: int = 50) -> list[Job]:
+        """The newest jobs of `repo_id` whose exports go to a pull request on it (no `into`), waiting,
+        running or done, newest first: what a request for another such PR would duplicate."""
+        rows = (
+            self._connect()
+            .execute(
+                "SELECT * FROM jobs WHERE repo_id=? AND status IN ('queued', 'running', 'done') "
+                "AND instr(plan_key, '|into=') = 0 ORDER BY id DESC LIMIT ?",
+                (repo_id, limit),
+            )
+            .fetchall()
+        )
+        return [_job(row) for row in rows]
 
     def remember_page(self, key_digest: str, job_id: int, keep_s: float = 30 * 86400) -> None:
         """Record that the request page `key_digest` shows `job_id`; pages older than `keep_s` go."""
@@ -401,6 +420,38 @@ class JobQueue:
         )
         return cursor.rowcount == 1
 
+    def retry(self, job_id: int) -> str | None:
+        """A failed job queued again now, its attempts counted afresh (the operator's retry from the
+        status page); its last error stays until it runs. None: queued; else why not."""
+        job = self.get(job_id)
+        if job is None or job.status != JobStatus.FAILED:
+            return f"job {job_id} is not a failed job"
+        if job.plan.requester:  # it ran with its requester's token, which is gone: only they can ask again
+            return f"job {job_id} was asked for on the request page by {job.plan.requester}, whose token is gone"
+        now = self.clock()
+        cursor = self._connect().execute(
+            "UPDATE jobs SET status='queued', attempts=0, transient=0, next_run_at=?, updated_at=? "
+            "WHERE id=? AND status='failed'",
+            (now, now, job_id),
+        )
+        return None if cursor.rowcount == 1 else f"job {job_id} changed meanwhile"
+
+    def position(self, job_id: int) -> int | None:
+        """How many due jobs `claim` hands out before a queued one, as it orders them now (the repo
+        claimed longest ago first, then the oldest job); None: the job is not queued."""
+        row = (
+            self._connect()
+            .execute(
+                "SELECT (SELECT COUNT(*) FROM jobs o LEFT JOIN repos r ON r.repo_id = o.repo_id "
+                "WHERE o.status='queued' AND o.next_run_at <= ? AND o.id != j.id "
+                "AND (COALESCE(r.last_claim, 0), o.id) < (COALESCE(rj.last_claim, 0), j.id)) AS ahead "
+                "FROM jobs j LEFT JOIN repos rj ON rj.repo_id = j.repo_id WHERE j.id=? AND j.status='queued'",
+                (self.clock(), job_id),
+            )
+            .fetchone()
+        )
+        return None if row is None else int(row["ahead"])
+
     def _set(self, job_id: int, token: str, status: str, result: dict | None = None, error: str | None = None) -> bool:
         cursor = self._connect().execute(
             "UPDATE jobs SET status=?, result=?, error=?, lease_until=NULL, lease_owner=NULL, updated_at=? "
@@ -500,6 +551,7 @@ class JobQueue:
                     error=without_local_paths(row["failed_error"]) if row["failed_error"] else None,
                     updated_at=row["updated_at"],
                     started_at=row["started_at"],
+                    job_id=row["id"],
                 )
             )
         return statuses
@@ -573,4 +625,5 @@ def _job(row: sqlite3.Row) -> Job:
         error=row["error"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        started_at=row["started_at"],
     )

@@ -50,8 +50,10 @@ from ...errors import ConfigError
 from ...hub.retry import refused
 from ...hub.state import OwnRepo, namespaces
 from ...messages import JobPlan
+from ...pipeline.fetch import weights_in
 from ...pipeline.resolve import is_repo_id
 from .body import BODY_DEADLINE_S, read_body
+from .executors import NO_PICKLES
 from .outcome import JobOutcome, Superseded
 from .queue import Job, JobQueue, JobStatus
 from .signin import (
@@ -67,6 +69,7 @@ from .signin import (
     oauth_app,
     signed_in,
 )
+from .stages import JobStages
 from .tokens import RequestTokens
 
 if TYPE_CHECKING:
@@ -194,15 +197,74 @@ def check(api: HfApi, request: Requested) -> tuple[str, str]:
             f"Publish into {me['name']}/… or an organisation of yours.",
         )
     try:
-        sha = api.model_info(request.repo_id, token=request.token).sha
+        info = api.model_info(request.repo_id, token=request.token)
     except RepositoryNotFoundError:
         raise RequestError(
             f"There is no model repo {request.repo_id} that this token can read.", "Check the repo id."
         ) from None
     except HfHubHTTPError as e:
         raise RequestError(f"The Hub did not answer ({e.__class__.__name__}).", "Ask again in a minute.") from None
-    assert sha is not None  # the Hub names the commit of every repo it answers for
-    return sha, str(me["name"])
+    assert info.sha is not None  # the Hub names the commit of every repo it answers for
+    # What the job would refuse, said now: weights this service never loads.
+    safe, pickled = weights_in([s.rfilename for s in info.siblings or []])
+    if pickled and not safe:
+        raise RequestError(f"{request.repo_id} has pickled weights only ({', '.join(pickled[:3])}).", NO_PICKLES)
+    return info.sha, str(me["name"])
+
+
+def already_proposed(api: HfApi, queue: JobQueue, request: Requested, sha: str, requester: str) -> None:
+    """Refuse a pull request that would duplicate one this service made or is making: a job of the
+    same model's PR (asked for here by anyone, or a watched repo's) waiting or running, or done with
+    a PR still open whose formats include the ones asked for. The service trusts its own records
+    here, never a PR's text (anyone can write a look-alike): its jobs say which PRs it opened. A
+    requester's own earlier PR is no duplicate: their job updates it (it is theirs on the Hub).
+
+    Raises:
+        RequestError: naming the open PR (its link), or the job in the way.
+    """
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if request.into is not None:
+        return  # a repo of the requester's own duplicates no one's PR
+    for job in queue.pull_request_jobs(request.repo_id):
+        if job.plan.requester == requester:
+            continue
+        if job.status in (JobStatus.QUEUED, JobStatus.RUNNING):
+            raise RequestError(
+                f"A pull request with exports of {request.repo_id} is being made now (job {job.id}, {job.status}).",
+                "Ask again once it is open, to find it linked here, or ask for a repo of your own instead.",
+            )
+        result = job.result if isinstance(job.result, JobOutcome) else None
+        if result is None or not result.pr_url or not set(request.backends) <= set(job.plan.backends):
+            continue
+        try:
+            num = int(result.pr_url.rstrip("/").rsplit("/", 1)[-1])
+            details = api.get_discussion_details(request.repo_id, num, token=request.token)
+        except (ValueError, HfHubHTTPError):
+            continue  # gone, or not readable with this token: not a PR anyone can be pointed to
+        if details.status in ("open", "draft"):  # a PR opened by a commit stays a draft until published
+            held = "this commit" if job.head_sha == sha else f"commit {job.head_sha[:12]}"
+            raise RequestError(
+                f"Pull request #{num} on {request.repo_id} already proposes these exports (of {held}): {result.pr_url}",
+                "Comment or react there so its maintainers see it is wanted, or ask for a repo of your own instead.",
+            )
+
+
+def _traced(fields: dict[str, str], cause: str) -> dict[str, str]:
+    """A refused request as the operator's log keeps it: the repo ids asked for and why not. A field
+    that is no repo id (a token pasted in the wrong box) is written nowhere, in the cause neither;
+    the token's own field never is."""
+    traced, why = {}, cause
+    for name in ("repo", "into"):
+        value = fields.get(name, "")
+        if not value:
+            continue
+        if is_repo_id(value):
+            traced[name] = value
+        else:
+            traced[name] = "(not a repo id)"
+            why = why.replace(value[:100], "…")
+    return {**traced, "why": why}
 
 
 def plan_of(request: Requested, requester: str, task: str = "auto") -> JobPlan:
@@ -301,9 +363,23 @@ _BILLED = (
 )
 
 
-def render_request(job: Job | None, into: str | None, token_lost: bool) -> str:
-    """A request's page: its job's state, and once done the PR or repo it published to."""
-    e = html.escape
+def _for(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 60} min {seconds % 60} s" if seconds >= 60 else f"{seconds} s"
+
+
+def render_request(
+    job: Job | None,
+    into: str | None,
+    token_lost: bool,
+    stage: tuple[str, float] | None = None,
+    ahead: int | None = None,
+    now: float | None = None,
+) -> str:
+    """A request's page: its job's state — queued (for how long, how many jobs before it), running
+    (for how long, at which stage: `stage`, what its push last said and when) — and once it ends
+    what it published (the link, each file with its figures) or why it failed and what to do."""
+    e, now = html.escape, time.time() if now is None else now
     if job is None:
         return _page("hfexport: no such request", "<h1>No such request</h1><p><a href=/request>Ask for one</a>.</p>")
     where = f"into <code>{e(into)}</code>" if into else "as a pull request on it"
@@ -312,6 +388,14 @@ def render_request(job: Job | None, into: str | None, token_lost: bool) -> str:
     link = result.url
     finished = job.status in (JobStatus.DONE, JobStatus.FAILED, JobStatus.SUPERSEDED)
     lines.append(f'<p>State: <span class="state" id="state">{e(str(job.status))}</span></p>')
+    if job.status == JobStatus.QUEUED:
+        waited = f"Waiting for {_for(now - job.created_at)}"
+        before = "" if ahead is None else f"; {ahead} job{'s' * (ahead != 1)} before it" if ahead else "; next to run"
+        lines.append(f'<p id="progress">{waited}{before}.</p>')
+    elif job.status == JobStatus.RUNNING:
+        began = job.started_at or job.updated_at
+        at = f": {e(stage[0])} (for {_for(now - stage[1])})" if stage else ""
+        lines.append(f'<p id="progress">Running for {_for(now - began)}{at}.</p>')
     if job.status == JobStatus.DONE:
         action = str(result.action or "")
         lines.append(
@@ -319,8 +403,15 @@ def render_request(job: Job | None, into: str | None, token_lost: bool) -> str:
             if link
             else f'<p id="outcome">{e(action)}: nothing to publish.</p>'
         )
+        if result.made:
+            took = f" in {_for(result.seconds)}" if result.seconds else ""
+            made = "".join(f"<li>{e(line)}</li>" for line in result.made)
+            lines.append(f'<p>Validated and published{took}:</p><ul id="made">{made}</ul>')
     elif job.status == JobStatus.FAILED:
-        lines.append(f'<p class="error" id="outcome">{e(job.error or "failed")}</p>')
+        cause, _, fix = (job.error or "failed").partition("\nfix: ")
+        lines.append(f'<p class="error" id="outcome" role="alert">{e(cause)}</p>')
+        if fix:
+            lines.append(f'<p class="fix" id="fix">{e(fix)}</p>')
     elif job.status == JobStatus.SUPERSEDED:
         lines.append('<p id="outcome">A newer commit of the model was exported instead.</p>')
     elif token_lost:
@@ -345,10 +436,20 @@ class RequestPage:
         plan: the service's: its backends are the form's formats, its task the jobs'.
         queue: where a request becomes a job.
         tokens: where its token waits for the worker that runs it.
+        stages: where the workers say each running job's stage.
     """
 
-    def __init__(self, plan: JobPlan, queue: JobQueue, tokens: RequestTokens, *, billed: bool = False):
+    def __init__(
+        self,
+        plan: JobPlan,
+        queue: JobQueue,
+        tokens: RequestTokens,
+        *,
+        billed: bool = False,
+        stages: JobStages | None = None,
+    ):
         self.offered, self.task, self.queue, self.tokens = tuple(plan.backends), plan.task, queue, tokens
+        self.stages = stages  # where each running job is (the workers'); None: not said
         self.app, self.sessions, self.billed, self.limits = oauth_app(), Sessions(), billed, SubmitLimits()
 
     def routes(self) -> list[Route]:
@@ -390,17 +491,21 @@ class RequestPage:
             if self.queue.full(asked.repo_id):
                 raise RequestError("The queue is full for that namespace.", "Ask again in a few minutes.")
             sha, requester = await asyncio.to_thread(check, HfApi(), asked)
+            await asyncio.to_thread(already_proposed, HfApi(), self.queue, asked, sha, requester)
             if (why := self.queue.requests_full(requester, MAX_PER_REQUESTER)) is not None:
                 status = 429
                 raise RequestError(f"Not now: {why}.", "Ask again once one of them has finished.")
         except RequestError as e:
+            log.info(json.dumps({"msg": "refused", "status": status, **_traced(fields, e.cause)}))
             text = render_form(self.offered, shown(fields), e, session, self.app is not None, self.billed)
             return HTMLResponse(text, status_code=status, headers=_NO_STORE)
         job_id, _ = self.queue.enqueue(asked.repo_id, sha, plan_of(asked, requester, self.task))
         self.tokens.put(job_id, asked.token)
         key = new_key()
         self.queue.remember_page(_digest(key), job_id)
-        log.info(json.dumps({"msg": "requested", "job": job_id, "repo": asked.repo_id, "into": asked.into}))
+        log.info(
+            json.dumps({"msg": "requested", "job": job_id, "repo": asked.repo_id, "into": asked.into, "by": requester})
+        )
         return RedirectResponse(f"/request/{key}", status_code=303)
 
     def page(self, request: Request) -> HTMLResponse:
@@ -412,7 +517,9 @@ class RequestPage:
         if found is None:
             return HTMLResponse(render_request(None, None, False), status_code=404, headers=_NO_STORE)
         lost = found.status in (JobStatus.QUEUED, JobStatus.RUNNING) and self.tokens.get(found.id) is None
-        return HTMLResponse(render_request(found, found.plan.into, lost), headers=_NO_STORE)
+        stage = self.stages.get(found.id) if self.stages is not None else None
+        ahead = self.queue.position(found.id) if found.status == JobStatus.QUEUED else None
+        return HTMLResponse(render_request(found, found.plan.into, lost, stage, ahead), headers=_NO_STORE)
 
     def login(self, request: Request) -> Response:
         if self.app is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime, timezone
 
 from ...backends import parse_backends
 from ...errors import HfExportError
@@ -26,6 +27,26 @@ from .limits import guarded_http
 from .queue import JobQueue
 from .watch import Reconciler, Watch
 from .workers import QueueWorkers, branch_head
+
+
+class JsonLines(logging.Formatter):
+    """A log record as one JSON object: `time` (UTC, ISO 8601, ms) and `level` first, then our
+    message's own keys (ours are JSON objects), or a library's text as `msg` with its logger, and
+    any traceback as `traceback`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        try:
+            fields = json.loads(text) if text.startswith("{") else None
+        except ValueError:
+            fields = None
+        if not isinstance(fields, dict):
+            fields = {"msg": text, "logger": record.name}
+        when = datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds")
+        line = {"time": when, "level": record.levelname.lower(), **fields}
+        if record.exc_info:
+            line["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(line)
 
 
 def configure(o: ServeOptions) -> ServiceConfig:
@@ -99,9 +120,11 @@ def run(o: ServeOptions) -> None:
     import uvicorn
     from huggingface_hub import HfApi, get_token
 
-    # One JSON object a line: ours at INFO; the libraries' (their HTTP clients log each request at
-    # INFO) only from WARNING.
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    # One JSON object a line, its time and level first: ours at INFO; the libraries' (their HTTP
+    # clients log each request at INFO) only from WARNING.
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonLines())
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     logging.getLogger("hfexport").setLevel(logging.INFO)
     config = configure(o)
     token = get_token()  # the service's own: HF_TOKEN, else the saved login, read once

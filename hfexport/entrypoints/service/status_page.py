@@ -6,13 +6,15 @@ updated (or the derived repo it wrote to), and its newest failure. Above them, t
 and the workers' health, the same facts `/healthz` and `/jobs` give as JSON. Every value is
 escaped: repo ids, errors and URLs come from the outside. Each state has a colour of its own
 (`STATE_COLOURS`), which the screenshot test counts rows by. It reloads itself every 15 s (a meta
-refresh: still no script).
+refresh: still no script). A failed row has a retry button: a form posting to `/jobs/{id}/retry`
+with a value only this page can make (the browser resends its Basic credentials to any site's form).
 """
 
 from __future__ import annotations
 
 import html
 import time
+from collections.abc import Callable
 
 from .queue import JobStatus, RepoStatus
 
@@ -42,7 +44,24 @@ def _state(row: RepoStatus, now: float) -> str:
     return str(row.status)
 
 
-def render(rows: list[RepoStatus], counts: dict[str, int], problems: list[str], now: float | None = None) -> str:
+def _retry(row: RepoStatus, check: Callable[[int], str] | None) -> str:
+    """A failed newest job's retry button (POST /jobs/{id}/retry), where the page offers them."""
+    if check is None or row.status != JobStatus.FAILED or row.job_id is None:
+        return ""
+    return (
+        f'<form method="post" action="/jobs/{row.job_id}/retry">'
+        f'<input type="hidden" name="check" value="{check(row.job_id)}">'
+        f'<button type="submit" aria-label="retry job {row.job_id} of {html.escape(row.repo_id)}">retry</button></form>'
+    )
+
+
+def render(
+    rows: list[RepoStatus],
+    counts: dict[str, int],
+    problems: list[str],
+    now: float | None = None,
+    retry_check: Callable[[int], str] | None = None,
+) -> str:
     """The page, whole.
 
     Args:
@@ -50,6 +69,8 @@ def render(rows: list[RepoStatus], counts: dict[str, int], problems: list[str], 
         counts: `JobQueue.counts()`.
         problems: what `/healthz` would say is wrong (empty when healthy).
         now: the time the ages are counted from (tests pass one).
+        retry_check: the value a failed row's retry form carries for its job (`app.retry_check`:
+            no other site's page can make it); None: no retry buttons.
     """
     now = time.time() if now is None else now
     e = html.escape
@@ -71,7 +92,7 @@ def render(rows: list[RepoStatus], counts: dict[str, int], problems: list[str], 
             f'<td class="state" style="background:{STATE_COLOURS[r.status]}">{e(_state(r, now))}</td>'
             f"<td>{r.waiting}</td>"
             f"<td>{pr} {e(r.action or '')}</td>"
-            f"<td>{e(r.error or '')}</td>"
+            f"<td>{e(r.error or '')}{_retry(r, retry_check)}</td>"
             f"<td>{e(_ago(r.updated_at, now))}</td>"
             "</tr>"
         )

@@ -17,6 +17,7 @@ from .config import ServiceConfig
 from .executors import Executor, JobFailed
 from .outcome import JobOutcome
 from .queue import JobQueue
+from .stages import JobStages
 from .tokens import TOKEN_LOST, RequestTokens
 
 log = logging.getLogger("hfexport.serve")
@@ -64,6 +65,7 @@ class QueueWorkers:
         self.config, self.queue, self.executor, self.idle_s = config, queue, executor, idle_s
         self.head = head or (lambda repo_id: None)
         self.tokens = RequestTokens()  # the tokens of jobs asked for on the request page
+        self.stages = JobStages()  # where each running job's push is
         self._stop = threading.Event()
         self._prune_lock, self._next_prune = threading.Lock(), 0.0
         self._threads = [
@@ -128,6 +130,7 @@ class QueueWorkers:
         try:
             self._run(job, token)
         finally:
+            self.stages.drop(job.id)
             done.set()
             heartbeat.join()
 
@@ -168,8 +171,10 @@ class QueueWorkers:
             self.queue.fail(job.id, token, TOKEN_LOST, None)
             log.warning(json.dumps({"msg": "failed", "job": job.id, "error": "the requester's token is gone"}))
             return
+        self.stages.set(job.id, "starting")
         try:
-            outcome = JobOutcome.of(self.executor.run(dataclasses.replace(job, hub_token=lent)))
+            running = dataclasses.replace(job, hub_token=lent, on_stage=lambda stage: self.stages.set(job.id, stage))
+            outcome = JobOutcome.of(self.executor.run(running))
         except Busy as e:  # the machine's memory is held by the jobs running: back in the queue
             self.queue.release(job.id, token, e.retry_in_s)
             log.info(json.dumps({"msg": "waiting for memory", "job": job.id, "why": str(e)}))
@@ -185,7 +190,10 @@ class QueueWorkers:
             self.queue.fail(job.id, token, without_local_paths(str(e)), retry_in, transient=e.retryable)
             if retry_in is None:
                 self.tokens.drop(job.id)
-            log.warning(json.dumps({"msg": "failed", "job": job.id, "error": str(e), "retry_in_s": retry_in}))
+            failed = {"msg": "failed", "job": job.id, "repo": job.repo_id, "error": str(e), "retry_in_s": retry_in}
+            if e.output:  # the push's whole stderr: the operator's log keeps what the pages shorten
+                failed["output"] = e.output
+            log.warning(json.dumps(failed))
             return
         except Exception as e:  # an executor bug must not kill the worker
             retry_in = self.config.backoff_s if job.attempts < self.config.max_attempts else None

@@ -1,0 +1,110 @@
+"""Which file to take where: the first thing the card and the terminal say of an export.
+
+A user comes with a place to run the model — a CPU server, a browser (wasm or WebGPU), a phone, a
+GPU, PyTorch — and wants one file. Each row here is the file hfexport measured best there, among
+the files that opened and matched there, with the figures it was picked by (speed with its rounds'
+spread, size, quality). Everything is read from the report: what was measured and where each file
+ran (`WebRuntimes`); nothing is assumed of a format. A place no file was checked in gets no row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..backends import get_backend
+from ..report import BackendResult, Report, VariantKind, VariantResult
+from ..table import format_quality, format_size, format_speed
+
+# Half-precision files are left to be asked for by name: WebGPU runs them only where the adapter has
+# `shader-f16`, and ONNX Runtime's CPU kernels run float16 slower than float32.
+_HALF = frozenset({VariantKind.FP16, VariantKind.Q4F16})
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One place and the file to take there, with why."""
+
+    where: str
+    file: str
+    why: str
+
+
+@dataclass(frozen=True)
+class _File:
+    path: str
+    size: int
+    variant: VariantResult | None  # None: the fp32 program
+
+
+def _files(b: BackendResult) -> list[_File]:
+    """`b`'s fp32 program and its published single-file variants (not half precision)."""
+    first = b.program_file((b.components or ["model"])[0])
+    found = [_File(f"{b.subfolder}/{first}", b.program_bytes, None)]
+    for v in b.published_variants:
+        if v.kind not in _HALF and len(v.published_files) == 1:
+            found.append(_File(f"{b.subfolder}/{v.published_files[0]}", v.size or 0, v))
+    return found
+
+
+def _figures(f: _File) -> str:
+    if f.variant is None:
+        return "float32, as validated"
+    v = f.variant
+    speed = f"{format_speed(v.speedup, v.speedup_range)} fp32's speed" if v.speedup is not None else None
+    share = f"{v.size_share:.0%} of fp32's bytes" if v.size_share is not None else None
+    return "; ".join(part for part in (speed, share, format_quality(v.quality)) if part and part != "-")
+
+
+def picks(report: Report) -> list[Pick]:
+    """Each place a user runs the model and the file to take there (see the module)."""
+    rows: list[Pick] = []
+    for b in report.succeeded:
+        spec = get_backend(b.backend)
+        if spec.runs_in_browsers:
+            files = _files(b)
+            # ONNX Runtime on a CPU: the fastest file against fp32 on the judge's paired rounds.
+            faster = [f for f in files if f.variant is not None and (f.variant.speedup or 0) > 1]
+            cpu = max(faster, key=lambda f: f.variant.speedup or 0) if faster else files[0]
+            why = _figures(cpu) if cpu.variant else "no smaller file ran faster on ONNX Runtime's CPU kernels"
+            rows.append(Pick("CPU server (ONNX Runtime, optimum, sentence-transformers)", cpu.path, why))
+            # A browser downloads the file: the smallest one that opened and matched there.
+            for device, place in (("wasm", "Browser, wasm (transformers.js's default)"), ("webgpu", "Browser, WebGPU")):
+                ran = [f for f in files if (web := f.variant.web if f.variant else b.web) and getattr(web, device)]
+                if ran:
+                    small = min(ran, key=lambda f: f.size)
+                    rows.append(
+                        Pick(
+                            place,
+                            small.path,
+                            f"the smallest that ran there, {format_size(small.size)}; {_figures(small)}",
+                        )
+                    )
+        elif spec.export_format == "executorch":
+            place = (
+                "GPU (ExecuTorch's CUDA runner)"
+                if spec.needs_cuda
+                else "Phone, laptop or edge CPU (ExecuTorch, XNNPACK)"
+            )
+            files = _files(b)
+            small = min(files, key=lambda f: f.size)
+            rows.append(Pick(place, small.path, f"{format_size(small.size)}; {_figures(small)}"))
+        else:
+            first = _files(b)[0]
+            rows.append(
+                Pick(
+                    f"PyTorch ({spec.title or b.backend})", first.path, f"{format_size(first.size)}; {_figures(first)}"
+                )
+            )
+    return rows
+
+
+def which_file_table(report: Report) -> list[str]:
+    """`picks(report)` as the card's Markdown table; no lines where nothing was exported."""
+    rows = picks(report)
+    if not rows:
+        return []
+    return [
+        "| where you run it | take | why |",
+        "|---|---|---|",
+        *(f"| {p.where} | `{p.file}` | {p.why} |" for p in rows),
+    ]
