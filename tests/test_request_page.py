@@ -72,7 +72,8 @@ def test_a_user_asks_in_the_browser_and_the_requests_page_links_the_repo_it_made
 
     service, user = asked
     shot = tmp_path / "request-page-done.png"
-    fields = {"repo": "form-owner/tiny-bert", "into": "form-user/tiny-bert-ONNX", "token": user, "uncheck": ["dynamo"]}
+    # The formats as the form ticks them: ONNX alone (the service offers .pt2 too, unticked).
+    fields = {"repo": "form-owner/tiny-bert", "into": "form-user/tiny-bert-ONNX", "token": user}
     page = _drive(service, fields, shot)
     assert page["status"] == 200 and "/request/" in page["url"], page
     assert page["state"] == "done" and page["outcome"].startswith("created"), page
@@ -112,7 +113,7 @@ def test_a_request_whose_job_fails_says_the_cause_and_the_fix_in_the_pages_own_t
     service, user = asked
     shot = tmp_path / "request-page-failed.png"
     fields = {"repo": "form-owner/tiny-choice", "into": "form-user/tiny-choice-ONNX", "token": user}
-    page = _drive(service, {**fields, "uncheck": ["dynamo"]}, shot)
+    page = _drive(service, fields, shot)
     assert page["state"] == "failed", page
     assert "BertForMultipleChoice's head is not one hfexport exports" in page["outcome"], page
     assert page["fix"].startswith("This service exports a model for its own head's task"), page
@@ -260,6 +261,9 @@ def test_the_form_names_every_field_for_a_screen_reader_and_says_formats_plainly
     into = next(a for a in fields.inputs if a.get("name") == "into")
     assert token.get("aria-describedby") == "token-hint" and into.get("aria-describedby") == "into-hint"
     assert "ONNX</label>" in page and "<code>onnx</code>" not in page, page
+    # Ticked by default: ONNX alone; the rest a user ticks (no pickled .pt2 nobody asked for).
+    ticked = [a["value"] for a in fields.inputs if a.get("name") == "backends" and "checked" in a]
+    assert ticked == ["onnx"], ticked
 
 
 def test_the_operator_reads_each_request_back_from_the_log_with_its_time_and_requester(asked):

@@ -208,8 +208,7 @@ def placeholder_notes(report: Report) -> list[str]:
         return []
     return [
         f"`{'`, `'.join(empty)}`: empty, and so on purpose — `ExportedModel` asks for it beside the graph, whose "
-        "weights are inside it; ONNX Runtime, optimum, sentence-transformers and transformers.js read the graph "
-        "alone."
+        "weights are inside it; every other loader reads the graph alone."
     ]
 
 

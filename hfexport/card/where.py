@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..backends import get_backend
 from ..report import BackendResult, Report, VariantKind, VariantResult
 from ..table import format_quality, format_size, format_speed
+from .snippets import loaders_read, optimum_class
 
 # Half-precision files are left to be asked for by name: WebGPU runs them only where the adapter has
 # `shader-f16`, and ONNX Runtime's CPU kernels run float16 slower than float32.
@@ -46,6 +47,11 @@ def _files(b: BackendResult) -> list[_File]:
     return found
 
 
+def _speedup(f: _File) -> float:
+    """Its speed against fp32 (the fp32 program's own: 1)."""
+    return 1.0 if f.variant is None else f.variant.speedup or 0.0
+
+
 def _figures(f: _File) -> str:
     if f.variant is None:
         return "float32, as validated"
@@ -63,10 +69,19 @@ def picks(report: Report) -> list[Pick]:
         if spec.runs_in_browsers:
             files = _files(b)
             # ONNX Runtime on a CPU: the fastest file against fp32 on the judge's paired rounds.
-            faster = [f for f in files if f.variant is not None and (f.variant.speedup or 0) > 1]
-            cpu = max(faster, key=lambda f: f.variant.speedup or 0) if faster else files[0]
-            why = _figures(cpu) if cpu.variant else "no smaller file ran faster on ONNX Runtime's CPU kernels"
-            rows.append(Pick("CPU server (ONNX Runtime, optimum, sentence-transformers)", cpu.path, why))
+            faster = [f for f in files if _speedup(f) > 1]
+            cpu = max(faster, key=_speedup) if faster else files[0]
+            if cpu.variant is not None or len(files) == 1:
+                why = _figures(cpu)
+            else:
+                why = "no smaller file ran faster on ONNX Runtime's CPU kernels"
+            # The CPU loaders that read this folder: ONNX Runtime always; optimum and sentence-transformers
+            # where the card has their blocks.
+            loaders = ["ONNX Runtime"]
+            loaders += ["optimum"] if optimum_class(report, b) is not None else []
+            st = report.plan.sentence_transformer is not None and loaders_read(report, b)
+            loaders += ["sentence-transformers"] if st else []
+            rows.append(Pick(f"CPU server ({', '.join(loaders)})", cpu.path, why))
             # A browser downloads the file: the smallest one that opened and matched there.
             for device, place in (("wasm", "Browser, wasm (transformers.js's default)"), ("webgpu", "Browser, WebGPU")):
                 ran = [f for f in files if (web := f.variant.web if f.variant else b.web) and getattr(web, device)]

@@ -305,9 +305,13 @@ def render_form(
     Face"; `billed`: each request runs as an HF Job on the requester's account (said before they ask)."""
     e, shown = html.escape, shown or {}
     to_repo = shown.get("destination") == "repo"
+    # Ticked: what was asked (the form shown again), else ONNX alone where offered — the format the
+    # ecosystem's loaders read, and no pickled program (.pt2) nobody asked for; a user ticks the rest.
+    asked = set(shown.get("backends", "").split(",")) - {""}
+    ticked = asked or ({"onnx"} if "onnx" in offered else set(offered))
     boxes = "".join(
-        f'<label style="font-weight:400"><input type="checkbox" name="backends" value="{e(name)}" checked> '
-        f"{e(get_backend(name).title or name)}</label>"
+        f'<label style="font-weight:400"><input type="checkbox" name="backends" value="{e(name)}"'
+        f"{' checked' if name in ticked else ''}> {e(get_backend(name).title or name)}</label>"
         for name in offered
     )
     problem = (
