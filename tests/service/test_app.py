@@ -171,6 +171,12 @@ def test_an_operator_retries_a_failed_job_from_the_status_page_and_no_other_site
     _states_queue(tmp_path / "q.sqlite")
     config = ServiceConfig(secret=SECRET, watch={"*"}, plan=JobPlan(("dynamo",)), read_token="read-token-0123456789")
     queue = JobQueue(tmp_path / "q.sqlite")
+    # A request's failed job gets no button: its requester's token is gone, only they can ask again.
+    queue.enqueue("org/asked", "f" * 40, JobPlan(("dynamo",), requester="someone"))
+    job, token = queue.claim()
+    while job.repo_id != "org/asked":
+        job, token = queue.claim()
+    queue.fail(job.id, token, "push exited with 2", None)
     client = TestClient(create_app(config, queue))
     basic = {"Authorization": "Basic " + base64.b64encode(b"op:read-token-0123456789").decode()}
     text = client.get("/", headers=basic).text

@@ -105,7 +105,9 @@ class RepoStatus:
     updated_at: float
     started_at: float | None = None  # when the newest job's current run began (running: its elapsed time)
     repo_url: str | None = None  # the derived repo the last done job wrote to (`push --into`)
-    job_id: int | None = None  # the newest job's (the one an operator's retry queues again)
+    # The newest job's, where an operator's retry may queue it again; None for a request's job (its
+    # requester's token is gone: only they can ask again).
+    job_id: int | None = None
 
 
 @dataclass
@@ -551,7 +553,7 @@ class JobQueue:
                     error=without_local_paths(row["failed_error"]) if row["failed_error"] else None,
                     updated_at=row["updated_at"],
                     started_at=row["started_at"],
-                    job_id=row["id"],
+                    job_id=None if JobPlan.parse(row["plan_key"]).requester else row["id"],
                 )
             )
         return statuses
