@@ -9,6 +9,7 @@ that keeps the most outlier-prone projections in float.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -272,11 +273,27 @@ def int8(job: VariantJob) -> Derived:
         config = OnnxRuntimeDynamicConfig(per_channel=True, weight_type=QuantType.QInt8, nodes_to_exclude=keep or None)
         return OnnxRuntimeQuantizer(config).quantize(_load_onnx(graph), job.sample, ExportFormat.ONNX)
 
-    everything = _loadable(quantized([]), job.base_dir, job)
-    budget = INT8_BYTE_BUDGET * _onnx_bytes(job.base_dir, job.component) - _onnx_bytes(everything.folder, job.component)
+    # What every attempt reads alike — the all-int8 graph's bytes, the projections ranked — is
+    # measured at the first and kept beside the export: the attempts differ in how many they keep.
+    kept_plan = (job.shared_dir or job.work_dir) / f"int8-plan-{job.component}.json"
+    room = INT8_BYTE_BUDGET * _onnx_bytes(job.base_dir, job.component)
+    everything = None
+    if kept_plan.exists():
+        plan = json.loads(kept_plan.read_text())
+    else:
+        everything = _loadable(quantized([]), job.base_dir, job)
+        int8_bytes = _onnx_bytes(everything.folder, job.component)
+        plan = {"int8_bytes": int8_bytes, "ranked": _ranked_projections(graph, job) if room > int8_bytes else []}
+        kept_plan.write_text(json.dumps(plan))
+    budget = room - plan["int8_bytes"]
     most = INT8_KEPT_IN_FLOAT[min(job.attempt, len(INT8_KEPT_IN_FLOAT) - 1)]
-    keep = _outlier_projections(graph, job, budget, most)
-    made = _loadable(quantized(keep), job.base_dir, job) if keep else everything
+    keep: list[str] = []
+    for name, size in plan["ranked"]:
+        if len(keep) == most or 0.75 * size > budget:  # int8 weights: a quarter of fp32's
+            break
+        keep.append(name)
+        budget -= 0.75 * size
+    made = _loadable(quantized(keep), job.base_dir, job) if keep or everything is None else everything
     return dataclasses.replace(
         made,
         kept_in_float=keep,
@@ -292,11 +309,12 @@ def _onnx_bytes(folder: Path, component: str) -> int:
     )
 
 
-def _outlier_projections(graph: Path, job: VariantJob, budget: float, most: int) -> list[str]:
-    """The `most` MatMul/Gemm nodes with a weight whose input's max/mean |x| on the calibration
-    inputs is largest, while keeping their weights in float costs at most `budget` bytes more.
-    (On MPNet this ratio ranks the projections as quantizing each alone does: its top six hold the
-    five whose int8 costs the pooled cosine most.)"""
+def _ranked_projections(graph: Path, job: VariantJob) -> list[tuple[str, int]]:
+    """The MatMul/Gemm nodes with a weight, with their weight's fp32 bytes, the one whose input's
+    max/mean |x| on the calibration inputs is largest first; none for a graph the calibration
+    inputs do not feed (a decoder's, which takes cache tensors). (On MPNet this ratio ranks the
+    projections as quantizing each alone does: its top six hold the five whose int8 costs the
+    pooled cosine most.)"""
     import numpy as np
     import onnx
     import onnxruntime as ort
@@ -308,7 +326,7 @@ def _outlier_projections(graph: Path, job: VariantJob, budget: float, most: int)
         for n in proto.graph.node
         if n.op_type in ("MatMul", "Gemm") and len(n.input) > 1 and n.input[1] in weights
     ]
-    if not projections or budget <= 0:
+    if not projections:
         return []
     for _, activation, _ in projections:  # expose each projection's input as an output of the probe
         proto.graph.output.append(onnx.helper.make_empty_tensor_value_info(activation))
@@ -331,13 +349,7 @@ def _outlier_projections(graph: Path, job: VariantJob, budget: float, most: int)
         for name, activation, _ in projections:
             x = np.abs(outputs[activation])
             ratio[name] = max(ratio[name], float(x.max() / (x.mean() + 1e-12)))
-    kept: list[str] = []
-    for name, _, size in sorted(projections, key=lambda p: ratio[p[0]], reverse=True):
-        if len(kept) == most or 0.75 * size > budget:  # int8 weights: a quarter of fp32's
-            break
-        kept.append(name)
-        budget -= 0.75 * size
-    return kept
+    return [(name, size) for name, _, size in sorted(projections, key=lambda p: ratio[p[0]], reverse=True)]
 
 
 # ── Weight-only: ONNX Runtime's `MatMulNBits` ────────────────────────────────
