@@ -553,26 +553,38 @@ def _image_text_section(repo_id: str, report: Report, b: BackendResult, repo_fil
 # Float16 files are left to be asked for by name: WebGPU runs them only where the adapter has
 # `shader-f16`, which hfexport's check (SwiftShader) cannot stand for.
 BROWSERS = ("wasm", "webgpu")
-_HALF = frozenset({VariantKind.FP16, VariantKind.Q4F16})
+HALF = frozenset({VariantKind.FP16, VariantKind.Q4F16})
+
+
+def browser_files(b: BackendResult) -> dict[str, tuple[VariantResult | None, str]]:
+    """The file each browser takes of `b`, and transformers.js's option picking it: the smallest
+    that ran there among the fp32 graph (None) and the published variants transformers.js can pick
+    (not half precision). A browser no file ran in is left out. The card's transformers.js block and
+    its "which file" table both read it."""
+    # (bytes, transformers.js's option: the tie-break, the file, where it ran)
+    choices: list[tuple[int, str, VariantResult | None, WebRuntimes | None]] = [
+        (v.size or 0, option, v, v.web)
+        for v in b.published_variants
+        if v.kind not in HALF and (option := _js_option(b, v)) is not None
+    ]
+    choices.append((b.program_bytes, 'dtype: "fp32"', None, b.web))
+    picked: dict[str, tuple[VariantResult | None, str]] = {}
+    for device in BROWSERS:
+        ran = [c for c in choices if c[3] and getattr(c[3], device) is True]
+        if ran:
+            _, option, v, _ = min(ran, key=lambda c: (c[0], c[1]))
+            picked[device] = (v, option)
+    return picked
 
 
 def device_files(b: BackendResult) -> dict[str, str]:
     """transformers.js's options picking the file each device runs, where `b` publishes a variant
     transformers.js can pick: `{"cpu": 'dtype: "fp32"', "wasm": 'dtype: "q8"', "webgpu": 'dtype:
-    "fp32", model_file_name: "model_w8"'}`. A browser is named only where a file ran there; empty:
-    the fp32 graph is the one file."""
-    choices: list[tuple[int, str, WebRuntimes | None]] = []
-    for v in b.published_variants:
-        if v.kind not in _HALF and (option := _js_option(b, v)) is not None:
-            choices.append((v.size or 0, option, v.web))
-    if not choices:
+    "fp32", model_file_name: "model_w8"'}`. A browser is named only where a file ran there
+    (`browser_files`); empty: the fp32 graph is the one file."""
+    if not any(v.kind not in HALF and _js_option(b, v) is not None for v in b.published_variants):
         return {}
-    choices.append((b.program_bytes, 'dtype: "fp32"', b.web))
-    picked = {"cpu": 'dtype: "fp32"'}
-    for device in BROWSERS:
-        ran = sorted((size, option) for size, option, web in choices if web and getattr(web, device) is True)
-        if ran:
-            picked[device] = ran[0][1]
+    picked = {"cpu": 'dtype: "fp32"'} | {device: option for device, (_, option) in browser_files(b).items()}
     return picked if len(picked) > 1 else {}
 
 

@@ -12,13 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..backends import get_backend
-from ..report import BackendResult, Report, VariantKind, VariantResult
+from ..report import BackendResult, Report, VariantResult
 from ..table import format_quality, format_size, format_speed
-from .snippets import loaders_read, optimum_class
-
-# Half-precision files are left to be asked for by name: WebGPU runs them only where the adapter has
-# `shader-f16`, and ONNX Runtime's CPU kernels run float16 slower than float32.
-_HALF = frozenset({VariantKind.FP16, VariantKind.Q4F16})
+from .snippets import HALF, browser_files, loaders_read, optimum_class
 
 
 @dataclass(frozen=True)
@@ -38,13 +34,18 @@ class _File:
 
 
 def _files(b: BackendResult) -> list[_File]:
-    """`b`'s fp32 program and its published single-file variants (not half precision)."""
+    """`b`'s fp32 program and its published single-file variants, but half-precision ones
+    (`snippets.HALF`): ONNX Runtime's CPU kernels run float16 slower than float32."""
     first = b.program_file((b.components or ["model"])[0])
     found = [_File(f"{b.subfolder}/{first}", b.program_bytes, None)]
-    for v in b.published_variants:
-        if v.kind not in _HALF and len(v.published_files) == 1:
-            found.append(_File(f"{b.subfolder}/{v.published_files[0]}", v.size or 0, v))
-    return found
+    return found + [
+        _variant_file(b, v) for v in b.published_variants if v.kind not in HALF and len(v.published_files) == 1
+    ]
+
+
+def _variant_file(b: BackendResult, v: VariantResult) -> _File:
+    """Variant `v`'s files (an encoder-decoder's: each program's), as one row's."""
+    return _File(", ".join(f"{b.subfolder}/{path}" for path in v.published_files), v.size or 0, v)
 
 
 def _speedup(f: _File) -> float:
@@ -82,11 +83,13 @@ def picks(report: Report) -> list[Pick]:
             st = report.plan.sentence_transformer is not None and loaders_read(report, b)
             loaders += ["sentence-transformers"] if st else []
             rows.append(Pick(f"CPU server ({', '.join(loaders)})", cpu.path, why))
-            # A browser downloads the file: the smallest one that opened and matched there.
+            # A browser downloads the file: the one transformers.js's block takes there, the smallest
+            # that opened and matched there (`browser_files`).
+            taken = browser_files(b)
             for device, place in (("wasm", "Browser, wasm (transformers.js's default)"), ("webgpu", "Browser, WebGPU")):
-                ran = [f for f in files if (web := f.variant.web if f.variant else b.web) and getattr(web, device)]
-                if ran:
-                    small = min(ran, key=lambda f: f.size)
+                if device in taken:
+                    v = taken[device][0]
+                    small = files[0] if v is None else _variant_file(b, v)
                     rows.append(
                         Pick(
                             place,
