@@ -551,11 +551,17 @@ BY_NAME = {f.name: f for f in FAMILIES}
 
 
 def _vlm(
-    config_name: str, model_name: str, special: dict[int, str], processor: dict[str, Any], **config: Any
+    config_name: str,
+    model_name: str,
+    special: dict[int, str],
+    processor: dict[str, Any],
+    settings: dict[str, Any] | None = None,
+    **config: Any,
 ) -> Callable[[Path], Path]:
     """A builder of a vision-language model with the processor files its checkpoints ship, written as
     JSON: their processors build a video processor that needs torchvision, which hfexport does not
-    install (and which does not import beside torch 2.13's CPU build), so no class can write them here."""
+    install (and which does not import beside torch 2.13's CPU build), so no class can write them here.
+    `settings`: the processor's own (`processor_config.json`), as the checkpoints' set them."""
 
     def build(folder: Path) -> Path:
         import json
@@ -567,6 +573,9 @@ def _vlm(
         tiny_models._save(model.eval(), folder)
         tiny_models._save_tokenizer(tiny_models._word_tokenizer(special), folder)
         (folder / "preprocessor_config.json").write_text(json.dumps(processor, indent=2))
+        if settings is not None:
+            named = {"processor_class": processor["processor_class"], **settings}
+            (folder / "processor_config.json").write_text(json.dumps(named, indent=2))
         return folder
 
     build.__name__ = model_name
@@ -606,7 +615,7 @@ FAMILIES += [
             vision_start_token_id=102,
         ),
         "image-text-to-text",
-        refused=dict.fromkeys(("dynamo", "onnx", "executorch"), "torchvision"),
+        refused=dict.fromkeys(("dynamo", "onnx", "executorch"), "need `image_grid_thw` beside the pixels"),
     ),
     Family(
         "smolvlm",
@@ -620,13 +629,15 @@ FAMILIES += [
                 "size": {"longest_edge": 64},
                 "max_image_size": {"longest_edge": 32},
             },
+            # A 32-pixel image is 4×4 patches of 8, merged 2×2 (`scale_factor`): 4 tokens.
+            {"image_seq_len": 4},
             text_config=dict(_SIZES, model_type="llama"),
             vision_config=_VISION_TOWER,
             image_token_id=100,
             scale_factor=2,
         ),
         "image-text-to-text",
-        refused=dict.fromkeys(("dynamo", "onnx", "executorch"), "processor does not load"),
+        ci="onnx",
     ),
     Family(
         "llava-onevision",
@@ -640,6 +651,8 @@ FAMILIES += [
                 "size": {"height": 32, "width": 32},
                 "image_grid_pinpoints": [[32, 32], [32, 64]],
             },
+            # As llava-onevision-qwen2-0.5b-ov-hf's: every patch a token (4×4 of 8 pixels here).
+            {"num_image_tokens": 16, "vision_feature_select_strategy": "full"},
             text_config=dict(_SIZES, model_type="qwen2"),
             vision_config=dict(_VISION_TOWER, model_type="siglip_vision_model"),
             image_token_index=100,
@@ -647,7 +660,7 @@ FAMILIES += [
             image_grid_pinpoints=[[32, 32], [32, 64]],
         ),
         "image-text-to-text",
-        refused=dict.fromkeys(("dynamo", "onnx", "executorch"), "processor does not load"),
+        refused=dict.fromkeys(("dynamo", "onnx", "executorch"), "need `image_sizes` beside the pixels"),
     ),
 ]
 BY_NAME = {f.name: f for f in FAMILIES}

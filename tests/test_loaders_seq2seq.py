@@ -216,15 +216,15 @@ def test_an_image_text_model_is_published_as_transformers_js_reads_it_and_its_cl
         "attention_mask": prompt["attention_mask"].tolist(),
         "pixel_values": {"dims": list(prompt["pixel_values"].shape), "data": prompt["pixel_values"].flatten().tolist()},
     }
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text(json.dumps(feed))
     revisions = [f"refs/pr/{outcome['pr_num']}"] * 2 + ["main"] * 2
     for index, (revision, dtype) in enumerate(zip(revisions, ("fp32", "q8", "fp32", "q8"))):
         if index == 2:
             card = Path(api.hf_hub_download(repo, "README.md", revision=revisions[0])).read_text()
             assert "`AutoModelForImageTextToText`" in card and "onnx/decoder_model_merged_quantized.onnx" in card, card
             api.merge_pull_request(repo, outcome["pr_num"])
-        got = node_script(
-            "image_text.mjs", tmp_path / f"js-{index}", hub.url, repo, revision, dtype, json.dumps(feed), "8"
-        )
+        got = node_script("image_text.mjs", tmp_path / f"js-{index}", hub.url, repo, revision, dtype, str(inputs), "8")
         fetched = {p.name for p in (tmp_path / f"js-{index}").rglob("*.onnx")}
         suffix = "_quantized" if dtype == "q8" else ""
         assert fetched == {f"{s}{suffix}.onnx" for s in ("vision_encoder", "embed_tokens", "decoder_model_merged")}
@@ -237,26 +237,42 @@ def test_an_image_text_model_is_published_as_transformers_js_reads_it_and_its_cl
             record(outcome, loader, "loads the three int8 graphs, generates")
 
 
-def test_gemma3_with_its_images_generates_in_transformers_js_as_eager(hub, tmp_path):
-    """Gemma 3 with its vision tower (`tests/families.py`), pushed with ONNX: transformers.js reads
-    it with its LLaVA code (`Gemma3ForConditionalGeneration extends LlavaForConditionalGeneration`,
-    4.3.2) and, fed the Python processor's ids and pixels for two prompts of an image each (the
-    image's soft tokens between its begin and end tokens), generates eager `generate()`'s tokens
-    from the PR: its vision encoder takes both prompts' images in one call, as transformers.js feeds
-    them (traced on one, it refused: "Got invalid dimensions for input: pixel_values")."""
+# Each family's prompts: an image per prompt (one wider than tall), its placeholder as the family's
+# processor names it.
+_IMAGE_PROMPTS = {
+    "gemma3-vision": ("<start_of_image>", "Gemma 3"),
+    "smolvlm": ("<image>", "SmolVLM"),
+}
+
+
+@pytest.mark.parametrize("family", sorted(_IMAGE_PROMPTS))
+def test_an_image_text_family_generates_in_transformers_js_as_eager(hub, tmp_path, family):
+    """Gemma 3 with its vision tower, and SmolVLM (`tests/families.py`), pushed with ONNX: transformers.js
+    reads each with its LLaVA code (`Gemma3ForConditionalGeneration` and `SmolVLMForConditionalGeneration`
+    extend `LlavaForConditionalGeneration`, 4.3.2) and, fed the Python processor's ids and pixels for two
+    prompts of an image each, generates eager `generate()`'s tokens from the PR: its vision encoder takes
+    both prompts' images in one call, as transformers.js feeds them (traced on one, it refused: "Got
+    invalid dimensions for input: pixel_values"). SmolVLM's processor loads here without its video
+    part (`processors.load_processor`: transformers builds video processors on torchvision), and
+    splits each image into tiles and a global view, all one image's features."""
     import families
     import torch
     from PIL import Image
-    from transformers import AutoModelForImageTextToText, AutoProcessor
+    from transformers import AutoModelForImageTextToText
 
-    folder = families.BY_NAME["gemma3-vision"].build(tmp_path / "model")
-    repo = "vlm-owner/tiny-gemma3"
+    from hfexport.processors import load_processor
+
+    placeholder, name = _IMAGE_PROMPTS[family]
+    folder = families.BY_NAME[family].build(tmp_path / "model")
+    repo = f"vlm-owner/tiny-{family}"
     api, outcome = push_with_bot(hub, "vlm-owner", repo, folder, "onnx", "none")
     (onnx,) = outcome["report"]["backends"]
     assert onnx["layout"] == "image-text-decoder-with-past", onnx["layout"]
-    processor, model = AutoProcessor.from_pretrained(folder), AutoModelForImageTextToText.from_pretrained(folder)
+    processor = load_processor(folder, name)
+    model = AutoModelForImageTextToText.from_pretrained(folder)
     images = [[Image.new("RGB", (96, 64), "teal")], [Image.new("RGB", (64, 64), "orange")]]
-    texts = ["<start_of_image> hfexport validated this file", "<start_of_image> a second and longer prompt here"]
+    texts = [f"{placeholder} hfexport validated this file", f"{placeholder} a second and longer prompt here"]
+    processor.tokenizer.padding_side = "left"
     prompt = processor(images=images, text=texts, padding=True, return_tensors="pt")
     with torch.inference_mode():
         eager = model.generate(**prompt, max_new_tokens=8, do_sample=False)[:, prompt["input_ids"].shape[1] :].tolist()
@@ -266,11 +282,13 @@ def test_gemma3_with_its_images_generates_in_transformers_js_as_eager(hub, tmp_p
         "attention_mask": prompt["attention_mask"].tolist(),
         "pixel_values": {"dims": list(prompt["pixel_values"].shape), "data": prompt["pixel_values"].flatten().tolist()},
     }
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text(json.dumps(feed))
     got = node_script(
-        "image_text.mjs", tmp_path / "js", hub.url, repo, f"refs/pr/{outcome['pr_num']}", "fp32", json.dumps(feed), "8"
+        "image_text.mjs", tmp_path / "js", hub.url, repo, f"refs/pr/{outcome['pr_num']}", "fp32", str(inputs), "8"
     )
     assert got == eager, (got, eager)
-    record(outcome, "transformers.js `AutoModelForImageTextToText` (Gemma 3)", "eager's tokens")
+    record(outcome, f"transformers.js `AutoModelForImageTextToText` ({name})", "eager's tokens")
 
 
 def test_moonshine_transcribes_in_transformers_js_as_eager(hub, tmp_path):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import families
 import pytest
-import torch
 from conftest import _exported, run_cli
 
 from hfexport.report import Split, Status
@@ -57,15 +56,36 @@ def test_a_spectrogram_model_takes_recordings_of_any_length(workspace):
     assert 2 not in axes  # the features per frame are the model's
 
 
-def test_a_vision_language_model_whose_processor_needs_torchvision_is_refused_before_anything_runs(tmp_path):
-    """Qwen2.5-VL's processor builds a video processor that needs torchvision, which hfexport does
-    not install: `hfexport export` exits 2 naming the package and how to install it, and writes
-    nothing (it used to fail in every backend's worker with the ImportError)."""
+def test_a_vision_language_model_whose_features_need_each_images_grid_is_refused_before_anything_runs(tmp_path):
+    """Qwen2.5-VL's processor loads here without its video part (which needs torchvision), and its
+    image features need each image's patch grid (`image_grid_thw`) beside the pixels, which the
+    image-text export's vision encoder is not fed: `hfexport export` exits 2 naming that input, and
+    writes nothing (it used to fail in every backend's worker: "'NoneType' object has no attribute
+    'device'")."""
     folder = families.BY_NAME["qwen2.5-vl"].build(tmp_path / "model")
     result = run_cli("export", str(folder), "--backends", "onnx", "--out", str(tmp_path / "out"), timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
     message = " ".join(result.stderr.split())
-    assert "Qwen2_5_VLForConditionalGeneration's processor" in message and "torchvision" in message, message
-    assert f"fix: Install torchvision's build for torch {torch.__version__.split('+')[0]}" in message, message
-    assert "Check out" not in message, message
+    assert "Qwen2_5_VLForConditionalGeneration's image features need `image_grid_thw`" in message, message
+    assert "torchvision" not in message and "Traceback" not in message, message
     assert not (tmp_path / "out").exists()
+
+
+def test_a_processor_missing_a_package_for_its_image_part_names_the_package_and_its_install(tmp_path, monkeypatch):
+    """Only a video part that needs torchvision is left out: SmolVLM's processor without num2words (its
+    image prompts need it) is refused naming that package and its install, before anything runs."""
+    from hfexport.errors import ConfigError
+    from hfexport.processors import load_processor
+
+    folder = families.BY_NAME["smolvlm"].build(tmp_path / "model")
+    assert type(load_processor(folder, "SmolVLM")).__mro__[1].__name__ == "SmolVLMProcessor"
+    import transformers.models.smolvlm.processing_smolvlm as smolvlm
+
+    monkeypatch.setattr(smolvlm, "num2words", None)  # as transformers leaves it where the package is missing
+    try:
+        load_processor(folder, "SmolVLMForConditionalGeneration")
+    except ConfigError as error:
+        assert "SmolVLMForConditionalGeneration's processor does not load" in str(error), error
+        assert "num2words" in str(error) and "pip install" in error.fix, (error, error.fix)
+    else:
+        raise AssertionError("the processor loaded without num2words")

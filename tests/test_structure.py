@@ -119,7 +119,7 @@ def test_the_report_sits_at_the_bottom_and_pulls_in_no_torch():
 # docs/design.md's import layers, bottom first: a module imports its own layer's and those below.
 LAYERS = (
     ("report", "redact", "errors", "settings", "logs", "table", "messages"),  # the contracts
-    ("proc", "layouts", "tasks", "backends", "variants", "versions"),  # registries, helpers
+    ("proc", "layouts", "tasks", "backends", "variants", "versions", "processors"),  # registries, helpers
     ("sandbox", "web", "card", "hub.retry"),  # isolation, the browsers' runtimes, the card's text
     ("pipeline", "hub"),  # the parent's stages, publishing
     ("worker",),  # the export process

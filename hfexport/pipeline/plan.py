@@ -32,6 +32,7 @@ from typing import Any
 from ..backends import parse_backends
 from ..errors import ConfigError, RemoteCodeError, UnsupportedArchitectureError, error_class
 from ..messages import PlanAnswer, PlanRequest
+from ..processors import load_processor
 from ..report import Axis, DynamicAxes, ExportPlan, Modality, Mode, Shape, Split
 from ..sandbox.identity import check_model_readable, worker_user
 from ..sandbox.launch import spawn
@@ -173,6 +174,7 @@ def _split(model_class: Any, spec: Task, mode: Mode, is_enc_dec: bool, model_dir
             "Add the model's processor to the repo (processor.save_pretrained(folder)), as its users need it too.",
         )
     if modality == "image-text":
+        _check_image_features_take_pixels_only(model_class)
         _check_processor_loads(model_dir, model_class.__name__)
     if mode == "single":
         split = Split.SINGLE
@@ -432,31 +434,48 @@ def refuse_made_up_weights(plan: ExportPlan, missing: list[str]) -> None:
     )
 
 
+# What an image-text model's `get_image_features` may ask for beside the pixels, each per image and read
+# off the data: the vision encoder is fed `pixel_values` alone, as transformers.js's LLaVA-family models
+# call theirs (`encode_image`). LLaVA-OneVision tiles each image by its size (anyres, `image_sizes`) and
+# unpads its features to it; Qwen2.5-VL takes flat patches with their grid (`image_grid_thw`), and its
+# decoder 3-D rotary positions computed from that grid.
+_IMAGE_GEOMETRY = {
+    "image_sizes": "tiles each image by its size and unpads its features to it (anyres)",
+    "image_grid_thw": "takes flat patches with each image's grid, and its decoder rotary positions from that grid",
+}
+
+
+def _check_image_features_take_pixels_only(model_class: Any) -> None:
+    """The model's image features are a function of its pixels alone, as the image-text split's vision
+    encoder computes them.
+
+    Raises:
+        UnsupportedArchitectureError: naming the per-image input the features also need.
+    """
+    import inspect
+
+    method = getattr(model_class, "get_image_features", None)
+    taken = inspect.signature(method).parameters if method is not None else {}
+    for name, what in _IMAGE_GEOMETRY.items():
+        if name in taken:
+            raise UnsupportedArchitectureError(
+                f"{model_class.__name__}'s image features need `{name}` beside the pixels: it {what}. hfexport's "
+                "image-text export feeds its vision encoder the pixels alone (transformers.js's `vision_encoder`, "
+                "LLaVA's, Gemma 3's and SmolVLM's way), so it cannot validate this model's image path.",
+                "No option changes this yet: hfexport publishes nothing rather than an image path it could not "
+                "check. Vision-language models whose image features are a function of the pixels (LLaVA, Gemma 3, "
+                "SmolVLM) export.",
+            )
+
+
 def _check_processor_loads(model_dir: Path, model_class: str) -> None:
-    """The repo's processor loads here, before anything is exported: every prompt is built with it.
-    Some need packages hfexport does not install — Qwen2.5-VL's and SmolVLM's video processors need
-    torchvision, SmolVLM's processor num2words (measured: "Qwen2VLVideoProcessor requires the
-    Torchvision library").
+    """The repo's processor loads here, before anything is exported: every prompt is built with it
+    (`processors.load_processor`: a video part that needs torchvision is left out).
 
     Raises:
         ConfigError: naming the package the processor asked for, and how to install it.
     """
-    from transformers import AutoProcessor
-
-    try:
-        AutoProcessor.from_pretrained(model_dir)
-    except ImportError as error:
-        import torch
-
-        first = " ".join(str(error).split()).split(" Check out ")[0][:300]  # its first sentence: what is missing
-        if "torchvision" in first.lower():
-            how = f"torchvision's build for torch {torch.__version__.split('+')[0]}, from the index torch came from"
-        else:
-            how = "the package it names (pip install <name>)"
-        raise ConfigError(
-            f"{model_class}'s processor does not load without a package hfexport does not install: {first}",
-            f"Install {how} beside hfexport, then export again.",
-        ) from None
+    load_processor(model_dir, model_class)
 
 
 def _has_processor(model_dir: Path) -> bool:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..processors import load_processor
 from ..report import ExportPlan, Shape
 
 if TYPE_CHECKING:
@@ -270,10 +271,8 @@ def image_text_inputs(
     """A prompt of one image and a sentence per row, through the repo's own processor: it alone
     knows how many placeholder tokens an image takes (the plan refuses a repo without one).
     Sentences of different lengths, padded on the left as generation pads."""
-    from transformers import AutoProcessor
-
     generator = torch.Generator().manual_seed(seed)
-    processor = AutoProcessor.from_pretrained(model_dir)
+    processor = load_processor(model_dir, plan.model_class)
     processor.tokenizer.padding_side = "left"
     if processor.tokenizer.pad_token is None:
         processor.tokenizer.pad_token = processor.tokenizer.eos_token

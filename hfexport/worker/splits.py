@@ -588,6 +588,13 @@ class ImageFeatures(torch.nn.Module):
         self.model = model
 
     def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        if pixel_values.ndim == 5:
+            # Prompts × their images (SmolVLM's tiles and global view): all of them as one prompt's, in
+            # order. Per prompt, the model splits its features by a count read off the data
+            # (`split(….tolist())`), on which torch.export fixes the number of prompts ("Constraints
+            # violated (images)"); as one prompt, any number of images traces. `[1, tokens, hidden]`:
+            # transformers.js reads them flat (`image_features.view(-1, hidden)`), as `tokens` does.
+            pixel_values = pixel_values.reshape(1, -1, *pixel_values.shape[2:])
         features = cast(_WithImageFeatures, self.model).get_image_features(pixel_values=pixel_values).pooler_output
         return features if isinstance(features, torch.Tensor) else torch.stack(list(features))
 
