@@ -55,19 +55,29 @@ def _generating(model):
     return model
 
 
-def _llm(config_name: str, model_name: str, **overrides: Any) -> Callable[[Path], Path]:
+def _llm(config_name: str, model_name: str, runner: bool = False, **overrides: Any) -> Callable[[Path], Path]:
     """A builder of a random causal LM from the family's own config class, its head scaled as the
-    suite's tiny Llama's is (varied greedy tokens)."""
+    suite's tiny Llama's is (varied greedy tokens). `runner`: over a byte-level BPE tokenizer's ids
+    (`tiny_models.bytes_tokenizer`), saved beside it, so ExecuTorch's `TextLLMRunner` (which reads
+    byte-level BPE, SentencePiece and tiktoken files) runs it too."""
 
     def build(folder: Path) -> Path:
         import transformers
 
+        special = dict(bos_token_id=256, eos_token_id=256, pad_token_id=257) if runner else _SPECIAL
+        vocab = {"vocab_size": 258} if runner else {}
         # Untied: a tied head at this size repeats one token, and a loader's text would prove nothing.
-        sizes = {**_SIZES, **_SPECIAL, "tie_word_embeddings": False, **overrides}
+        sizes = {**_SIZES, **special, **vocab, "tie_word_embeddings": False, **overrides}
         sizes = {k: v for k, v in sizes.items() if v is not None}
         torch.manual_seed(0)
         config = getattr(transformers, config_name)(**sizes)
-        return tiny_models._save(_generating(getattr(transformers, model_name)(config).eval()), folder)
+        model = _generating(getattr(transformers, model_name)(config).eval())
+        if runner:
+            from transformers import GenerationConfig
+
+            model.generation_config = GenerationConfig(**special)
+            tiny_models._save_tokenizer(tiny_models.bytes_tokenizer(), folder)
+        return tiny_models._save(model, folder)
 
     build.__name__ = model_name
     return build
@@ -113,6 +123,7 @@ FAMILIES: list[Family] = [
         _llm(
             "FalconConfig",
             "FalconForCausalLM",
+            runner=True,
             num_key_value_heads=None,
             intermediate_size=None,
             max_position_embeddings=None,
@@ -121,13 +132,13 @@ FAMILIES: list[Family] = [
         ),
         GEN,
         ci="dynamo,executorch",
-        refused={"executorch": "its cache layers hold"},
     ),
     Family(
         "deepseek-v3",
         _llm(
             "DeepseekV3Config",
             "DeepseekV3ForCausalLM",
+            runner=True,
             num_key_value_heads=None,
             moe_intermediate_size=16,
             n_routed_experts=4,
@@ -143,7 +154,6 @@ FAMILIES: list[Family] = [
         ),
         GEN,
         ci="dynamo",
-        refused={"executorch": "its cache layers hold"},
     ),
     # State-space and hybrid caches.
     Family(

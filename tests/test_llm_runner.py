@@ -60,7 +60,9 @@ def test_the_runner_writes_a_tokens_bytes_and_drops_a_lone_unprintable_one():
     assert len(ids) == len("né ✓\n".encode())  # one token a byte: "é" two, "✓" three
     # Each piece of a split character is one byte past ASCII: the runner prints none of them.
     assert llm_runner.token_bytes(tokenizer, ids) == b"n \n"
-    assert llm_runner.token_bytes(tokenizer, [256, *ids[:1], 257]) == b"n"  # special tokens write nothing
+    # The start and end token write nothing; another special token mid-text its text, as the runner prints it.
+    assert llm_runner.token_bytes(tokenizer, [256, *ids[:1], 256]) == b"n"
+    assert llm_runner.token_bytes(tokenizer, [*ids[:1], 257, *ids[:1]]) == b"n<|pad|>n"
     merged = tiny_models.byte_level_tokenizer()  # whole words as one token: all their bytes
     words = merged("validated this file", add_special_tokens=False)["input_ids"]
     assert len(words) < 19 and llm_runner.token_bytes(merged, words) == b"validated this file"
@@ -80,7 +82,7 @@ def test_the_runner_is_judged_by_token_ids_and_passes_where_characters_are_split
     tokenizer = AutoTokenizer.from_pretrained(folder)
     decoded = [tokenizer.decode(ids, skip_special_tokens=True) for ids in expected.values()]
     assert any("\ufffd" in text for text in decoded), decoded  # the case the ids are judged for
-    llm_runner.export(model, tmp_path / llm_runner.PROGRAM, 128)  # room past the 56-byte prompt
+    llm_runner.export(model, tmp_path / llm_runner.PROGRAM, 128, None)  # room past the 56-byte prompt
 
     check = llm_runner.runner_check(expected, folder, tmp_path / llm_runner.PROGRAM, n)
     assert check.error is None and check.tokens_equal is True

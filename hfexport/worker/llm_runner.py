@@ -93,37 +93,50 @@ def metadata(model: PreTrainedModel, seq_len: int) -> dict[str, Any]:
 
 def cannot_run(split: Decoder, model: PreTrainedModel) -> str | None:
     """Why this decoder cannot be the runner's program, from its cache as the model fills it
-    (`splits.CacheLayout`): transformers' `TorchExportableModuleForDecoderOnlyLM` gives it a static
-    cache of keys and values sized from the config's names. A cache with states has no place
-    there (LFM2: "'LinearAttentionLayer' object has no attribute 'keys'"); one of other sizes fails
-    to trace (Falcon's one key/value head against the config's 4: "index_copy_(): Source/destination
-    tensor must have same slice shapes"). None: it can."""
+    (`splits.CacheLayout`): transformers' `TorchExportableModuleForDecoderOnlyLM` holds a static cache
+    of keys and values. A cache with states has no place there (LFM2: "'LinearAttentionLayer' object has
+    no attribute 'keys'"). Keys and values of other sizes than the config's names are sized as measured
+    (`_sized_as_measured`). None: it can."""
 
     layout = split.cache_layout
-    if layout is None:
-        return None
-    if layout.states:
+    if layout is not None and layout.states:
         return (
             f"its cache holds conv and recurrent states ({len(layout.states)} of its layers), and ExecuTorch's LLM "
             "runner program (transformers' TorchExportableModuleForDecoderOnlyLM) has a static key/value cache "
             "only: export it with onnx or dynamo"
         )
-    named = CacheLayout.from_config(model.config)
-    differs = {i: shape for i, shape in layout.attention.items() if named.attention.get(i) != shape}
-    if differs:
-        index, (heads, key_dim, value_dim) = next(iter(differs.items()))
-        expected = named.attention.get(index)
-        return (
-            f"its cache layers hold {heads} key/value head(s) of key dim {key_dim} and value dim {value_dim}, where "
-            f"transformers' TorchExportableModuleForDecoderOnlyLM sizes ExecuTorch's static cache from the config's "
-            f"names ({expected[0] if expected else '?'} heads of dim {expected[1] if expected else '?'}): export it "
-            "with onnx or dynamo"
-        )
     return None
 
 
-def export(model: PreTrainedModel, path: Path, seq_len: int) -> None:
-    """`model` (a decoder LLM) as the runner's program at `path`, its cache `seq_len` positions."""
+def _sized_as_measured(module: torch.nn.Module, layout: CacheLayout | None, seq_len: int) -> None:
+    """The exportable module's static cache, each layer's keys and values re-made in the sizes the model
+    fills them with (`layout`), where transformers sized them from the config's names (`get_head_shapes`:
+    one head count and one dim for keys and values). Falcon's one key/value head (its config names 4:
+    "index_copy_(): Source/destination tensor must have same slice shapes") and DeepSeek's latent keys
+    wider than its values (16 and 4) each fill the cache they have; the buffers the module registered for
+    them (`key_cache_<i>`, `value_cache_<i>`) are the re-made ones, so torch.export keeps those."""
+    if layout is None:
+        return
+    holder = next(m for m in module.modules() if hasattr(m, "static_cache"))
+    cache: Any = holder.static_cache
+    for index, layer in enumerate(cache.layers):
+        measured = layout.attention.get(index)
+        keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
+        if measured is None or keys is None or values is None or keys.shape[2] != seq_len:
+            continue
+        heads, key_dim, value_dim = measured
+        if (keys.shape[1], keys.shape[3], values.shape[3]) == measured:
+            continue
+        batch = keys.shape[0]
+        layer.keys = torch.zeros(batch, heads, seq_len, key_dim, dtype=keys.dtype, device=keys.device)
+        layer.values = torch.zeros(batch, heads, seq_len, value_dim, dtype=values.dtype, device=values.device)
+        holder.register_buffer(f"key_cache_{index}", layer.keys, persistent=False)
+        holder.register_buffer(f"value_cache_{index}", layer.values, persistent=False)
+
+
+def export(model: PreTrainedModel, path: Path, seq_len: int, layout: CacheLayout | None) -> None:
+    """`model` (a decoder LLM) as the runner's program at `path`, its cache `seq_len` positions, each
+    layer's keys and values of the sizes in `layout` (the split's, measured)."""
     import copy
 
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
@@ -144,6 +157,7 @@ def export(model: PreTrainedModel, path: Path, seq_len: int) -> None:
     model.generation_config.cache_config = {"batch_size": 1, "max_cache_len": seq_len}
     try:
         module = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=seq_len)
+        _sized_as_measured(module, layout, seq_len)
         length = torch.export.Dim("prompt_length", max=seq_len - 1)
         with torch.no_grad():
             program = module.export(
@@ -279,8 +293,10 @@ _PRINTED_SINGLE_BYTES = frozenset(range(0x20, 0x7F)) | frozenset(b"\t\n\v\f\r")
 
 
 def token_bytes(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> bytes:
-    """The bytes ExecuTorch's runner prints for `ids`, token by token: each token's bytes, special
-    tokens and lone unprintable bytes left out (`_PRINTED_SINGLE_BYTES`). A byte-level BPE token (GPT-2's,
+    """The bytes ExecuTorch's runner prints for `ids`, token by token: each token's bytes, the start and
+    end tokens and lone unprintable bytes left out (`_PRINTED_SINGLE_BYTES`); another special token
+    mid-text is printed as its text (measured: a random DeepSeek-V3 wrote pad, 257, and the runner
+    printed "<|pad|>"). A byte-level BPE token (GPT-2's,
     Llama 3's) is bytes spelled in GPT-2's printable alphabet; a SentencePiece one is text with "▁" for
     a space, or a byte `<0xNN>`. Decoding the ids to text instead writes U+FFFD for a character split
     across tokens, where the runner writes its bytes or nothing: a correct program would read as wrong.
@@ -291,10 +307,14 @@ def token_bytes(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> bytes:
 
     byte_of = {c: b for b, c in bytes_to_unicode().items()}
     byte_level = _byte_level(tokenizer)
+    ends = {tokenizer.bos_token_id, tokenizer.eos_token_id}
     special = set(tokenizer.all_special_ids)
     out = bytearray()
     for token_id, piece in zip(ids, tokenizer.convert_ids_to_tokens(ids)):
-        if token_id in special or piece is None:
+        if token_id in ends or piece is None:
+            continue
+        if token_id in special:
+            out.extend(piece.encode())
             continue
         if match := re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", piece):
             written = bytes([int(match[1], 16)])
@@ -433,7 +453,7 @@ def run(
     started = time.perf_counter()
     program = out_dir / BASE / PROGRAM
     program.parent.mkdir(parents=True)
-    export(model, program, seq_len)
+    export(model, program, seq_len, getattr(split, "cache_layout", None))
     result.export_seconds = round(time.perf_counter() - started, 2)
     model.config.save_pretrained(out_dir)
     model.generation_config.save_pretrained(out_dir)
@@ -518,7 +538,7 @@ def _variants(
         folder = out_dir / str(variant.kind)
         try:
             folder.mkdir()
-            export(quantize_8da4w(reference.model), folder / PROGRAM, seq_len)
+            export(quantize_8da4w(reference.model), folder / PROGRAM, seq_len, reference.split.cache_layout)
             figures = quality(reference, folder / PROGRAM, prompts, judged)
         except Exception as e:
             traceback.print_exc()
