@@ -187,7 +187,6 @@ FAMILIES: list[Family] = [
             expand=2,
         ),
         GEN,
-        refused=dict.fromkeys(("dynamo", "onnx", "executorch"), "over the tokens after a prompt, its logits were"),
     ),
     Family(
         "lfm2",
@@ -647,7 +646,6 @@ FAMILIES += [
             scale_factor=2,
         ),
         "image-text-to-text",
-        ci="onnx",
     ),
     Family(
         "llava-onevision",

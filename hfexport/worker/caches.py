@@ -50,7 +50,7 @@ class CacheLayout:
         token = next((t for t in (text.bos_token_id, text.eos_token_id, 0) if isinstance(t, int)), 0)
         with torch.no_grad():
             output = model(
-                input_ids=torch.tensor([[token, token]]), past_key_values=DynamicCache(config=config), use_cache=True
+                input_ids=torch.tensor([[token, token]]), cache=DynamicCache(config=config), use_cache=True
             )
         attention, states = {}, {}
         for index, layer in enumerate(cache_of(output).layers):
@@ -77,9 +77,11 @@ class CacheLayout:
         """A cache with states is exported as one decode step of several tokens on a state, and the
         prompt goes through that same step on zero states: the model's own forward must give the same
         logits that way as from the start, on a padded batch as validation's, and again for the
-        tokens after it, on the state the prompt left. Mamba's cached path takes one token at a time
-        (measured: a shape error); Mamba 2's continues its state 13 off its forward from the start
-        (transformers 5.24, eager, one token or several), so both are refused here, before any export.
+        tokens after it, on the state the prompt left. The cache goes in as `cache=`: Mamba's and Mamba 2's
+        forward (transformers 5.24) take the deprecated `past_key_values=` without reading it, and
+        start from zero states (measured: 13 off their forward from the start; 4e-6 as `cache=`).
+        Mamba's cached path takes a mask as long as its new tokens only (measured: "The size of tensor
+        a (4) must match the size of tensor b (5)"), so it is refused here, before any export.
 
         Raises:
             UnsupportedArchitectureError: naming the model, what differed, and the export that works (no cache).
@@ -108,10 +110,10 @@ class CacheLayout:
                         attention_mask=mask[:, :end],
                         position_ids=where[:, self.prefix + start : end],
                         cache_position=torch.arange(self.prefix + start, end),
-                        past_key_values=cache,
+                        cache=cache,
                         use_cache=True,
                     )
-                    cache = step.past_key_values
+                    cache = cache_of(step)
                     real = given[:, start:stop].bool()  # the padded positions' logits are no one's
                     diff = float((step.logits - fresh[:, start:stop])[real].abs().max())
                     if not diff <= scale:
