@@ -108,12 +108,13 @@ def test_a_hybrid_cache_llm_is_published_as_transformers_js_reads_it_and_generat
 @pytest.mark.parametrize("family", ["llama"])
 def test_a_decoder_llms_executorch_program_writes_eager_text_in_executorchs_own_llm_runner(hub, family, tmp_path):
     """A Llama over a byte-level BPE tokenizer, pushed with ExecuTorch and 8da4w: the folder holds
-    `fp32/model.pte` as ExecuTorch's LLM runner reads it (no exporter manifest), the 8da4w program in a folder of its own, smaller, needing the runtime's quantized
-    kernels. From the PR in a fresh cache, the card's runner block — `TextLLMRunner` with the repo's
-    `tokenizer.json`, greedy — writes eager `generate()`'s text, and its optimum-executorch block
-    (`ExecuTorchModelForCausalLM`, in a venv of its own) eager's tokens; the Llama's every block runs
-    again once merged, and the 8da4w program runs in both loaders. (Its figures on random weights say
-    nothing of quality, so its floor is lifted: this test is about the loaders taking it.)"""
+    `fp32/model.pte` as ExecuTorch's LLM runner reads it (no exporter manifest), the 8da4w program
+    in a folder of its own, smaller, needing the runtime's quantized kernels. From the PR in a fresh
+    cache, the card's runner block — `TextLLMRunner` with the repo's `tokenizer.json`, greedy —
+    writes eager `generate()`'s text, and its optimum-executorch block (`ExecuTorchModelForCausalLM`,
+    in a venv of its own) eager's tokens; every block runs again once merged, and the 8da4w program
+    runs in both loaders. (Its figures on random weights say nothing of quality, so its floor is
+    lifted: this test is about the loaders taking it.)"""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -49,9 +49,7 @@ class CacheLayout:
         text = config.get_text_config()
         token = next((t for t in (text.bos_token_id, text.eos_token_id, 0) if isinstance(t, int)), 0)
         with torch.no_grad():
-            output = model(
-                input_ids=torch.tensor([[token, token]]), cache=DynamicCache(config=config), use_cache=True
-            )
+            output = model(input_ids=torch.tensor([[token, token]]), cache=DynamicCache(config=config), use_cache=True)
         attention, states = {}, {}
         for index, layer in enumerate(cache_of(output).layers):
             if getattr(layer, "keys", None) is not None:
