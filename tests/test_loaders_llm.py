@@ -102,12 +102,12 @@ def test_a_hybrid_cache_llm_is_published_as_transformers_js_reads_it_and_generat
     record(outcome, "transformers.js `text-generation`", "eager's text")
 
 
-# Llama's: every block, both loaders, 8da4w. A Qwen2 ran here too (47 s of CI); the runner's own check
-# (`llm_runner.runner_check`) runs on every family the sweep exports with a byte-level tokenizer (Falcon
-# in CI, `tests/test_new_families.py`), and the card's blocks are the same for any decoder.
-@pytest.mark.parametrize("family", ["llama"])
+# Llama's through transformers' exportable module; LFM2's through ExecuTorch's own LLM export
+# (`worker/executorch_llm.py`: its conv states). The runner's own check (`llm_runner.runner_check`) also
+# runs on every family the sweep exports with a byte-level tokenizer (Falcon in CI).
+@pytest.mark.parametrize("family", ["llama", "lfm2"])
 def test_a_decoder_llms_executorch_program_writes_eager_text_in_executorchs_own_llm_runner(hub, family, tmp_path):
-    """A Llama over a byte-level BPE tokenizer, pushed with ExecuTorch and 8da4w: the folder holds
+    """A Llama and an LFM2 over a byte-level BPE tokenizer, pushed with ExecuTorch and 8da4w: the folder holds
     `fp32/model.pte` as ExecuTorch's LLM runner reads it (no exporter manifest), the 8da4w program
     in a folder of its own, smaller, needing the runtime's quantized kernels. From the PR in a fresh
     cache, the card's runner block — `TextLLMRunner` with the repo's `tokenizer.json`, greedy —
@@ -118,10 +118,16 @@ def test_a_decoder_llms_executorch_program_writes_eager_text_in_executorchs_own_
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder = tiny_models.decoder_with_byte_level_tokenizer(tmp_path / "model", family)
+    if family == "lfm2":
+        import families
+
+        folder = families.BY_NAME[family].build(tmp_path / "model")
+    else:
+        folder = tiny_models.decoder_with_byte_level_tokenizer(tmp_path / "model", family)
     owner = f"runner-{family}"
     repo = f"{owner}/tiny"
-    variants = ("8da4w,int8", "--min-quality", "8da4w.token_agreement=0") if family == "llama" else ("none",)
+    kinds = "8da4w,int8" if family == "llama" else "8da4w"
+    variants = (kinds, "--min-quality", "8da4w.token_agreement=0")
     api, outcome = push_with_bot(hub, owner, repo, folder, "executorch", *variants)
     (b,) = outcome["report"]["backends"]
     pr = f"refs/pr/{outcome['pr_num']}"
@@ -147,9 +153,16 @@ def test_a_decoder_llms_executorch_program_writes_eager_text_in_executorchs_own_
     (optimum,) = [block for block in card_blocks(card) if "ExecuTorchModelForCausalLM" in block]
     optimum_on_pr = optimum.replace('"main"  #', f'"{pr}"  #', 1)
     ran = run_python(optimum_on_pr, tmp_path / "optimum-executorch" / "hf-home")
-    assert ran.returncode == 0 and ran.stdout.strip() == eager, (ran.stdout, eager, ran.stderr[-2000:])
+    assert ran.returncode == 0 and ran.stdout.strip() == eager.strip(), (ran.stdout, eager, ran.stderr[-2000:])
     record(outcome, "optimum-executorch `ExecuTorchModelForCausalLM` (`fp32/`)", "eager's text")
     if family != "llama":
+        # ExecuTorch's own 8da4w recipe (its `qmode`), judged as every variant; the runner generates with it.
+        (variant,) = b["variants"]
+        assert variant["status"] == "ok" and variant["file"] == "8da4w/model.pte", variant
+        quantized = on_pr.replace("executorch/xnnpack/fp32/model.pte", "executorch/xnnpack/8da4w/model.pte")
+        ran = run_python(quantized, tmp_path / "8da4w" / "hf-home")
+        assert ran.returncode == 0 and "PyTorchObserver" in ran.stdout, ran.stderr[-3000:]
+        record(outcome, "ExecuTorch `TextLLMRunner` (`8da4w/model.pte`, ExecuTorch's own LLM export)", "generates")
         record(outcome, loader, "eager's text")
         return
 

@@ -20,6 +20,7 @@ SentencePiece and tiktoken tokenizers; one it cannot read is said in the check, 
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import tempfile
 from collections.abc import Callable
@@ -31,7 +32,7 @@ import torch
 from ..errors import describe_error
 from ..report import Check, Figure, Layout, Status, Validation, VariantKind, VariantResult
 from ..variants import misses, thresholds_for, variants_of
-from . import exporter_fixes  # noqa: F401  (registers them with the exporter's patches)
+from . import executorch_llm, exporter_fixes  # noqa: F401  (exporter_fixes: registers the exporter's patches)
 from .caches import CacheLayout
 from .derive import reported, why_skipped
 from .executorch_variants import quantize_8da4w, quantized_kernels
@@ -99,11 +100,12 @@ def cannot_run(split: Decoder, model: PreTrainedModel) -> str | None:
     (`_sized_as_measured`). None: it can."""
 
     layout = split.cache_layout
-    if layout is not None and layout.states:
+    if layout is not None and layout.states and executorch_llm.definition_of(model.config) is None:
         return (
             f"its cache holds conv and recurrent states ({len(layout.states)} of its layers), and ExecuTorch's LLM "
             "runner program (transformers' TorchExportableModuleForDecoderOnlyLM) has a static key/value cache "
-            "only: export it with onnx or dynamo"
+            f"only, while ExecuTorch's own LLM export defines no {model.config.get_text_config().model_type} model "
+            "(it defines LFM2's): export it with onnx or dynamo"
         )
     return None
 
@@ -136,8 +138,11 @@ def _sized_as_measured(module: torch.nn.Module, layout: CacheLayout | None, seq_
 
 def export(model: PreTrainedModel, path: Path, seq_len: int, layout: CacheLayout | None) -> None:
     """`model` (a decoder LLM) as the runner's program at `path`, its cache `seq_len` positions, each
-    layer's keys and values of the sizes in `layout` (the split's, measured)."""
-    import copy
+    layer's keys and values of the sizes in `layout` (the split's, measured). A cache with states is
+    exported by ExecuTorch's own LLM export (`executorch_llm`; `cannot_run` refused the others)."""
+    if layout is not None and layout.states:
+        executorch_llm.export(model, path, seq_len, metadata(model, seq_len), quantized=False)
+        return
 
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
@@ -184,13 +189,24 @@ def export(model: PreTrainedModel, path: Path, seq_len: int, layout: CacheLayout
         lowered.write_to_file(file)
 
 
-def program_run(path: Path):
+def program_run(path: Path, prefix: int = 0):
     """`run(component, **kwargs)` over the runner's program in ExecuTorch's Python runtime, for the
     split's greedy loop (`validate.greedy_loop`): fed `input_ids` and `cache_position` only, its cache
-    inside it (one prompt at a time, unpadded: the runner's batch is 1)."""
+    inside it (one prompt at a time, unpadded: the runner's batch is 1). A program of ExecuTorch's own
+    LLM export is fed the first position alone and returns the last token's logits
+    (`executorch_llm.feeds_start_position`); its positions start at 0 where the split's start after
+    `prefix` masked ones (`CacheLayout.prefix`)."""
     from executorch.runtime import Runtime
 
     method = Runtime.get().load_program(path).load_method("forward")
+    if executorch_llm.feeds_start_position(method):
+
+        def run_from_start(component: str, input_ids: torch.Tensor, cache_position: torch.Tensor, **_: Any) -> dict:
+            logits = method.execute([input_ids, cache_position[:1] - prefix])[0]
+            return {"logits": logits.unsqueeze(1) if logits.dim() == 2 else logits, "cache": ()}
+
+        run_from_start.last_logits_only = True  # type: ignore[attr-defined]
+        return run_from_start
 
     def run(component: str, input_ids: torch.Tensor, cache_position: torch.Tensor, **_: Any) -> dict:
         return {"logits": method.execute([input_ids, cache_position])[0], "cache": ()}
@@ -215,12 +231,19 @@ def _traced(split: ExportSplit) -> dict[str, set[str]]:
     return {component: _STEP}
 
 
+def _prefix(split: ExportSplit) -> int:
+    """The masked positions the split's cache holds before a prompt (`CacheLayout.prefix`)."""
+    layout = getattr(split, "cache_layout", None)
+    return layout.prefix if layout is not None else 0
+
+
 def compare(name: str, reference: Reference, path: Path, prompts: list[dict]) -> Check:
     """The split's greedy-loop check (`validate.compare_generation`) of the program at `path`, prompt
     by prompt (`rows` of a batch), gathered into one check: eager `generate()`'s token ids, and the
     logits' largest diff."""
 
-    run, split = program_run(path), reference.split
+    split = reference.split
+    run = program_run(path, _prefix(split))
     checks = [compare_generation(name, reference, split, run, _traced(split), row) for row in prompts]
     gathered = Check(
         name,
@@ -239,7 +262,12 @@ def quality(reference: Reference, path: Path, prompts: list[dict], judged: list[
     batch is 1): greedy tokens on `prompts`, teacher-forced on `judged`, each figure weighted by the
     positions it was taken over."""
 
-    run, split = program_run(path), reference.split
+    split = reference.split
+    run = program_run(path, _prefix(split))
+    if getattr(run, "last_logits_only", False) and split.forces_at_once:
+        # A continuation fed at once gives one position's logits here: fed a token at a time instead.
+        split = copy.copy(split)
+        split.forces_at_once = False
     traced = _traced(split)
     figures = [generation_quality(reference, split, run, traced, p, j) for p, j in zip(prompts, judged)]
     weights = [f[Figure.FORCED_TOKENS] for f in figures]
@@ -538,7 +566,12 @@ def _variants(
         folder = out_dir / str(variant.kind)
         try:
             folder.mkdir()
-            export(quantize_8da4w(reference.model), folder / PROGRAM, seq_len, reference.split.cache_layout)
+            layout = getattr(reference.split, "cache_layout", None)
+            if layout is not None and layout.states:
+                meta = metadata(reference.model, seq_len)
+                executorch_llm.export(reference.model, folder / PROGRAM, seq_len, meta, quantized=True)
+            else:
+                export(quantize_8da4w(reference.model), folder / PROGRAM, seq_len, layout)
             figures = quality(reference, folder / PROGRAM, prompts, judged)
         except Exception as e:
             traceback.print_exc()
