@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .executorch_variants import INT4_GROUP_SIZE
+
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedModel
 
@@ -115,8 +117,6 @@ def export(model: PreTrainedModel, path: Path, seq_len: int, metadata: dict[str,
     """
     from executorch.examples.models.llama.export_llama_lib import export_llama
     from executorch.extension.llm.export.config.llm_config import DtypeOverride, LlmConfig, ModelType
-
-    from .executorch_variants import INT4_GROUP_SIZE
 
     found = definition_of(model.config)
     if found is None:

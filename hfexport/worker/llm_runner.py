@@ -119,8 +119,11 @@ def _sized_as_measured(module: torch.nn.Module, layout: CacheLayout | None, seq_
     them (`key_cache_<i>`, `value_cache_<i>`) are the re-made ones, so torch.export keeps those."""
     if layout is None:
         return
-    holder = next(m for m in module.modules() if hasattr(m, "static_cache"))
-    cache: Any = holder.static_cache
+    # transformers' module holds it as `static_cache`, its hybrid one (Gemma 2's) as `cache`.
+    found = [(m, c) for m in module.modules() for c in (getattr(m, "static_cache", None), getattr(m, "cache", None))]
+    holder, cache = next(((m, c) for m, c in found if hasattr(c, "layers")), (None, None))
+    if holder is None or cache is None:
+        return
     for index, layer in enumerate(cache.layers):
         measured = layout.attention.get(index)
         keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
