@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import families
 import pytest
+import torch
 from conftest import _exported, run_cli
 
 from hfexport.report import Split, Status
@@ -54,6 +55,42 @@ def test_a_spectrogram_model_takes_recordings_of_any_length(workspace):
     axes = plan.dynamic_axes["input_features"]
     assert axes[1].dim == "audio_frames" and axes[1].min < 60 < axes[1].max, axes
     assert 2 not in axes  # the features per frame are the model's
+
+
+def test_a_raw_audio_encoder_takes_recordings_as_long_as_its_positions_hold(tmp_path):
+    """SpeechT5 built as an independent sweep built it (600 speech positions, its feature extractor
+    saved by `save_pretrained`): its time axis ends where its positions do, 320 samples a position,
+    and no minute is asked of it (torch.export refused one on both backends: "Constraints violated
+    (audio_samples)"). wav2vec2's positions are a convolution: it keeps the minute."""
+    import transformers
+
+    from hfexport.pipeline.plan import make_plan
+
+    torch.manual_seed(0)
+    config = transformers.SpeechT5Config(
+        vocab_size=96,
+        hidden_size=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=37,
+        decoder_ffn_dim=37,
+        conv_dim=(16,) * 7,
+        speech_decoder_prenet_units=16,
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        max_speech_positions=600,
+    )
+    folder = tmp_path / "speecht5"
+    transformers.SpeechT5ForSpeechToText(config).save_pretrained(folder)
+    transformers.SpeechT5FeatureExtractor().save_pretrained(folder)
+    axis = make_plan(folder, ["onnx"]).dynamic_axes["input_values"][1]
+    assert (axis.dim, axis.max) == ("audio_samples", 320 * 600), axis
+    import tiny_models
+
+    axis = make_plan(tiny_models.wav2vec2_ctc(tmp_path / "wav2vec2"), ["onnx"]).dynamic_axes["input_values"][1]
+    assert axis.max == 16000 * 60, axis
 
 
 def test_a_vision_language_model_whose_features_need_each_images_grid_is_refused_before_anything_runs(tmp_path):

@@ -506,6 +506,22 @@ def _sliding_window(config) -> int | None:
     return window
 
 
+# A minute of audio at 16 kHz: the time axis of a raw-audio encoder, unless its positions end sooner.
+_AUDIO_SAMPLES_MAX = 16000 * 60
+
+
+def _audio_samples_max(config) -> int:
+    """The longest recording a raw-audio encoder takes: a minute, or fewer samples where the encoder's
+    positions end sooner — its feature encoder's total stride times `max_speech_positions` (SpeechT5:
+    320 × 4,000 is 80 s; a build with 600 positions holds 12 s, and torch.export refused the minute:
+    "Constraints violated (audio_samples)"). wav2vec2's positions are a convolution: no end."""
+    import math
+
+    positions = getattr(config, "max_speech_positions", None)
+    stride = math.prod(getattr(config, "conv_stride", None) or (1,))
+    return min(_AUDIO_SAMPLES_MAX, stride * positions) if isinstance(positions, int) else _AUDIO_SAMPLES_MAX
+
+
 def _fixed_image_size(config) -> bool:
     """Whether the model takes images of one size: a patch-embedding transformer (an int
     `patch_size` on its config, its vision config or its backbone's: ViT, CLIP, Swin) has position
@@ -626,7 +642,7 @@ def _dynamic_axes(plan: ExportPlan, config, max_batch: int, main_input: str, mod
         # Raw audio (wav2vec2's input_values) is as long as the recording: its time axis is dynamic,
         # from a tenth of a second at 16 kHz. Spectrogram encoders (Whisper) take a fixed number of frames.
         if main_input == "input_values":
-            return {"input_values": {0: batch, 1: Axis("audio_samples", 1600, 16000 * 60)}}
+            return {"input_values": {0: batch, 1: Axis("audio_samples", 1600, _audio_samples_max(config))}}
         return {main_input: {0: batch}}
     seq = Axis("sequence", 1, _max_positions(config))
     return {name: {0: batch, 1: seq} for name in ("input_ids", "attention_mask", "token_type_ids")}
