@@ -93,6 +93,31 @@ def test_a_raw_audio_encoder_takes_recordings_as_long_as_its_positions_hold(tmp_
     assert axis.max == 16000 * 60, axis
 
 
+def test_a_processor_saved_whole_by_transformers_5_is_read_for_its_image_settings(tmp_path):
+    """SigLIP 2 with its processor saved by `save_pretrained` (transformers 5 writes one
+    `processor_config.json`, the image processor's settings inside it): planned with its patch
+    inputs, as from a `preprocessor_config.json`; before, its images axis went to torch.export alone
+    and was refused ("Constraints violated (images)")."""
+    import transformers
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    from hfexport.pipeline.plan import make_plan
+
+    torch.manual_seed(0)
+    tower = dict(hidden_size=32, intermediate_size=37, num_hidden_layers=1, num_attention_heads=2)
+    config = transformers.Siglip2Config(text_config=dict(tower, vocab_size=128), vision_config=tower)
+    folder = tmp_path / "siglip2"
+    transformers.Siglip2Model(config).save_pretrained(folder)
+    words = Tokenizer(models.WordLevel({"<pad>": 0, "<unk>": 1, "a": 2, "photo": 3}, unk_token="<unk>"))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=words, pad_token="<pad>", unk_token="<unk>")
+    image_processor = transformers.Siglip2ImageProcessor()
+    transformers.Siglip2Processor(image_processor=image_processor, tokenizer=tokenizer).save_pretrained(folder)
+    assert not (folder / "preprocessor_config.json").exists()
+    axes = make_plan(folder, ["onnx"]).dynamic_axes
+    assert {"pixel_values", "pixel_attention_mask", "spatial_shapes"} <= set(axes), axes
+
+
 def test_a_vision_language_model_whose_features_need_each_images_grid_is_refused_before_anything_runs(tmp_path):
     """Qwen2.5-VL's processor loads here without its video part (which needs torchvision), and its
     image features need each image's patch grid (`image_grid_thw`) beside the pixels, which the

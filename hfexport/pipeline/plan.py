@@ -552,21 +552,32 @@ def _processed_to_one_size(model_dir: Path) -> bool:
 
 def _patch_sequences(model_dir: Path) -> bool:
     """Whether the repo's image processor hands the model each image as a sequence of patches at its
-    own aspect ratio (SigLIP 2's NaFlex: `max_num_patches` in its `preprocessor_config.json`), with
+    own aspect ratio (SigLIP 2's NaFlex: `max_num_patches` in its settings, `_processor_settings`), with
     `pixel_attention_mask` and `spatial_shapes` beside the pixels: their image axis is the batch, the
     patch axis the processor's padded length (one for every image)."""
     return "max_num_patches" in _processor_settings(model_dir)
 
 
 def _processor_settings(model_dir: Path) -> dict:
-    """The repo's `preprocessor_config.json` as written (no code run); empty where it has none or
-    it does not parse."""
-    path = Path(model_dir) / "preprocessor_config.json"
-    try:
-        settings = json.loads(path.read_text()) if path.exists() else {}
-    except (OSError, ValueError):
-        return {}
-    return settings if isinstance(settings, dict) else {}
+    """The repo's image processor or feature extractor settings as written (no code run): its
+    `preprocessor_config.json`, or — as transformers 5's `save_pretrained` writes a processor — the
+    `image_processor` (or `feature_extractor`) part of `processor_config.json` (measured: a SigLIP 2
+    saved so was planned without its patch inputs, and torch.export refused its images axis:
+    "Constraints violated (images)"). Empty where it has neither or they do not parse."""
+    for name, part in (
+        ("preprocessor_config.json", None),
+        ("processor_config.json", "image_processor"),
+        ("processor_config.json", "feature_extractor"),
+    ):
+        path = Path(model_dir) / name
+        try:
+            settings = json.loads(path.read_text()) if path.exists() else {}
+        except (OSError, ValueError):
+            continue
+        settings = settings.get(part) if part is not None and isinstance(settings, dict) else settings
+        if isinstance(settings, dict) and settings:
+            return settings
+    return {}
 
 
 _PATCH_INPUTS = ("pixel_values", "pixel_attention_mask", "spatial_shapes")
@@ -584,7 +595,7 @@ def _spectrogram_time_axis(model_dir: Path) -> dict[int, Axis]:
     """The time axis of the repo's feature extractor's `input_features`, from half a second to a
     minute of audio, or none where its length does not follow the recording's (Whisper pads to 30 s).
     Read by running the extractor on silences of three lengths: which axis grows is its own fact."""
-    if not (Path(model_dir) / "preprocessor_config.json").exists():
+    if not _processor_settings(model_dir):
         return {}
     import numpy as np
     from transformers import AutoFeatureExtractor
