@@ -118,6 +118,31 @@ def test_a_processor_saved_whole_by_transformers_5_is_read_for_its_image_setting
     assert {"pixel_values", "pixel_attention_mask", "spatial_shapes"} <= set(axes), axes
 
 
+def test_a_checkpoint_its_own_model_cannot_run_is_said_so_not_blamed_on_the_export(tmp_path):
+    """An OWLv2 whose projection width (16) differs from its towers' (32), as an independent build made
+    it: transformers' own forward fails on it ("einsum(): subscript d has size 16 …"), so the export
+    fails with the model's error said as the checkpoint's, and a fix to its config — not a stack trace
+    from mid-tracing read as an exporter bug."""
+    import transformers
+
+    import hfexport
+    from hfexport.report import Status
+
+    tower = dict(hidden_size=32, intermediate_size=37, num_hidden_layers=1, num_attention_heads=2)
+    config = transformers.Owlv2Config(
+        text_config=dict(tower, vocab_size=128),
+        vision_config=dict(tower, image_size=32, patch_size=8),
+        projection_dim=16,
+    )
+    torch.manual_seed(0)
+    transformers.Owlv2ForObjectDetection(config).save_pretrained(tmp_path / "owlv2")
+    report = hfexport.export(str(tmp_path / "owlv2"), tmp_path / "out", backends="onnx", variants="none", progress=None)
+    (onnx,) = report.backends
+    assert onnx.status == Status.FAILED and not onnx.files, onnx
+    assert "does not run on this checkpoint in transformers" in onnx.error and "einsum()" in onnx.error, onnx.error
+    assert "Fix: Fix config.json" in onnx.error, onnx.error
+
+
 def test_a_vision_language_model_whose_features_need_each_images_grid_is_refused_before_anything_runs(tmp_path):
     """Qwen2.5-VL's processor loads here without its video part (which needs torchvision), and its
     image features need each image's patch grid (`image_grid_thw`) beside the pixels, which the

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError, describe_error
 from ..messages import WorkerJob
 from ..pipeline.plan import refuse_made_up_weights
 from ..report import ArtifactFile, BackendResult, ExportPlan, Split, Status, Validation, VariantResult
@@ -157,7 +158,11 @@ def _export_and_save(run: Job, model: Any, sample: dict[str, Any]) -> tuple[Expo
     started = time.perf_counter()
     exporting = Exporting(run.plan, run.backend)
     with torch.no_grad():
-        exported = run.split.export(exporting, model, sample)
+        try:
+            exported = run.split.export(exporting, model, sample)
+        except Exception as error:
+            _refuse_if_eager_fails(run, model, sample, error)
+            raise
     export_seconds = time.perf_counter() - started
     run.stage("saving")
     exported.save_pretrained(run.out_dir)
@@ -165,6 +170,32 @@ def _export_and_save(run: Job, model: Any, sample: dict[str, Any]) -> tuple[Expo
         run.result.runtime_ops = sorted({op for c in exported.components.values() for op in runtime_ops(c.program)})
     traced = {name: set(component.metadata.kwargs) for name, component in exported.components.items()}
     return exporting, traced, export_seconds
+
+
+def _refuse_if_eager_fails(run: Job, model: Any, sample: dict[str, Any], error: Exception) -> None:
+    """After a failed export of a single graph: whether the model's own forward fails on the same
+    inputs, in transformers, with no export involved. Then the checkpoint is the cause, and no export
+    of it can be right (measured: an OWLv2 whose projection_dim differs from its text width fails in
+    eager with the export's own message, "einsum(): subscript d has size 16 … previously seen 32").
+
+    Raises:
+        ConfigError: naming the model's own error, where eager fails too.
+    """
+    import torch
+    import transformers
+
+    if run.split.name != Split.SINGLE:
+        return
+    try:
+        with torch.no_grad():
+            model(**sample)
+    except Exception as eager:  # noqa: BLE001  (the model's own failure is the answer)
+        raise ConfigError(
+            f"{type(model).__name__} does not run on this checkpoint in transformers {transformers.__version__} "
+            f"itself, with no export involved: {type(eager).__name__}: {describe_error(eager)[:300]}",
+            "Fix config.json so that the model runs in transformers (its sizes as the model's documentation "
+            "says they must relate), then export again.",
+        ) from error
 
 
 def _validate(
