@@ -79,7 +79,7 @@ def markdown(results: dict) -> str:
                 cells.append("✓")
             else:
                 reason = (got.get("reason") or "").replace("|", "\\|")
-                cells.append(f"{got['status']}: {reason[:160]}")
+                cells.append(f"{got['status']}: {reason[:300]}")
         lines.append(f"| {name} | `{row['task']}` | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
