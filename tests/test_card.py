@@ -214,6 +214,22 @@ def test_a_block_that_asks_for_trust_says_why_beside_it():
     assert "trust_remote_code" not in "\n".join(exported_model_block("o/m", report, onnx))
 
 
+def test_which_file_names_every_program_a_model_of_several_takes():
+    """An image-text model's ONNX export is three programs a loader opens together (SmolVLM's vision
+    encoder, embeddings and decoder): its fp32 row names all three, not the vision encoder alone (it did)."""
+    from hfexport.card.where import picks
+
+    report = _report()
+    onnx = report.backends[0]
+    onnx.components = ["vision_encoder", "embed_tokens", "decode"]
+    onnx.programs = {"vision_encoder": "vision_encoder.onnx", "embed_tokens": "embed_tokens.onnx"}
+    onnx.programs["decode"] = "decoder_model_merged.onnx"
+    onnx.files = [ArtifactFile(name, 10) for name in onnx.programs.values()]
+    (cpu,) = [p for p in picks(report) if p.where.startswith("CPU server")]
+    names = "onnx/vision_encoder.onnx, onnx/embed_tokens.onnx, onnx/decoder_model_merged.onnx"
+    assert cpu.file == names, cpu
+
+
 def test_the_card_opens_with_which_file_to_take_where_from_what_was_measured():
     """The first table of the section: per place a user runs the model, the file hfexport measured
     best there among those that ran there — ONNX Runtime's CPU the fastest (with its rounds' spread),

@@ -34,10 +34,11 @@ class _File:
 
 
 def _files(b: BackendResult) -> list[_File]:
-    """`b`'s fp32 program and its published single-file variants, but half-precision ones
+    """`b`'s fp32 programs (every component's: an image-text model's vision encoder, embeddings and
+    decoder are taken together) and its published single-file variants, but half-precision ones
     (`snippets.HALF`): ONNX Runtime's CPU kernels run float16 slower than float32."""
-    first = b.program_file((b.components or ["model"])[0])
-    found = [_File(f"{b.subfolder}/{first}", b.program_bytes, None)]
+    programs = ", ".join(f"{b.subfolder}/{b.program_file(c)}" for c in b.components or ["model"])
+    found = [_File(programs, b.program_bytes, None)]
     return found + [
         _variant_file(b, v) for v in b.published_variants if v.kind not in HALF and len(v.published_files) == 1
     ]
