@@ -118,7 +118,11 @@ TASK_TABLE: tuple[Task, ...] = (
         "AutoModelForImageTextToText",
         "generation",
         "images + text",
-        ("LLaVA: dynamo, onnx, executorch", "Gemma 3 (vision, sliding window): dynamo, onnx"),
+        (
+            "LLaVA: dynamo, onnx, executorch",
+            "Gemma 3 (vision, sliding window): dynamo, onnx",
+            "SmolVLM (its processor without its video part): dynamo, onnx, executorch",
+        ),
         modality="image-text",
     ),
     # Generation with a KV cache: one decoder (and the encoder, for encoder-decoders).
