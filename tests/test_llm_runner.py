@@ -1,6 +1,6 @@
 """The contract of ExecuTorch's LLM runner layout (`hfexport/worker/llm_runner.py`): what the program
 tells the runner, how large its cache is, and which prompts it is judged on. The runner running
-real programs from a real push is tests/test_loaders_llm.py's."""
+real programs from a real push is tests/test_loaders_executorch_llm.py's."""
 
 from __future__ import annotations
 
