@@ -96,8 +96,9 @@ def cannot_run(split: Decoder, model: PreTrainedModel) -> str | None:
     """Why this decoder cannot be the runner's program, from its cache as the model fills it
     (`splits.CacheLayout`): transformers' `TorchExportableModuleForDecoderOnlyLM` holds a static cache
     of keys and values. A cache with states has no place there (LFM2: "'LinearAttentionLayer' object has
-    no attribute 'keys'"). Keys and values of other sizes than the config's names are sized as measured
-    (`_sized_as_measured`). None: it can."""
+    no attribute 'keys'"): a family ExecuTorch defines itself goes through its own LLM export
+    (`executorch_llm`), the others are refused. Keys and values of other sizes than the config's names
+    are sized as measured (`_sized_as_measured`). None: it can."""
 
     layout = split.cache_layout
     if layout is not None and layout.states and executorch_llm.definition_of(model.config) is None:
