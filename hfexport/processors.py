@@ -36,13 +36,18 @@ def load_processor(model_dir: Path, owner: str) -> Any:
     try:
         return AutoProcessor.from_pretrained(model_dir)
     except ImportError as error:
-        first = " ".join(str(error).split()).split(" Check out ")[0][:300]  # its first sentence: what is missing
+        first = _first_sentence(error)
         if "VideoProcessor requires the Torchvision" in first:
             try:
                 return _without_video(model_dir)
             except ImportError as again:
-                first = " ".join(str(again).split()).split(" Check out ")[0][:300]
+                first = _first_sentence(again)
         raise _missing_package(owner, first) from None
+
+
+def _first_sentence(error: ImportError) -> str:
+    """What is missing: transformers' import message up to its install advice, on one line."""
+    return " ".join(str(error).split()).split(" Check out ")[0][:300]
 
 
 def _without_video(model_dir: Path) -> Any:

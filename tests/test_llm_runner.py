@@ -82,7 +82,7 @@ def test_the_runner_is_judged_by_token_ids_and_passes_where_characters_are_split
     tokenizer = AutoTokenizer.from_pretrained(folder)
     decoded = [tokenizer.decode(ids, skip_special_tokens=True) for ids in expected.values()]
     assert any("\ufffd" in text for text in decoded), decoded  # the case the ids are judged for
-    llm_runner.export(model, tmp_path / llm_runner.PROGRAM, 128, None)  # room past the 56-byte prompt
+    llm_runner.export(model, tmp_path / llm_runner.PROGRAM, 128, None, quantized=False)  # room past the 56-byte prompt
 
     check = llm_runner.runner_check(expected, folder, tmp_path / llm_runner.PROGRAM, n)
     assert check.error is None and check.tokens_equal is True

@@ -175,7 +175,9 @@ def _split(model_class: Any, spec: Task, mode: Mode, is_enc_dec: bool, model_dir
         )
     if modality == "image-text":
         _check_image_features_take_pixels_only(model_class)
-        _check_processor_loads(model_dir, model_class.__name__)
+        # Every prompt is built with the processor: it loads here, before anything is exported (a
+        # package it needs is named, with its install).
+        load_processor(model_dir, model_class.__name__)
     if mode == "single":
         split = Split.SINGLE
     elif modality == "image-text":
@@ -466,16 +468,6 @@ def _check_image_features_take_pixels_only(model_class: Any) -> None:
                 "check. Vision-language models whose image features are a function of the pixels (LLaVA, Gemma 3, "
                 "SmolVLM) export.",
             )
-
-
-def _check_processor_loads(model_dir: Path, model_class: str) -> None:
-    """The repo's processor loads here, before anything is exported: every prompt is built with it
-    (`processors.load_processor`: a video part that needs torchvision is left out).
-
-    Raises:
-        ConfigError: naming the package the processor asked for, and how to install it.
-    """
-    load_processor(model_dir, model_class)
 
 
 def _has_processor(model_dir: Path) -> bool:

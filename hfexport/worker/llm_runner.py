@@ -140,13 +140,17 @@ def _sized_as_measured(module: torch.nn.Module, layout: CacheLayout | None, seq_
         holder.register_buffer(f"value_cache_{index}", layer.values, persistent=False)
 
 
-def export(model: PreTrainedModel, path: Path, seq_len: int, layout: CacheLayout | None) -> None:
+def export(model: PreTrainedModel, path: Path, seq_len: int, layout: CacheLayout | None, quantized: bool) -> None:
     """`model` (a decoder LLM) as the runner's program at `path`, its cache `seq_len` positions, each
     layer's keys and values of the sizes in `layout` (the split's, measured). A cache with states is
-    exported by ExecuTorch's own LLM export (`executorch_llm`; `cannot_run` refused the others)."""
+    exported by ExecuTorch's own LLM export (`executorch_llm`; `cannot_run` refused the others).
+    `quantized`: the 8da4w program, by the recipe of the export that writes it (ExecuTorch's own, or
+    optimum-executorch's, `quantize_8da4w`)."""
     if layout is not None and layout.states:
-        executorch_llm.export(model, path, seq_len, metadata(model, seq_len), quantized=False)
+        executorch_llm.export(model, path, seq_len, metadata(model, seq_len), quantized=quantized)
         return
+    if quantized:
+        model = quantize_8da4w(model)
 
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
@@ -235,9 +239,14 @@ def _traced(split: ExportSplit) -> dict[str, set[str]]:
     return {component: _STEP}
 
 
+def _layout(split: ExportSplit) -> CacheLayout | None:
+    """The split's cache as the model fills it (a decoder's; None for a split without one)."""
+    return getattr(split, "cache_layout", None)
+
+
 def _prefix(split: ExportSplit) -> int:
     """The masked positions the split's cache holds before a prompt (`CacheLayout.prefix`)."""
-    layout = getattr(split, "cache_layout", None)
+    layout = _layout(split)
     return layout.prefix if layout is not None else 0
 
 
@@ -485,7 +494,7 @@ def run(
     started = time.perf_counter()
     program = out_dir / BASE / PROGRAM
     program.parent.mkdir(parents=True)
-    export(model, program, seq_len, getattr(split, "cache_layout", None))
+    export(model, program, seq_len, _layout(split), quantized=False)
     result.export_seconds = round(time.perf_counter() - started, 2)
     model.config.save_pretrained(out_dir)
     model.generation_config.save_pretrained(out_dir)
@@ -570,12 +579,7 @@ def _variants(
         folder = out_dir / str(variant.kind)
         try:
             folder.mkdir()
-            layout = getattr(reference.split, "cache_layout", None)
-            if layout is not None and layout.states:
-                meta = metadata(reference.model, seq_len)
-                executorch_llm.export(reference.model, folder / PROGRAM, seq_len, meta, quantized=True)
-            else:
-                export(quantize_8da4w(reference.model), folder / PROGRAM, seq_len, layout)
+            export(reference.model, folder / PROGRAM, seq_len, _layout(reference.split), quantized=True)
             figures = quality(reference, folder / PROGRAM, prompts, judged)
         except Exception as e:
             traceback.print_exc()
