@@ -78,15 +78,30 @@ class CacheLayout:
         tokens after it, on the state the prompt left. The cache goes in as `cache=`: Mamba's and Mamba 2's
         forward (transformers 5.24) take the deprecated `past_key_values=` without reading it, and
         start from zero states (measured: 13 off their forward from the start; 4e-6 as `cache=`).
-        Mamba's cached path takes a mask as long as its new tokens only (measured: "The size of tensor
-        a (4) must match the size of tensor b (5)"), so it is refused here, before any export.
+        Mamba's layers take the mask as long as their new tokens ("The size of tensor a (4) must match
+        the size of tensor b (5)"), where Mamba 2's model trims it itself (`create_recurrent_attention_mask`):
+        such a model is fed its mask's last columns (`trim_mask_to_tokens`), as runtimes feed a
+        decoder the whole mask, and checked again.
 
         Raises:
             UnsupportedArchitectureError: naming the model, what differed, and the export that works (no cache).
         """
         if not self.states:
             return
+        why = self._prompt_on_states(model)
+        if why is not None and "must match the size of tensor" in why:
+            trim_mask_to_tokens(model)
+            why = self._prompt_on_states(model)
+        if why is not None:
+            raise UnsupportedArchitectureError(
+                f"{type(model).__name__}'s cache holds states that its own cached forward does not carry: run on a "
+                f"state over {why}; no decode program over its cache can be right.",
+                "Export it as one graph without a cache (--task text-generation), or with a transformers "
+                "release whose cached forward matches its full one.",
+            )
 
+    def _prompt_on_states(self, model: PreTrainedModel) -> str | None:
+        """What differed from the forward from the start, run on states (None: nothing)."""
         config = model.config
         vocab = config.get_text_config().vocab_size
         low = min(5, vocab - 1)
@@ -119,13 +134,7 @@ class CacheLayout:
                         break
             except Exception as error:  # noqa: BLE001  (the model's own code refusing is the answer)
                 why = f"{what}, it raised {type(error).__name__}: {str(error)[:160]}"
-        if why is not None:
-            raise UnsupportedArchitectureError(
-                f"{type(model).__name__}'s cache holds states that its own cached forward does not carry: run on a "
-                f"state over {why}; no decode program over its cache can be right.",
-                "Export it as one graph without a cache (--task text-generation), or with a transformers "
-                "release whose cached forward matches its full one.",
-            )
+        return why
 
     def empty(self, config: PretrainedConfig, batch: int, dtype: torch.dtype = torch.float32):
         """A cache that has read nothing: every attention layer `prefix` (masked) positions long, every state zero
@@ -204,3 +213,20 @@ def one_tensor(output: Any) -> torch.Tensor:
     if isinstance(output, torch.Tensor):
         return output
     return next(v for v in (output.values() if isinstance(output, Mapping) else output) if isinstance(v, torch.Tensor))
+
+
+def trim_mask_to_tokens(model: PreTrainedModel) -> None:
+    """Feed `model`'s base model the 2D mask's last columns, one per new token: what Mamba 2's
+    `create_recurrent_attention_mask` does inside the model, for a model whose layers multiply by the
+    mask as given (Mamba). Runtimes feed a decoder the mask of all its positions, and the export
+    traces the hook with the model, so the program takes that mask too."""
+
+    def hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        mask = kwargs.get("attention_mask")
+        given = (*args[:1], kwargs.get("input_ids"), kwargs.get("inputs_embeds"))  # ids come positionally too
+        tokens = next((t for t in given if t is not None), None)
+        if mask is not None and mask.ndim == 2 and tokens is not None:
+            kwargs["attention_mask"] = mask[:, -tokens.shape[1] :]
+        return args, kwargs
+
+    model.base_model.register_forward_pre_hook(hook, with_kwargs=True)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 import torch
 from transformers.modeling_outputs import BaseModelOutput
 
+from ..errors import UnsupportedArchitectureError
 from ..layouts import LoadersNames, unfuse_transposed_weights
 from ..report import Check, ExportPlan, Layout, Shape, Split
 from . import exporter_fixes  # noqa: F401  (registers them with the exporter's patches)
@@ -291,9 +292,18 @@ class Decoder(ExportSplit):
                 model, dict(inputs), generation_config=model.generation_config, multi_token_decode=True
             )
         decoder, decoder_inputs = stages["decode"]
-        decoder_inputs = self.decode_inputs(model, decoder_inputs)
+        decoder_inputs = self.decode_inputs(model, self.masked(decoder_inputs))
         axes = varying_axes(config, cast("PreTrainedModel", decoder), decoder_inputs)
         program = _fused_where_it_fuses(x, decoder, decoder_inputs, axes)
+        if (count := fixed_token_count(program.components["model"].program)) is not None:
+            raise UnsupportedArchitectureError(
+                f"{type(model).__name__}'s decode program takes exactly {count} new token(s): torch.export fixed "
+                "the count, as the model's forward steps through its tokens in a Python loop when exported "
+                "(Mamba: transformers' `mamba_selective_scan`, whose associative scan is off under export, "
+                "having no ONNX translation). A runtime feeds a prompt's tokens at once.",
+                "Wait for a transformers release whose scan exports over any number of tokens; no export of "
+                "this model with the pinned one keeps that count dynamic.",
+            )
         program.components = {"decode": program.components["model"]}
         program.generation_config = model.generation_config
         return program
@@ -301,6 +311,17 @@ class Decoder(ExportSplit):
     def decode_inputs(self, model: PreTrainedModel, inputs: dict) -> dict:
         """The captured decode step's inputs as the program takes them."""
         return inputs
+
+    def masked(self, inputs: dict) -> dict:
+        """The captured decode step with a 2D mask where generate() dropped it. Mamba's and Mamba 2's
+        `prepare_inputs_for_generation` pass none after the prompt, so the program traced without one
+        and read a left-padded prompt's padding as text (Mamba 2: 1.09 off on that row alone, exact on
+        the others; eager with the mask equals the row run alone). One masked position more than the
+        tokens, as `CacheLayout.prefix` holds."""
+        if inputs.get("attention_mask") is not None or not (self.cache_layout and self.cache_layout.states):
+            return inputs
+        tokens = next(inputs[name] for name in ("input_ids", "inputs_embeds") if inputs.get(name) is not None)
+        return {**inputs, "attention_mask": torch.ones(tokens.shape[0], tokens.shape[1] + 1, dtype=torch.long)}
 
     def judged(self, model_dir: Path, config: PretrainedConfig, other: dict) -> Judged:
         """Real prose and its own next tokens, where the repo's tokenizer loads (`inputs.judged_text`)."""
@@ -638,6 +659,21 @@ def _fused_where_it_fuses(x: Exporting, decoder: Any, inputs: dict, config: Dyna
             said = f"{type(e).__name__}: {e}"
             print(f"fusing the decoder for {fusions} failed ({said}); exported unfused", file=sys.stderr)
     return x.exporter.export(decoder, inputs, config)
+
+
+def fixed_token_count(program: Any) -> int | None:
+    """How many new tokens a decode program (a `.pt2` program or an ONNX graph) takes where its export
+    fixed that count, else None."""
+    names = ("input_ids", "inputs_embeds")
+    if isinstance(program, torch.export.ExportedProgram):
+        shapes = [n.meta["val"].shape for n in program.graph.nodes if n.op == "placeholder" and n.name in names]
+    else:  # an ONNX graph (onnx_ir): its inputs' shapes, a symbolic dim where it varies
+        inputs = getattr(getattr(program, "graph", None), "inputs", ())
+        shapes = [v.shape for v in inputs if v.name in names and v.shape is not None]
+    # A fixed size can still be a symbol that export specialized: `2` in the `.pt2` program's
+    # `Size([s17, 2])`, `SymbolicDim('2')` in the ONNX graph (measured on Mamba).
+    sizes = [str(shape[1]) for shape in shapes if len(shape) > 1]
+    return int(sizes[0]) if sizes and sizes[0].isdigit() else None
 
 
 def varying_axes(config: DynamoConfig, model: PreTrainedModel, inputs: dict) -> DynamoConfig:
