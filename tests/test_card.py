@@ -230,6 +230,33 @@ def test_which_file_names_every_program_a_model_of_several_takes():
     assert cpu.file == names, cpu
 
 
+def test_an_image_text_folder_whose_encoder_takes_each_images_grid_says_who_loads_it_and_how():
+    """Qwen2.5-VL's vision encoder takes each image's grid and the geometry transformers derives from
+    it, and its decoder four rows of positions: transformers.js's Qwen2-VL classes feed neither, so the
+    card names what to feed and does not send its readers to transformers.js; SmolVLM's (the pixels
+    alone) still does."""
+    from hfexport.report import Layout
+
+    def section(encoder_inputs: list[str]) -> str:
+        report = _report()
+        report.plan.task = "image-text-to-text"
+        onnx = report.backends[0]
+        onnx.layout = Layout.IMAGE_TEXT_DECODER_WITH_PAST
+        onnx.components = ["vision_encoder", "embed_tokens", "decode"]
+        onnx.programs = {"vision_encoder": "vision_encoder.onnx", "embed_tokens": "embed_tokens.onnx"}
+        onnx.programs["decode"] = "decoder_model_merged.onnx"
+        onnx.files = [ArtifactFile(name, 10) for name in onnx.programs.values()]
+        onnx.inputs = {"vision_encoder": encoder_inputs}
+        return " ".join(render_card("", "o/m", report).text.split())
+
+    grid = section(["pixel_values", "image_grid_thw", "cu_seqlens", "position_ids", "window_index"])
+    assert "its `image_grid_thw` row" in grid and "`cu_seqlens`, `position_ids`, `window_index`" in grid, grid
+    assert "precompute_export_inputs" in grid and "four rows (text, then time, height and width)" in grid, grid
+    assert "they do not load this folder" in grid and "(`AutoModelForImageTextToText`) loads this" not in grid
+    pixels = section(["pixel_values"])
+    assert "(`AutoModelForImageTextToText`) loads this folder" in pixels and "image_grid_thw" not in pixels
+
+
 def test_the_card_opens_with_which_file_to_take_where_from_what_was_measured():
     """The first table of the section: per place a user runs the model, the file hfexport measured
     best there among those that ran there — ONNX Runtime's CPU the fastest (with its rounds' spread),

@@ -483,3 +483,30 @@ def test_the_output_folder_loads_as_the_repo_does_and_the_cli_says_what_next(tmp
     from transformers import AutoTokenizer
 
     assert AutoTokenizer.from_pretrained(out)("alpha beta")["input_ids"]
+
+
+def test_an_executorch_program_calling_an_operator_its_runtime_lacks_is_refused_naming_it():
+    """ExecuTorch's runtime refuses a method calling an operator it has no kernel for with a bare code
+    ("Failed to load method forward, error: 0x:14"), naming the operator only on its own stderr. The
+    export names it instead: an int64 sort (Qwen2.5-VL's window order, `argsort`) has no kernel; a
+    program of kernels it has passes."""
+    import torch
+    from transformers.exporters import ExecutorchConfig, ExecutorchExporter
+
+    from hfexport.errors import UnsupportedArchitectureError
+    from hfexport.worker.job import _refuse_missing_kernels
+
+    class Ordered(torch.nn.Module):
+        def forward(self, order: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            return x[torch.argsort(order)] * 2
+
+    class Doubled(torch.nn.Module):
+        def forward(self, order: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            return x[order] * 2
+
+    inputs = {"order": torch.tensor([2, 0, 1]), "x": torch.ones(3, 4)}
+    with pytest.raises(UnsupportedArchitectureError) as refused:
+        _refuse_missing_kernels(ExecutorchExporter().export(Ordered(), dict(inputs), ExecutorchConfig()))
+    assert "no kernel for: aten::sort.values (in model)" in str(refused.value), refused.value
+    assert "Fix: Export it with dynamo or onnx" in str(refused.value), refused.value
+    _refuse_missing_kernels(ExecutorchExporter().export(Doubled(), dict(inputs), ExecutorchConfig()))

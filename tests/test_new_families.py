@@ -128,17 +128,16 @@ def test_a_checkpoint_its_own_model_cannot_run_is_said_so_not_blamed_on_the_expo
     assert "Fix: Fix config.json" in onnx.error, onnx.error
 
 
-def test_a_vision_language_model_whose_features_need_each_images_grid_is_refused_before_anything_runs(tmp_path):
-    """Qwen2.5-VL's processor loads here without its video part (which needs torchvision), and its
-    image features need each image's patch grid (`image_grid_thw`) beside the pixels, which the
-    image-text export's vision encoder is not fed: `hfexport export` exits 2 naming that input, and
-    writes nothing (it used to fail in every backend's worker: "'NoneType' object has no attribute
-    'device'")."""
-    folder = families.BY_NAME["qwen2.5-vl"].build(tmp_path / "model")
+def test_a_vision_language_model_whose_features_need_each_images_size_is_refused_before_anything_runs(tmp_path):
+    """LLaVA-OneVision's processor loads here without its video part (which needs torchvision), and its
+    image features need each image's size (`image_sizes`: anyres tiling and unpadding) beside the
+    pixels, which the image-text export's vision encoder is not fed: `hfexport export` exits 2 naming
+    that input, and writes nothing."""
+    folder = families.BY_NAME["llava-onevision"].build(tmp_path / "model")
     result = run_cli("export", str(folder), "--backends", "onnx", "--out", str(tmp_path / "out"), timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
     message = " ".join(result.stderr.split())
-    assert "Qwen2_5_VLForConditionalGeneration's image features need `image_grid_thw`" in message, message
+    assert "LlavaOnevisionForConditionalGeneration's image features need `image_sizes`" in message, message
     assert "torchvision" not in message and "Traceback" not in message, message
     assert not (tmp_path / "out").exists()
 

@@ -529,6 +529,25 @@ def _encoder_decoder_section(repo_id: str, report: Report, b: BackendResult, rep
 
 def _image_text_section(repo_id: str, report: Report, b: BackendResult, repo_files: set[str] | None) -> list[str]:
     files = ", ".join(f"`{b.program_file(c)}`" for c in b.components)
+    geometry = [name for name in b.inputs.get("vision_encoder", []) if name not in ("pixel_values", "image_grid_thw")]
+    if "image_grid_thw" in b.inputs.get("vision_encoder", []):
+        # Qwen2.5-VL's (`splits.GridImageFeatures`): transformers.js feeds its own encoder the pixels
+        # and grid alone, and its decoder three rows of positions, so it is not this folder's loader.
+        lines = [
+            f"**{b.backend}** (`{b.subfolder}/`): {files} — the vision encoder (one image a call: its patches, "
+            f"its `image_grid_thw` row, and the geometry transformers derives from that grid, "
+            f"{', '.join(f'`{n}`' for n in geometry)}, as `transformers.exporters.utils.precompute_export_inputs` "
+            "computes them), the token embeddings, and one decoder over embeddings whose `position_ids` are four "
+            "rows (text, then time, height and width), as the model's `_prepare_position_ids_for_generation` "
+            "computes them for a prompt; each new token's are the last ones plus one. The exporter runs the "
+            "encoder's windowed attention as equal windows: feed images whose sides are whole windows "
+            "(`vision_config.window_size` pixels), as the checks here did. transformers.js's Qwen2-VL "
+            "classes feed the encoder the pixels and grid alone and the decoder three rows of positions: "
+            "they do not load this folder. ONNX Runtime alone does.",
+            "",
+        ]
+        published = _variant_list(b)
+        return [*lines, *published, ""] if published else lines
     lines = [
         f"**{b.backend}** (`{b.subfolder}/`): {files} — the vision encoder (one image's features a call), the "
         "token embeddings and one decoder over embeddings for every step, named as transformers.js names "

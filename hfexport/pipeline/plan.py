@@ -443,7 +443,6 @@ def refuse_made_up_weights(plan: ExportPlan, missing: list[str]) -> None:
 # decoder 3-D rotary positions computed from that grid.
 _IMAGE_GEOMETRY = {
     "image_sizes": "tiles each image by its size and unpads its features to it (anyres)",
-    "image_grid_thw": "takes flat patches with each image's grid, and its decoder rotary positions from that grid",
 }
 
 

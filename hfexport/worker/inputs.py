@@ -278,6 +278,11 @@ def image_text_inputs(
         processor.tokenizer.pad_token = processor.tokenizer.eos_token
     size = getattr(config.vision_config, "image_size", 224)
     height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
+    if window := getattr(config.vision_config, "window_size", None):
+        # Qwen2.5-VL's windowed attention, which the exporter runs as equal windows ("requires uniform
+        # segment lengths"): sides of whole windows, two high and two or three wide (another grid on
+        # another shape).
+        height, width = 2 * window, (2 + shape.batch % 2) * window
     images = photographs(shape.batch, height, width, seed)
     if images is None:
         images = torch.randint(0, 256, (shape.batch, height, width, 3), generator=generator, dtype=torch.uint8)
@@ -286,7 +291,9 @@ def image_text_inputs(
     # One list of images per prompt: how processors that count each prompt's images take them (Gemma 3).
     encoded = processor(images=[[image] for image in images], text=texts, padding=True, return_tensors="pt")
     # Which tokens are the image's, where the processor says (Gemma 3's image tokens attend both ways).
-    return {k: encoded[k] for k in ("input_ids", "attention_mask", "pixel_values", "token_type_ids") if k in encoded}
+    # Qwen2.5-VL's: each image's patch grid, and which tokens are an image's (its positions read both).
+    kept = ("input_ids", "attention_mask", "pixel_values", "token_type_ids", "image_grid_thw", "mm_token_type_ids")
+    return {k: encoded[k] for k in kept if k in encoded}
 
 
 def _load_processor(model_dir: Path, auto_class: str):

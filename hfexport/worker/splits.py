@@ -341,15 +341,20 @@ class Decoder(ExportSplit):
         # A cache with states holds one masked position before the prompt (`CacheLayout.prefix`).
         mask = torch.cat([torch.zeros(len(mask), layout.prefix, dtype=mask.dtype), mask], dim=-1)
         # One decoder (weights once): the prompt goes through `decode` on an empty cache.
+        where = self.prompt_positions(prompt, mask)
         output = call(
             "decode",
             **self.tokens(call, ids, prompt, config),
             attention_mask=mask,
-            position_ids=positions(mask)[:, layout.prefix :],
+            position_ids=where[..., layout.prefix :],
             cache_position=torch.arange(layout.prefix, mask.shape[1]),
             cache=layout.empty(config, ids.shape[0], cache_dtype),
         )
-        return output, ids, {"mask": mask}
+        return output, ids, {"mask": mask, "positions": where}
+
+    def prompt_positions(self, prompt: dict, mask: torch.Tensor) -> torch.Tensor:
+        """The prompt's position ids as generate() derives them from `mask` (the cache's prefix included)."""
+        return positions(mask)
 
     def forced_logits(
         self, call: Call, prompt: dict, force: torch.Tensor, config: PretrainedConfig, cache_dtype: torch.dtype
@@ -366,11 +371,13 @@ class Decoder(ExportSplit):
 
     def step(self, call: Call, output: Any, token: torch.Tensor, state: State) -> Any:
         state["mask"] = mask = torch.cat([state["mask"], torch.ones_like(token)], dim=-1)
+        # The next position after each row's last, as generate() extends them (on every row of 3-D ones).
+        state["positions"] = where = torch.cat([state["positions"], state["positions"][..., -1:] + 1], dim=-1)
         return call(
             "decode",
             **self.tokens(call, token),
             attention_mask=mask,
-            position_ids=positions(mask)[:, -1:],
+            position_ids=where[..., -1:],
             cache_position=torch.tensor([mask.shape[1] - 1]),
             cache=cache_of(output),
         )
@@ -387,12 +394,37 @@ class ImageTextDecoder(Decoder):
         {"vision_encoder": "image_features", "embed_tokens": "inputs_embeds"},
     )
 
+    # Set in `prepare` from the model: its vision encoder fed each image's grid (`GridImageFeatures`),
+    # its rotary positions computed from that grid (generate()'s own `_prepare_position_ids_for_generation`),
+    # and whether its decoder reads which tokens are an image's (`token_type_ids`, Gemma 3).
+    grid: GridImageFeatures | None = None
+    rope_positions: Callable | None = None
+    reads_token_types: bool = True
+
+    def prepare(self, model: PreTrainedModel) -> None:
+        import inspect
+
+        super().prepare(model)
+        if "image_grid_thw" in inspect.signature(cast(Callable, model.get_image_features)).parameters:
+            self.grid = GridImageFeatures(model)
+        if hasattr(getattr(model, "model", model), "get_rope_index"):
+            self.rope_positions = cast(Callable, model._prepare_position_ids_for_generation)
+        self.reads_token_types = "token_type_ids" in inspect.signature(model.forward).parameters
+
+    def image_features(self, model: PreTrainedModel) -> torch.nn.Module:
+        return GridImageFeatures(model) if self.grid is not None else ImageFeatures(model)
+
     def export(self, x: Exporting, model: PreTrainedModel, sample: dict):
         from transformers.exporters import ExportedModel
 
         token_inputs = {"input_ids": sample["input_ids"]}
+        if self.grid is not None:  # one image a call: the first's patches with their grid and geometry
+            first = self.grid.each_image(sample["pixel_values"], sample["image_grid_thw"])[0]
+            images = x.one(self.image_features(model), first, x.config())
+        else:
+            images = self.export_images(x, ImageFeatures(model), sample["pixel_values"])
         graphs = {
-            "vision_encoder": self.export_images(x, ImageFeatures(model), sample["pixel_values"]),
+            "vision_encoder": images,
             "embed_tokens": x.one(TokenEmbeddings(model), token_inputs, x.config(token_inputs)),
             "decode": self.export_program(x, model, sample, self.program_config(x, sample)).components["decode"],
         }
@@ -421,10 +453,21 @@ class ImageTextDecoder(Decoder):
         # so the prompt's images can take their placeholders' places.
         inputs = dict(inputs)
         inputs["inputs_embeds"] = model.get_input_embeddings()(inputs.pop("input_ids"))
+        if inputs.get("position_ids") is not None:
+            inputs.pop("mm_token_type_ids", None)  # read only to compute positions the program is given
         return inputs
 
     def eager(self, model: PreTrainedModel) -> dict[str, Callable]:
-        return {"vision_encoder": ImageFeatures(model), "embed_tokens": TokenEmbeddings(model), "decode": model}
+        return {"vision_encoder": self.image_features(model), "embed_tokens": TokenEmbeddings(model), "decode": model}
+
+    def prompt_positions(self, prompt: dict, mask: torch.Tensor) -> torch.Tensor:
+        if self.rope_positions is None:
+            return super().prompt_positions(prompt, mask)
+        # Qwen2.5-VL: a row of text positions over three of rotary ones (time, height, width), each
+        # image's tokens placed on its grid, as generate() computes them for the prompt.
+        given = {k: prompt[k] for k in ("mm_token_type_ids", "image_grid_thw") if k in prompt}
+        ids = prompt["input_ids"]
+        return self.rope_positions(ids, {"input_ids": ids, "attention_mask": mask, **given})
 
     def judged(self, model_dir: Path, config: PretrainedConfig, other: dict) -> Judged:
         # A prompt holds images: eager's own continuation of the validation's image-text prompts.
@@ -438,14 +481,18 @@ class ImageTextDecoder(Decoder):
         embeds = one_tensor(call("embed_tokens", input_ids=ids))
         if prompt is not None and "pixel_values" in prompt:
             images = prompt["pixel_values"]
-            features = torch.cat(
-                [one_tensor(call("vision_encoder", pixel_values=images[i : i + 1])) for i in range(images.shape[0])]
-            )
+            if self.grid is not None:
+                each = self.grid.each_image(images, prompt["image_grid_thw"])
+            else:
+                each = [{"pixel_values": images[i : i + 1]} for i in range(images.shape[0])]
+            features = torch.cat([one_tensor(call("vision_encoder", **image)) for image in each])
             assert config is not None  # a prompt with images comes with its model's config
             placeholders = (ids == config.image_token_id).unsqueeze(-1)
             embeds = embeds.masked_scatter(placeholders, features.to(embeds.dtype))
         # Which tokens are an image's, where the decoder reads it (Gemma 3: its image tokens attend
         # to each other both ways); the processor marks them so, and no new token is one.
+        if not self.reads_token_types:
+            return {"inputs_embeds": embeds}
         image_token = getattr(config, "image_token_id", None) if config is not None else None
         types = (ids == image_token).long() if image_token is not None else torch.zeros_like(ids)
         return {"inputs_embeds": embeds, "token_type_ids": types}
@@ -618,6 +665,40 @@ class ImageFeatures(torch.nn.Module):
             pixel_values = pixel_values.reshape(1, -1, *pixel_values.shape[2:])
         features = cast(_WithImageFeatures, self.model).get_image_features(pixel_values=pixel_values).pooler_output
         return features if isinstance(features, torch.Tensor) else torch.stack(list(features))
+
+
+class GridImageFeatures(torch.nn.Module):
+    """One image's features where the vision encoder takes its flat patches with its grid (Qwen2.5-VL's
+    `image_grid_thw`): `[tokens, hidden]`, merged as the language model reads them.
+
+    The encoder derives its geometry from the grid's values in Python (`.tolist()` loops: patch
+    positions, window order, cumulative lengths), which torch.export cannot keep dynamic; the program
+    takes them as inputs, computed outside it by transformers' own `precompute_export_inputs`, as the
+    exporter feeds them (`each_image`). One image a call: the exporter's vision attention cuts a call's
+    patches into equal segments, which images of different sizes are not (measured: a guard on
+    `window_index` failed for three images traced as two)."""
+
+    def __init__(self, model: PreTrainedModel):
+        super().__init__()
+        self.visual = model.get_encoder(modality="image")
+        self.config = self.visual.config  # what the geometry helpers read
+
+    def forward(self, pixel_values: torch.Tensor, image_grid_thw: torch.Tensor, **geometry: Any) -> torch.Tensor:
+        pixels = pixel_values.to(next(self.visual.parameters()).dtype)
+        return self.visual(pixels, grid_thw=image_grid_thw, **geometry).pooler_output
+
+    def each_image(self, pixel_values: torch.Tensor, grid: torch.Tensor) -> list[dict[str, Any]]:
+        """Each image's inputs: its rows of `pixel_values`, its grid row and their geometry."""
+        from transformers.exporters.utils import precompute_export_inputs
+
+        images = []
+        for patches, row in zip(torch.split(pixel_values, grid.prod(-1).tolist()), grid.split(1)):
+            given: dict[str, Any] = {"hidden_states": patches, "grid_thw": row}
+            with torch.no_grad():
+                precompute_export_inputs(self.visual, given)
+            geometry = {k: v for k, v in given.items() if k not in ("hidden_states", "grid_thw") and v is not None}
+            images.append({"pixel_values": patches, "image_grid_thw": row, **geometry})
+        return images
 
 
 class TokenEmbeddings(torch.nn.Module):
