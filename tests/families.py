@@ -179,6 +179,7 @@ FAMILIES: list[Family] = [
         _llm(
             "Mamba2Config",
             "Mamba2ForCausalLM",
+            runner=True,
             num_attention_heads=None,
             num_key_value_heads=None,
             intermediate_size=None,
@@ -204,6 +205,7 @@ FAMILIES: list[Family] = [
         _llm(
             "GraniteMoeHybridConfig",
             "GraniteMoeHybridForCausalLM",
+            runner=True,
             intermediate_size=32,  # its experts' grouped matmul takes rows of 16 bytes
             layer_types=["mamba", "attention"],
             mamba_n_heads=4,
@@ -215,13 +217,16 @@ FAMILIES: list[Family] = [
             shared_intermediate_size=16,
         ),
         GEN,
-        refused={"executorch": "conv and recurrent states"},
+        # Its runner program holds transformers' StaticCache, states and all (`llm_runner.StatefulDecoder`),
+        # judged in ExecuTorch's runtime and TextLLMRunner.
+        ci="executorch",
     ),
     Family(
         "qwen3-next",
         _llm(
             "Qwen3NextConfig",
             "Qwen3NextForCausalLM",
+            runner=True,
             head_dim=8,
             layer_types=["linear_attention", "full_attention"],
             linear_num_value_heads=4,
@@ -234,13 +239,13 @@ FAMILIES: list[Family] = [
             shared_expert_intermediate_size=16,
         ),
         GEN,
-        refused={"executorch": "conv and recurrent states"},
     ),
     Family(
         "falcon-h1",
         _llm(
             "FalconH1Config",
             "FalconH1ForCausalLM",
+            runner=True,
             head_dim=8,
             mamba_n_heads=4,
             mamba_d_head=16,
@@ -249,7 +254,6 @@ FAMILIES: list[Family] = [
             mamba_d_ssm=64,
         ),
         GEN,
-        refused={"executorch": "conv and recurrent states"},
     ),
 ]
 

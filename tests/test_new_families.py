@@ -41,6 +41,9 @@ def test_a_new_family_exports_validates_or_is_refused_with_its_reason(workspace,
             other = checks["generation_other_shape"]
             assert other.error is None and other.tokens_equal, other
             assert len(other.eager_tokens) == report.plan.validation.batch
+            if b.backend == "executorch":  # its LLM runner program: TextLLMRunner wrote eager's text
+                runner = checks["llm_runner"]
+                assert runner.error is None and runner.tokens_equal, runner
 
 
 def test_a_spectrogram_model_takes_recordings_of_any_length(workspace):

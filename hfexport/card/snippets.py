@@ -529,8 +529,9 @@ def _encoder_decoder_section(repo_id: str, report: Report, b: BackendResult, rep
 
 def _image_text_section(repo_id: str, report: Report, b: BackendResult, repo_files: set[str] | None) -> list[str]:
     files = ", ".join(f"`{b.program_file(c)}`" for c in b.components)
-    geometry = [name for name in b.inputs.get("vision_encoder", []) if name not in ("pixel_values", "image_grid_thw")]
-    if "image_grid_thw" in b.inputs.get("vision_encoder", []):
+    encoder = next((names for names in b.inputs.values() if "image_grid_thw" in names), None)
+    if encoder is not None:
+        geometry = [name for name in encoder if name not in ("pixel_values", "image_grid_thw")]
         # Qwen2.5-VL's (`splits.GridImageFeatures`): transformers.js feeds its own encoder the pixels
         # and grid alone, and its decoder three rows of positions, so it is not this folder's loader.
         lines = [

@@ -436,19 +436,19 @@ def refuse_made_up_weights(plan: ExportPlan, missing: list[str]) -> None:
     )
 
 
-# What an image-text model's `get_image_features` may ask for beside the pixels, each per image and read
-# off the data: the vision encoder is fed `pixel_values` alone, as transformers.js's LLaVA-family models
-# call theirs (`encode_image`). LLaVA-OneVision tiles each image by its size (anyres, `image_sizes`) and
-# unpads its features to it; Qwen2.5-VL takes flat patches with their grid (`image_grid_thw`), and its
-# decoder 3-D rotary positions computed from that grid.
+# What an image-text model's `get_image_features` may ask for beside the pixels that no export of it can
+# keep dynamic. LLaVA-OneVision tiles each image by its size and unpads its features to it (anyres,
+# `image_sizes`); transformers' exporter feeds those sizes as Python ints (its `image_sizes` input
+# preparer), so the program would hold the traced image's size and give any other image wrong features.
+# (Qwen2.5-VL's `image_grid_thw` exports: `worker/splits.GridImageFeatures`.)
 _IMAGE_GEOMETRY = {
     "image_sizes": "tiles each image by its size and unpads its features to it (anyres)",
 }
 
 
 def _check_image_features_take_pixels_only(model_class: Any) -> None:
-    """The model's image features are a function of its pixels alone, as the image-text split's vision
-    encoder computes them.
+    """The model's image features are a function of what its vision encoder is fed (the pixels, or
+    each image's grid with them), not of per-image sizes the exporter fixes.
 
     Raises:
         UnsupportedArchitectureError: naming the per-image input the features also need.
@@ -460,12 +460,13 @@ def _check_image_features_take_pixels_only(model_class: Any) -> None:
     for name, what in _IMAGE_GEOMETRY.items():
         if name in taken:
             raise UnsupportedArchitectureError(
-                f"{model_class.__name__}'s image features need `{name}` beside the pixels: it {what}. hfexport's "
-                "image-text export feeds its vision encoder the pixels alone (transformers.js's `vision_encoder`, "
-                "LLaVA's, Gemma 3's and SmolVLM's way), so it cannot validate this model's image path.",
-                "No option changes this yet: hfexport publishes nothing rather than an image path it could not "
-                "check. Vision-language models whose image features are a function of the pixels (LLaVA, Gemma 3, "
-                "SmolVLM) export.",
+                f"{model_class.__name__}'s image features need `{name}` beside the pixels: it {what}. "
+                "transformers' exporter takes those sizes as Python ints (its `image_sizes` input preparer), so "
+                "an exported vision encoder would hold the traced image's size and give any other image wrong "
+                "features.",
+                "No option changes this yet: hfexport publishes nothing rather than an image path fixed to one "
+                "image size. Vision-language models whose image features are a function of the pixels (LLaVA, "
+                "Gemma 3, SmolVLM) or of each image's grid (Qwen2.5-VL) export.",
             )
 
 

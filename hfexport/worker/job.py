@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, describe_error
+from ..errors import ConfigError, UnsupportedArchitectureError, describe_error
 from ..messages import WorkerJob
 from ..pipeline.plan import refuse_made_up_weights
 from ..report import ArtifactFile, BackendResult, ExportPlan, Split, Status, Validation, VariantResult
@@ -134,15 +134,10 @@ def _load_model(run: Job, dtype: Any) -> Any:
 
 
 def _through_llm_runner(run: Job, model: Any) -> None:
-    """A decoder the runtime's own LLM runner drives (`Backend.llm_runner`): exported as that runner
-    reads it, or skipped with the reason it cannot run (said before anything is exported)."""
+    """A decoder the runtime's own LLM runner drives (`Backend.llm_runner`): exported as that runner reads it."""
     assert run.backend.llm_runner is not None
     module, _, function = run.backend.llm_runner.partition(":")
     runner = importlib.import_module(module)
-    why_not = runner.cannot_run(run.split, model)
-    if why_not:
-        run.result.status, run.result.error = Status.SKIPPED, why_not
-        return
     getattr(runner, function)(run.split, run.backend, model, run.model_dir, run.out_dir, run.result, run.stage)
     files = sorted(p for p in run.out_dir.rglob("*") if p.is_file())
     run.result.files = [ArtifactFile(str(p.relative_to(run.out_dir)), p.stat().st_size) for p in files]
@@ -190,8 +185,6 @@ def _refuse_missing_kernels(exported: Any) -> None:
     if not programs:
         return
     from executorch.extension.pybindings import portable_lib
-
-    from ..errors import UnsupportedArchitectureError
 
     kernels = set(portable_lib._get_operator_names())
     missing = {

@@ -25,7 +25,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ..report import BackendResult
     from ..variants import Variant
     from .inputs import Judged
-    from .splits import Decoder, ExportSplit
+    from .splits import ExportSplit
     from .validate import Reference
 
 # The file the runner and optimum-executorch's `ExecuTorchModelForCausalLM` load, one per folder: the fp32
@@ -92,23 +92,59 @@ def metadata(model: PreTrainedModel, seq_len: int) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None and value != []}
 
 
-def cannot_run(split: Decoder, model: PreTrainedModel) -> str | None:
-    """Why this decoder cannot be the runner's program, from its cache as the model fills it
-    (`splits.CacheLayout`): transformers' `TorchExportableModuleForDecoderOnlyLM` holds a static cache
-    of keys and values. A cache with states has no place there (LFM2: "'LinearAttentionLayer' object has
-    no attribute 'keys'"): a family ExecuTorch defines itself goes through its own LLM export
-    (`executorch_llm`), the others are refused. Keys and values of other sizes than the config's names
-    are sized as measured (`_sized_as_measured`). None: it can."""
+class StatefulDecoder(torch.nn.Module):
+    """The runner's program for a decoder whose cache holds conv and recurrent states and that ExecuTorch
+    defines no model of (Granite 4 hybrid, Falcon-H1, Mamba 2): transformers' own `StaticCache`, whose
+    layers the config's layer types make (static keys and values, states of fixed shape), every tensor
+    of it a buffer of the program, so ExecuTorch keeps them between calls. transformers' exportable
+    module holds keys and values only ("'LinearAttentionLayer' object has no attribute 'keys'").
 
-    layout = split.cache_layout
-    if layout is not None and layout.states and executorch_llm.definition_of(model.config) is None:
-        return (
-            f"its cache holds conv and recurrent states ({len(layout.states)} of its layers), and ExecuTorch's LLM "
-            "runner program (transformers' TorchExportableModuleForDecoderOnlyLM) has a static key/value cache "
-            f"only, while ExecuTorch's own LLM export defines no {model.config.get_text_config().model_type} model "
-            "(it defines LFM2's): export it with onnx or dynamo"
-        )
-    return None
+    A call is `forward(input_ids, cache_position)`, as the runner feeds it. Its states are always
+    continued (`has_previous_state`): zero states continued are a fresh start, so one traced branch
+    serves the prompt and each token. A text starting at position 0 starts from zero states (the runner
+    feeds a new prompt so; ExecuTorch's own LFM2 keeps the last prompt's, 1.2e-4 off), and each static
+    layer's count of what it holds is where the call starts. Measured on the tiny Granite 4 hybrid:
+    2e-7 to 8e-7 off the model's forward from the start, prompt, token and a second prompt alike."""
+
+    def __init__(self, model: PreTrainedModel, seq_len: int):
+        from transformers import StaticCache
+
+        super().__init__()
+        self.model = model
+        self.cache = StaticCache(config=model.config, max_cache_len=seq_len)
+        with torch.no_grad():  # each layer's tensors made, at the sizes the model fills them
+            model(input_ids=torch.zeros((1, 2), dtype=torch.long), cache=self.cache, cache_position=torch.arange(2))
+        self.cache.reset()
+        self.states: list[str] = []
+        self.lengths: list[str] = []
+        for index, layer in enumerate(self.cache.layers):
+            for kind in ("keys", "values"):
+                if isinstance(tensor := getattr(layer, kind, None), torch.Tensor):
+                    self.register_buffer(f"{kind}_{index}", tensor, persistent=False)
+            if isinstance(length := getattr(layer, "cumulative_length", None), torch.Tensor):
+                self.register_buffer(f"length_{index}", length, persistent=False)
+                self.lengths.append(f"length_{index}")
+            for kind in ("conv_states", "recurrent_states"):
+                for state, tensor in (getattr(layer, kind, None) or {}).items():
+                    if isinstance(tensor, torch.Tensor):
+                        self.register_buffer(f"{kind}_{index}_{state}", tensor, persistent=False)
+                        self.states.append(f"{kind}_{index}_{state}")
+                        cast(Any, layer).has_previous_state[state] = True
+
+    def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+        continued = cache_position[:1] > 0
+        for name in self.states:  # `where`, not a product: ExecuTorch leaves a mutated buffer's start unset
+            state = getattr(self, name)
+            state.copy_(torch.where(continued, state, torch.zeros_like(state)))
+        for name in self.lengths:
+            getattr(self, name).copy_(cache_position[0])
+        return self.model(
+            input_ids=input_ids,
+            cache=self.cache,
+            cache_position=cache_position,
+            position_ids=cache_position.unsqueeze(0),
+            use_cache=True,
+        ).logits
 
 
 def _sized_as_measured(module: torch.nn.Module, layout: CacheLayout | None, seq_len: int) -> None:
@@ -143,10 +179,11 @@ def _sized_as_measured(module: torch.nn.Module, layout: CacheLayout | None, seq_
 def export(model: PreTrainedModel, path: Path, seq_len: int, layout: CacheLayout | None, quantized: bool) -> None:
     """`model` (a decoder LLM) as the runner's program at `path`, its cache `seq_len` positions, each
     layer's keys and values of the sizes in `layout` (the split's, measured). A cache with states is
-    exported by ExecuTorch's own LLM export (`executorch_llm`; `cannot_run` refused the others).
-    `quantized`: the 8da4w program, by the recipe of the export that writes it (ExecuTorch's own, or
-    optimum-executorch's, `quantize_8da4w`)."""
-    if layout is not None and layout.states:
+    exported by ExecuTorch's own LLM export where ExecuTorch defines the family (`executorch_llm`),
+    else as a `StatefulDecoder`. `quantized`: the 8da4w program, by the recipe of the export that writes
+    it (ExecuTorch's own, or optimum-executorch's, `quantize_8da4w`)."""
+    states = layout is not None and bool(layout.states)
+    if states and executorch_llm.definition_of(model.config) is not None:
         executorch_llm.export(model, path, seq_len, metadata(model, seq_len), quantized=quantized)
         return
     if quantized:
@@ -168,33 +205,85 @@ def export(model: PreTrainedModel, path: Path, seq_len: int, layout: CacheLayout
     model.generation_config.use_cache = True
     model.generation_config.cache_implementation = "static"
     model.generation_config.cache_config = {"batch_size": 1, "max_cache_len": seq_len}
+    trace = {
+        "input_ids": torch.zeros((1, _TRACE_LENGTH), dtype=torch.long),
+        "cache_position": torch.arange(_TRACE_LENGTH),
+    }
     try:
-        module = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=seq_len)
-        _sized_as_measured(module, layout, seq_len)
-        length = torch.export.Dim("prompt_length", max=seq_len - 1)
-        with torch.no_grad():
-            program = module.export(
-                input_ids=torch.zeros((1, _TRACE_LENGTH), dtype=torch.long),
-                cache_position=torch.arange(_TRACE_LENGTH),
-                dynamic_shapes={"input_ids": {1: length}, "cache_position": {0: length}},
-                strict=True,
-            )
+        if states:
+            # Dim.AUTO: the chunked scan pads the tokens to its chunk (Mamba 2's 256), guards torch.export
+            # cannot prove over a named range ("resulted in a specialized value of 3"); AUTO keeps them as
+            # run-time checks, and the program takes a prompt and one token alike. Strict:
+            # traced without it, the cache's in-place updates were not the buffers' mutations, and
+            # ExecuTorch's decomposition failed ("expected compiled_fn to be GraphModule").
+            auto = torch.export.Dim.AUTO(max=seq_len - 1)  # the bound ExecuTorch plans its memory for
+            with torch.no_grad():
+                program = torch.export.export(
+                    StatefulDecoder(model, seq_len),
+                    (),
+                    trace,
+                    dynamic_shapes={"input_ids": {1: auto}, "cache_position": {0: auto}},
+                    strict=True,
+                )
+        else:
+            module = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=seq_len)
+            _sized_as_measured(module, layout, seq_len)
+            length = torch.export.Dim("prompt_length", max=seq_len - 1)
+            with torch.no_grad():
+                program = module.export(
+                    **trace, dynamic_shapes={"input_ids": {1: length}, "cache_position": {0: length}}, strict=True
+                )
     finally:
         model.generation_config = saved
-    # Lowered under the ExecuTorch patches the exporter lowers every other program under (ours among them).
-    with apply_patches("executorch"):
-        lowered = to_edge_transform_and_lower(
-            {"forward": program},
-            partitioner=partitioner,
-            compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True),
-            constant_methods=constants,
-        ).to_executorch(
-            config=ExecutorchBackendConfig(
-                extract_delegate_segments=True, memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False)
+    if states:
+        partitioner = [_xnnpack_without_views()]
+
+    def lowered(planning: MemoryPlanningPass) -> Any:
+        # Under the ExecuTorch patches the exporter lowers every other program under (ours among them).
+        with apply_patches("executorch"):
+            return to_edge_transform_and_lower(
+                {"forward": program},
+                partitioner=partitioner,
+                compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True),
+                constant_methods=constants,
+            ).to_executorch(
+                config=ExecutorchBackendConfig(extract_delegate_segments=True, memory_planning_pass=planning)
             )
-        )
+
+    made = lowered(MemoryPlanningPass(alloc_graph_input=False))
+    if states and not _loads(made.buffer):
+        # ExecuTorch's greedy plan placed a tensor past the memory it planned (Mamba 2's chunked scan at
+        # 2048 positions: "offset_bytes (16777216) + size_bytes (16777216) >= allocator size (24929536)",
+        # and the method refused to load, 0x21); its naive plan gives every tensor memory of its own.
+        from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, naive
+
+        naive_plan = MemoryPlanningAlgorithmSuite([naive])
+        made = lowered(MemoryPlanningPass(memory_planning_algo=naive_plan, alloc_graph_input=False))
     with open(path, "wb") as file:
-        lowered.write_to_file(file)
+        made.write_to_file(file)
+
+
+def _loads(program: bytes) -> bool:
+    """Whether ExecuTorch's runtime loads the program's `forward`."""
+    from executorch.runtime import Runtime
+
+    try:
+        Runtime.get().load_program(program).load_method("forward")
+    except RuntimeError:
+        return False
+    return True
+
+
+def _xnnpack_without_views() -> Any:
+    """XNNPACK's partitioner leaving reshapes to ExecuTorch's own kernels: a state-space layer's chunked
+    scan reshapes over the prompt's length and its chunks, two dynamic sizes, which XNNPACK's reshape
+    refuses at lowering ("XNNPACK reshape only supports 1 dynamic dimension"). Its matmuls, where the
+    time goes, stay XNNPACK's."""
+    from executorch.backends.xnnpack.partition.config import ALL_PARTITIONER_CONFIGS
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+    views = {"ViewCopyConfig", "UnsqueezeCopyConfig"}
+    return XnnpackPartitioner(configs=[c for c in ALL_PARTITIONER_CONFIGS if c.__name__ not in views])
 
 
 def program_run(path: Path, prefix: int = 0):
@@ -202,8 +291,8 @@ def program_run(path: Path, prefix: int = 0):
     split's greedy loop (`validate.greedy_loop`): fed `input_ids` and `cache_position` only, its cache
     inside it (one prompt at a time, unpadded: the runner's batch is 1). A program of ExecuTorch's own
     LLM export is fed the first position alone and returns the last token's logits
-    (`executorch_llm.feeds_start_position`); its positions start at 0 where the split's start after
-    `prefix` masked ones (`CacheLayout.prefix`)."""
+    (`executorch_llm.feeds_start_position`). Its positions start at 0 where the split's start after
+    `prefix` masked ones (`CacheLayout.prefix`): a `StatefulDecoder` starts a new text from zero states there."""
     from executorch.runtime import Runtime
 
     method = Runtime.get().load_program(path).load_method("forward")
@@ -217,7 +306,7 @@ def program_run(path: Path, prefix: int = 0):
         return run_from_start
 
     def run(component: str, input_ids: torch.Tensor, cache_position: torch.Tensor, **_: Any) -> dict:
-        return {"logits": method.execute([input_ids, cache_position])[0], "cache": ()}
+        return {"logits": method.execute([input_ids, cache_position - prefix])[0], "cache": ()}
 
     return run
 
