@@ -374,7 +374,8 @@ class Validation:
                 return f"validation '{check.name}': generated tokens differ from eager generate()"
             over = check.over(self.tolerance)
             if over:
-                return f"validation '{check.name}': {over}"
+                why = f"; {check.note}" if check.note else ""  # what made the outputs incomparable
+                return f"validation '{check.name}': {over}{why}"
         return None
 
     def to_dict(self) -> dict:

@@ -97,3 +97,25 @@ def test_the_tolerance_follows_the_logits_scale_and_still_rejects_a_wrong_progra
     assert Validation(1e-3, [right]).passed
     assert not Validation(1e-3, [wrong]).passed and wrong.worst() > 10
     assert "× scale" in (Validation(1e-3, [wrong]).first_problem() or "")
+
+
+def test_a_detector_whose_eager_queries_are_picked_among_tied_scores_says_so_in_its_failure():
+    """An RT-DETR of default initialisation scores its anchors all alike: eager and the export each
+    decode another pick of equals, every score equal and the boxes 0.19 off. The failure says the
+    tie, not only the diff; a detector whose k-th anchor scores above the next is compared as before."""
+    from hfexport.report import Check, Validation
+    from hfexport.worker.validate import tied_selection
+
+    anchors = torch.zeros(1, 12, 3)
+    anchors[0, :2, 0] = 2.0  # two anchors above the rest, ten tied below
+    tied = {"logits": torch.zeros(1, 4, 3), "enc_outputs_class": anchors, "enc_topk_logits": torch.zeros(1, 4, 3)}
+    said = tied_selection(tied)
+    assert said is not None and "tie at its top-4 boundary (10 anchors share the 4th score, 0)" in said, said
+    apart = anchors.clone()
+    apart[0, 2:] = -torch.arange(10, dtype=torch.float32)[:, None]  # every anchor its own score
+    assert tied_selection({**tied, "enc_outputs_class": apart}) is None
+    assert tied_selection({"logits": torch.zeros(1, 4, 3)}) is None  # not a detector that picks anchors
+
+    failed = Validation(1e-3, [Check("sample", {"pred_boxes": 0.19}, note=said)])
+    over = "'pred_boxes' max abs diff 1.90e-01 > tolerance 0.001"
+    assert failed.first_problem() == f"validation 'sample': {over}; {said}"

@@ -82,7 +82,33 @@ def compare_forward(name: str, eager: Reference, exported: Callable, inputs: dic
             return check
     check.max_abs_diff = max_abs_diffs(reference, candidate)
     check.scale = scales(reference)
+    check.note = tied_selection(reference)
     return check
+
+
+def tied_selection(reference: Any) -> str | None:
+    """Why a DETR-style detector's outputs cannot be compared, where eager's own encoder picks its
+    queries among tied scores: the `k` anchors of highest score (`enc_outputs_class`; `k` is
+    `enc_topk_logits`' count) decoded as queries, the k-th score shared past the boundary. Measured on
+    an RT-DETR of default initialisation (its signal damped to a spread of 4e-8): every anchor's score
+    exactly eager's in ONNX Runtime (0.0 off) and the chosen anchors' boxes 0.19 off, another pick of
+    equals. None: no such output, or no tie."""
+    named = _named_tensors(reference)
+    scores, chosen = named.get("enc_outputs_class"), named.get("enc_topk_logits")
+    if scores is None or chosen is None or scores.dim() != 3 or scores.shape[1] <= chosen.shape[1]:
+        return None
+    k = chosen.shape[1]
+    best = scores.float().amax(-1).sort(dim=-1, descending=True).values
+    boundary = best[:, k - 1 : k]
+    equal = (best - boundary).abs() <= 1e-6 * boundary.abs().clamp(min=1.0)  # float32's rounding, no more
+    if not bool(equal[:, k].any()):  # the first anchor left out scores below the last one taken
+        return None
+    shared = equal.sum(-1)
+    return (
+        f"eager's own encoder scores tie at its top-{k} boundary ({int(shared.max())} anchors share the "
+        f"{k}th score, {float(boundary.max()):.4g}): which anchors become queries is arbitrary in any runtime, "
+        "so its detections cannot be compared (weights untrained, or damped to equal scores)"
+    )
 
 
 def _first_line(e: Exception) -> str:
