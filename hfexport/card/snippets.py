@@ -531,33 +531,30 @@ def _image_text_section(repo_id: str, report: Report, b: BackendResult, repo_fil
     files = ", ".join(f"`{b.program_file(c)}`" for c in b.components)
     encoder = next((names for names in b.inputs.values() if "image_grid_thw" in names), None)
     if encoder is not None:
-        geometry = [name for name in encoder if name not in ("pixel_values", "image_grid_thw")]
+        geometry = ", ".join(f"`{name}`" for name in encoder if name not in ("pixel_values", "image_grid_thw"))
         # Qwen2.5-VL's (`splits.GridImageFeatures`): transformers.js feeds its own encoder the pixels
         # and grid alone, and its decoder three rows of positions, so it is not this folder's loader.
-        lines = [
-            f"**{b.backend}** (`{b.subfolder}/`): {files} — the vision encoder (one image a call: its patches, "
-            f"its `image_grid_thw` row, and the geometry transformers derives from that grid, "
-            f"{', '.join(f'`{n}`' for n in geometry)}, as `transformers.exporters.utils.precompute_export_inputs` "
-            "computes them), the token embeddings, and one decoder over embeddings whose `position_ids` are four "
-            "rows (text, then time, height and width), as the model's `_prepare_position_ids_for_generation` "
-            "computes them for a prompt; each new token's are the last ones plus one. The exporter runs the "
-            "encoder's windowed attention as equal windows: feed images whose sides are whole windows "
-            "(`vision_config.window_size` pixels), as the checks here did. transformers.js's Qwen2-VL "
-            "classes feed the encoder the pixels and grid alone and the decoder three rows of positions: "
-            "they do not load this folder. ONNX Runtime alone does.",
-            "",
-        ]
-        published = _variant_list(b)
-        return [*lines, *published, ""] if published else lines
-    lines = [
-        f"**{b.backend}** (`{b.subfolder}/`): {files} — the vision encoder (one image's features a call), the "
-        "token embeddings and one decoder over embeddings for every step, named as transformers.js names "
-        "theirs. transformers.js's image-text-to-text model class (`AutoModelForImageTextToText`) loads this "
-        "folder; make its prompts with the repo's Python processor (transformers.js 4.3.2 has no pipeline for "
-        "the task, and its processor counts an image placeholder more than a `default`-strategy model "
-        "has features). `ExportedModel` loads the `.pt2` and `.pte` programs instead.",
-        "",
-    ]
+        said = (
+            f"{files} — the vision encoder (one image a call: its patches, its `image_grid_thw` row, and the "
+            f"geometry transformers derives from that grid, {geometry}, as "
+            "`transformers.exporters.utils.precompute_export_inputs` computes them), the token embeddings, and "
+            "one decoder over embeddings whose `position_ids` are four rows (text, then time, height and width), "
+            "as the model's `_prepare_position_ids_for_generation` computes them for a prompt; each new token's "
+            "are the last ones plus one. The exporter runs the encoder's windowed attention as equal windows: "
+            "feed images whose sides are whole windows (`vision_config.window_size` pixels), as the checks here "
+            "did. transformers.js's Qwen2-VL classes feed the encoder the pixels and grid alone and the decoder "
+            "three rows of positions: they do not load this folder. ONNX Runtime alone does."
+        )
+    else:
+        said = (
+            f"{files} — the vision encoder (one image's features a call), the token embeddings and one decoder "
+            "over embeddings for every step, named as transformers.js names theirs. transformers.js's "
+            "image-text-to-text model class (`AutoModelForImageTextToText`) loads this folder; make its prompts "
+            "with the repo's Python processor (transformers.js 4.3.2 has no pipeline for the task, and its "
+            "processor counts an image placeholder more than a `default`-strategy model has features). "
+            "`ExportedModel` loads the `.pt2` and `.pte` programs instead."
+        )
+    lines = [f"**{b.backend}** (`{b.subfolder}/`): {said}", ""]
     published = _variant_list(b)
     return [*lines, *published, ""] if published else lines
 
