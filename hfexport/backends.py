@@ -22,6 +22,7 @@ import importlib
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .errors import UnknownBackendError
@@ -455,6 +456,75 @@ def _openvino(dynamic_shapes):
     from transformers.exporters import OpenVINOConfig
 
     return OpenVINOConfig(dynamic=True, dynamic_shapes=dynamic_shapes)
+
+
+def builder_architectures() -> tuple[str, ...]:
+    """The architectures ONNX Runtime GenAI's pinned model builder builds: the names its `create_model`
+    compares `config.architectures[0]` with, read from its source (not imported: the builder imports
+    torch and transformers, and the parent plans without them)."""
+    import ast
+
+    spec = importlib.util.find_spec("onnxruntime_genai")
+    if spec is None or not spec.submodule_search_locations:
+        return ()
+    tree = ast.parse((Path(spec.submodule_search_locations[0]) / "models" / "builder.py").read_text())
+    create = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "create_model")
+    return tuple(
+        dict.fromkeys(
+            c.comparators[0].value
+            for c in ast.walk(create)
+            if isinstance(c, ast.Compare)
+            and "architectures" in ast.unparse(c.left)
+            and isinstance(c.comparators[0], ast.Constant)
+            and isinstance(c.comparators[0].value, str)
+        )
+    )
+
+
+# ONNX Runtime's `GroupQueryAttention`, which every builder graph attends with, takes head sizes that
+# are multiples of 16 (measured: a head of 8 fails its first run, "head_size shall be a multiple of 16").
+_GQA_HEAD_MULTIPLE = 16
+
+
+def _ort_genai_limits(plan) -> str | None:
+    if plan.split != Split.DECODER:
+        return (
+            "ONNX Runtime GenAI's model builder makes decoder LLMs (text generation with a cache) in this backend; "
+            f"this export is {plan.task}: export it with onnx"
+        )
+    built = builder_architectures()
+    if plan.architecture not in built:
+        return (
+            f"ONNX Runtime GenAI's model builder does not build {plan.architecture}: it builds "
+            f"{', '.join(sorted(built))}. Export it with onnx"
+        )
+    head = plan.head_dim
+    if head is not None and head % _GQA_HEAD_MULTIPLE:
+        return (
+            f"its attention heads are {head} wide, and ONNX Runtime's GroupQueryAttention (every builder graph's) "
+            f"takes multiples of {_GQA_HEAD_MULTIPLE}: export it with onnx"
+        )
+    return None
+
+
+@register_backend(
+    "ort-genai",
+    title="ONNX Runtime GenAI",
+    # The builder writes ONNX graphs of ONNX Runtime's own operators.
+    export_format="onnx",
+    subfolder="onnxruntime",
+    tags=("onnx", "onnxruntime-genai"),
+    packages=("onnxruntime_genai", "onnxruntime"),
+    limits=_ort_genai_limits,
+    # Its builder, not transformers' exporter, writes every model it takes (`worker/ort_genai.py`).
+    llm_runner="hfexport.worker.ort_genai:run",
+    # Compared with eager by ONNX Runtime's fused kernels (GroupQueryAttention, SkipLayerNorm).
+    tolerance=dict(_TOLERANCE_FUSED),
+    float32_because="its fp32 folder is the one every quantized folder is judged against",
+)
+def _ort_genai(dynamic_shapes):
+    """Never called: every model this backend takes goes through ONNX Runtime GenAI's builder."""
+    raise NotImplementedError("ONNX Runtime GenAI's folders are written by its model builder")
 
 
 DEFAULT_BACKENDS = ("dynamo", "onnx", "executorch")

@@ -113,6 +113,10 @@ class Layout(StrEnum):
     # (`worker/llm_runner.py`). ExecuTorch's `TextLLMRunner` and optimum-executorch's
     # `ExecuTorchModelForCausalLM` read it; `ExportedModel` does not.
     LLM_RUNNER = "executorch-llm-runner"
+    # ONNX Runtime GenAI's folders, as its model builder writes them (`worker/ort_genai.py`): one a
+    # target, `cpu_and_mobile/cpu-fp32/` and the quantized ones beside it, each `model.onnx` (+ `.data`),
+    # `genai_config.json` and the tokenizer. `onnxruntime_genai.Model(folder)` reads one.
+    ORT_GENAI = "onnxruntime-genai"
 
     @property
     def for_loaders(self) -> bool:
@@ -216,6 +220,8 @@ class ExportPlan:
     min_quality: dict[str, dict[str, float]] = field(default_factory=dict)
     # A generation cache with sliding-window layers (Mistral, Gemma 2): the window, in tokens.
     sliding_window: int | None = None
+    # A generation model's attention head width (ONNX Runtime's GroupQueryAttention takes multiples of 16).
+    head_dim: int | None = None
     # A sentence-transformers repo's own pooling and whether it normalizes (its `modules.json`):
     # `{"pooling": "mean", "normalize": true}`, what its loaders' card blocks ask for. None: not one.
     sentence_transformer: dict[str, Any] | None = None

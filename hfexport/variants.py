@@ -123,7 +123,11 @@ def misses(figures: dict[str, float], thresholds: dict[str, float]) -> list[str]
 # the most published family.)
 DEFAULT = "default"
 DEFAULT_VARIANTS = (DEFAULT,)
-DEFAULTS: dict[bool, tuple[str, ...]] = {False: ("onnx:int8", "onnx:w8"), True: ("onnx:w8", "onnx:q4")}
+# ONNX Runtime GenAI's folders: its builder's int8 and int4 (`worker/ort_genai.py`), held to the same floors.
+DEFAULTS: dict[bool, tuple[str, ...]] = {
+    False: ("onnx:int8", "onnx:w8"),
+    True: ("onnx:w8", "onnx:q4", "ort-genai:w8", "ort-genai:q4"),
+}
 
 
 @dataclass
@@ -179,10 +183,11 @@ class Variant:
     # The file in the backend's folder, under the name the ecosystem's loaders look for.
     file: str
     # `module:function`, the recipe `fn(job) -> Derived`: resolved in the worker (`make`), never here.
-    recipe: str
+    # None: the backend's own LLM runtime job builds it (`Backend.llm_runner`: ONNX Runtime GenAI's builder).
+    recipe: str | None
     # `package(folder, out_dir, component, file) -> files`: the validated program of `component`
     # from `make`'s folder, written into the backend's folder under `file`.
-    package: Callable[[Path, Path, str, str], list[Path]]
+    package: Callable[[Path, Path, str, str], list[Path]] | None
     # Also derived from generation exports (its quality then judged by greedy tokens and log-probs).
     generation: bool = False
     # Derived from single-graph exports (encoders, classifiers) too; False: generation alone.
@@ -203,6 +208,7 @@ class Variant:
         """Run the recipe (in the export worker: it imports torch and the runtimes)."""
         import importlib
 
+        assert self.recipe is not None, f"{self.backend}'s {self.kind} is built by its backend's own job"
         module, _, function = self.recipe.partition(":")
         return getattr(importlib.import_module(module), function)(job)
 
@@ -225,8 +231,8 @@ def register_variant(
     kind: VariantKind,
     *,
     file: str,
-    package: Callable[[Path, Path, str, str], list[Path]],
-    recipe: str,
+    package: Callable[[Path, Path, str, str], list[Path]] | None,
+    recipe: str | None,
     generation: bool = False,
     single: bool = True,
     per_component: bool = False,
@@ -427,3 +433,6 @@ register_variant(
     single=False,
     recipe="hfexport.worker.executorch_variants:da8w4",
 )
+# ONNX Runtime GenAI's builder writes these (`worker/ort_genai.py`: a folder each, named by its settings).
+for _kind in (VariantKind.W8, VariantKind.Q4):
+    register_variant("ort-genai", _kind, file="model.onnx", package=None, recipe=None, generation=True, single=False)

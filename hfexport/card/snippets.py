@@ -25,6 +25,7 @@ from ..report import BackendResult, Layout, Report, Split, VariantKind, VariantR
 from ..tasks import TASKS
 from ..variants import VARIANTS
 from .executorch import llm_runner_section
+from .ort_genai import ort_genai_section
 from .programs import (
     INPUT_LINES,
     JS_PR_REVISION_NOTE,
@@ -664,4 +665,5 @@ _LAYOUT_SECTIONS: dict[Layout, Callable[[str, Report, BackendResult, set[str] | 
     Layout.ENCODER_DECODER_WITH_PAST: _encoder_decoder_section,
     Layout.IMAGE_TEXT_DECODER_WITH_PAST: _image_text_section,
     Layout.LLM_RUNNER: lambda repo_id, report, b, repo_files: llm_runner_section(repo_id, b, repo_files),
+    Layout.ORT_GENAI: lambda repo_id, report, b, repo_files: ort_genai_section(repo_id, b),
 }

@@ -94,6 +94,7 @@ def make_plan(
         trust_remote_code=trust_remote_code,
         auto_class=auto_class,
         sliding_window=_sliding_window(config) if mode == "generation" else None,
+        head_dim=_head_dim(config) if mode == "generation" else None,
         sentence_transformer=sentence_transformer(model_dir) if task == "feature-extraction" else None,
         source_dtype=_stored_dtype(config),
     )
@@ -486,6 +487,16 @@ def _stored_dtype(config) -> str:
     raw = getattr(config, "dtype", None)
     name = str(raw).removeprefix("torch.") if raw is not None else "float32"
     return name if name in ("float32", "bfloat16", "float16") else "float32"
+
+
+def _head_dim(config) -> int | None:
+    """The width of the text model's attention heads (`head_dim`, else hidden size over heads), if it says."""
+    text = config.get_text_config()
+    head = getattr(text, "head_dim", None)
+    hidden, heads = getattr(text, "hidden_size", None), getattr(text, "num_attention_heads", None)
+    if not isinstance(head, int) and isinstance(hidden, int) and isinstance(heads, int) and heads:
+        head = hidden // heads
+    return head if isinstance(head, int) else None
 
 
 def _sliding_window(config) -> int | None:

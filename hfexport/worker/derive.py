@@ -176,6 +176,7 @@ def _attempt(variant: Variant, attempt: int, work_dir: Path, outcome: VariantRes
             # Each program a file beside the fp32 ones (`decode_quantized.onnx`), which the
             # loaders' layout then names as theirs (`decoder_model_merged_quantized.onnx`).
             files = [variant.file_for(c) for c in components]
+            assert variant.package is not None, f"{variant.backend}'s {variant.kind} is laid out by its backend's job"
             packed = [p for c, f in zip(components, files) for p in variant.package(derived.folder, work, c, f)]
             file, outcome.files = files[0], files if len(files) > 1 else []
             outcome.size = sum(p.stat().st_size for p in packed)

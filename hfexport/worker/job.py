@@ -141,7 +141,7 @@ def _through_llm_runner(run: Job, model: Any) -> None:
     getattr(runner, function)(run.split, run.backend, model, run.model_dir, run.out_dir, run.result, run.stage)
     files = sorted(p for p in run.out_dir.rglob("*") if p.is_file())
     run.result.files = [ArtifactFile(str(p.relative_to(run.out_dir)), p.stat().st_size) for p in files]
-    run.result.versions = runtime_versions(("torch", "executorch", *run.backend.packages))
+    run.result.versions = runtime_versions(("torch", *run.backend.packages))
 
 
 def _export_and_save(run: Job, model: Any, sample: dict[str, Any]) -> tuple[Exporting, dict[str, set[str]], float]:

@@ -339,13 +339,18 @@ def _prefix(split: ExportSplit) -> int:
     return layout.prefix if layout is not None else 0
 
 
-def compare(name: str, reference: Reference, path: Path, prompts: list[dict]) -> Check:
+# `open_run(path) -> run`: the runtime's `run(component, input_ids, cache_position)` over the file or
+# folder at `path` (None: ExecuTorch's, `program_run`). Another LLM runtime's judge passes its own.
+OpenRun = Callable[[Path], Callable[..., dict]]
+
+
+def compare(name: str, reference: Reference, path: Path, prompts: list[dict], open_run: OpenRun | None = None) -> Check:
     """The split's greedy-loop check (`validate.compare_generation`) of the program at `path`, prompt
     by prompt (`rows` of a batch), gathered into one check: eager `generate()`'s token ids, and the
     logits' largest diff."""
 
     split = reference.split
-    run = program_run(path, _prefix(split))
+    run = open_run(path) if open_run is not None else program_run(path, _prefix(split))
     checks = [compare_generation(name, reference, split, run, _traced(split), row) for row in prompts]
     gathered = Check(
         name,
@@ -359,13 +364,15 @@ def compare(name: str, reference: Reference, path: Path, prompts: list[dict]) ->
     return gathered
 
 
-def quality(reference: Reference, path: Path, prompts: list[dict], judged: list[Judged]) -> dict[str, float]:
+def quality(
+    reference: Reference, path: Path, prompts: list[dict], judged: list[Judged], open_run: OpenRun | None = None
+) -> dict[str, float]:
     """A variant's program against eager fp32 (`validate.generation_quality`), row by row (the runner's
     batch is 1): greedy tokens on `prompts`, teacher-forced on `judged`, each figure weighted by the
     positions it was taken over."""
 
     split = reference.split
-    run = program_run(path, _prefix(split))
+    run = open_run(path) if open_run is not None else program_run(path, _prefix(split))
     if getattr(run, "last_logits_only", False) and split.forces_at_once:
         # A continuation fed at once gives one position's logits here: fed a token at a time instead.
         split = copy.copy(split)
