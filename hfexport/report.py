@@ -58,6 +58,9 @@ class VariantKind(StrEnum):
     W8 = "w8"
     Q4 = "q4"
     Q4F16 = "q4f16"
+    # ONNX Runtime GenAI's int4 folder for WebGPU (`worker/ort_genai.py`): 4-bit weights computed in
+    # float on the GPU, float32 inputs and outputs (its builder's `use_webgpu_fp32`).
+    Q4_WEBGPU = "q4-webgpu"
 
 
 class Figure(StrEnum):

@@ -8,6 +8,9 @@ from __future__ import annotations
 from ..report import BackendResult
 from .programs import PROMPT, header, program
 
+# The folders of ONNX Runtime's CPU provider (`worker/ort_genai.Target.folder`'s group for "cpu").
+CPU_GROUP = "cpu_and_mobile/"
+
 
 def generator_block(repo_id: str, b: BackendResult, folder: str) -> list[str]:
     """`folder` (one target's, under the backend's) downloaded alone, then eight greedy tokens written
@@ -36,9 +39,12 @@ def generator_block(repo_id: str, b: BackendResult, folder: str) -> list[str]:
 
 
 def ort_genai_section(repo_id: str, b: BackendResult) -> list[str]:
-    """The backend's folders, what reads them, and the Generator block on the smallest one published."""
+    """The backend's folders, what reads them, and the Generator block on the smallest CPU one published
+    (the `pip install onnxruntime-genai` wheel runs the CPU provider; WebGPU's folder asks for its own)."""
     base = b.program_file(b.components[0]).rsplit("/", 1)[0]
     folders = [base, *(v.file.rsplit("/", 1)[0] for v in b.published_variants if v.file)]
+    cpu = [f for f in folders if f.startswith(CPU_GROUP)]
+    webgpu = [f for f in folders if f not in cpu]
     lines = [
         f"**{b.backend}** (`{b.subfolder}/`): ONNX Runtime GenAI's folders, written by its model builder "
         "(`onnxruntime_genai.models.builder`), one a target: "
@@ -49,9 +55,16 @@ def ort_genai_section(repo_id: str, b: BackendResult) -> list[str]:
         "",
         "With ONNX Runtime GenAI (`pip install onnxruntime-genai`):",
         "",
-        *generator_block(repo_id, b, folders[-1]),
+        *generator_block(repo_id, b, cpu[-1]),
         "",
     ]
-    if len(folders) > 1:
+    if len(cpu) > 1:
         lines += [f"The fp32 folder is `{b.subfolder}/{base}/`: the same block reads it with that path.", ""]
+    for folder in webgpu:
+        lines += [
+            f"`{b.subfolder}/{folder}/` is WebGPU's: its `genai_config.json` asks for ONNX Runtime GenAI's WebGPU "
+            "provider (a build with it, such as Foundry Local's), and every node that computes ran on "
+            "onnxruntime-web's WebGPU provider here (headless Chromium).",
+            "",
+        ]
     return lines

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..backends import get_backend
-from ..report import BackendResult, Report, VariantResult
+from ..report import BackendResult, Layout, Report, VariantResult
 from ..table import format_quality, format_size, format_speed
 from .snippets import HALF, browser_files, loaders_read, optimum_class
 
@@ -98,6 +98,12 @@ def picks(report: Report) -> list[Pick]:
                             f"the smallest that ran there, {format_size(small.size)}; {_figures(small)}",
                         )
                     )
+        elif b.layout == Layout.ORT_GENAI:
+            # Each folder whole: the fastest that passed its floors against the fp32 folder's decode.
+            files = _files(b)
+            faster = [f for f in files if _speedup(f) > 1]
+            app = max(faster, key=_speedup) if faster else files[0]
+            rows.append(Pick("App on a PC (ONNX Runtime GenAI: Foundry Local, Olive)", app.path, _figures(app)))
         elif spec.export_format == "executorch":
             place = (
                 "GPU (ExecuTorch's CUDA runner)"

@@ -26,7 +26,7 @@ from ..hub.retry import refused
 from ..logs import quiet_known_noise
 from ..pipeline.export import DEFAULT_TIMEOUT_S
 from ..pipeline.preflight import Machine
-from ..report import PublishAction
+from ..report import Layout, PublishAction
 from ..sandbox.identity import worker_user
 from ..sandbox.launch import refusal
 from ..settings import WEB_CHECKS, action_dir, cache_dir, quiet_noise, set_quiet_noise, web_cache_dir, web_checks
@@ -200,6 +200,9 @@ def _next_steps(report) -> None:
         "from transformers.exporters import ExportedModel; "
         f"print(ExportedModel.from_pretrained({report.out_dir!r}, subfolder={first.subfolder!r}))"
     )
+    if first.layout == Layout.ORT_GENAI:  # a folder ONNX Runtime GenAI reads, not the exporter's manifest
+        folder = f"{report.out_dir}/{first.subfolder}/{Path(first.program_file(first.components[0])).parent}"
+        code = f"import onnxruntime_genai as og; print(og.Model({folder!r}).type)"
     err.print(f"  load it:  python -c {shlex.quote(code)}", highlight=False, soft_wrap=True)
     err.print(f"  tokenizer, config, processor: beside the exports in {out}", highlight=False, soft_wrap=True)
     repo = report.source.ref if report.source.kind == "hub" else "ORG/NAME"

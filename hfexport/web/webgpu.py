@@ -95,21 +95,30 @@ def missing_on_webgpu(graph: Path, placed: Placement) -> list[str]:
     """The op types the WebGPU provider ran none of in `graph` and kept on the CPU where they compute
     on floats or quantized values: those it has no kernel for. Left out: an op type some node of
     which ran on the GPU (its CPU nodes are other types, int64 ones), and integer index arithmetic
-    (every output int64 or bool: `Shape`, a `Slice` of `position_ids`), which ORT keeps on the CPU."""
+    (every output int64 or bool: `Shape`, a `Slice` of `position_ids`; or int32 from integer inputs
+    alone: ONNX Runtime GenAI's graphs cast the mask's lengths to int32 for GroupQueryAttention),
+    which ORT keeps on the CPU. int32 made from 8-bit inputs is quantized compute (`MatMulInteger`)."""
     import onnx
 
     model = onnx.load(str(graph), load_external_data=False)
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
-    kinds = {v.name: v.type.tensor_type.elem_type for v in (*inferred.graph.value_info, *inferred.graph.output)}
-    outputs = {n.name: list(n.output) for n in model.graph.node if n.name}  # a node ORT made: not there
-    index = {onnx.TensorProto.INT64, onnx.TensorProto.BOOL}  # not int32: MatMulInteger computes into it
+    values = (*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input)
+    kinds = {v.name: v.type.tensor_type.elem_type for v in values}
+    kinds.update({t.name: t.data_type for t in model.graph.initializer})
+    nodes = {n.name: n for n in model.graph.node if n.name}  # a node ORT made: not there
+    index = {onnx.TensorProto.INT64, onnx.TensorProto.BOOL}
     on_gpu = {op for op, _ in placed.on_webgpu}
     missing = []
     for op, name in placed.on_cpu:
         if op in on_gpu or op in missing:
             continue
-        produced = [kinds.get(o) for o in outputs.get(name, []) if o]
+        node = nodes.get(name)
+        produced = [kinds.get(o) for o in node.output if o] if node is not None else []
+        taken = [kinds.get(i) for i in node.input if i] if node is not None else []
         if produced and all(kind in index for kind in produced):
+            continue
+        integer = index | {onnx.TensorProto.INT32}
+        if produced and all(kind in integer for kind in (*produced, *taken)):
             continue
         missing.append(op)
     return missing

@@ -1,0 +1,121 @@
+"""ONNX Runtime GenAI's folders (`--backends ort-genai`): built by its pinned model builder in the
+worker, judged through `onnxruntime_genai`'s own Generator, published as onnx-community lays them out
+(`onnxruntime/cpu_and_mobile/<target>/`) with a card block that runs as printed from the Hub. Tiny
+models with 16-wide heads (ONNX Runtime's GroupQueryAttention takes no narrower); quality on a
+trained model is bench/llm_peers.py's (docs/benchmarks-llm-peers.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import families
+import pytest
+from card_runs import card_blocks, eager_continuation, plumbing_only, push_with_bot, record, run_every_block, run_python
+from conftest import run_cli
+
+# (config class, model class, sizes): 64 wide in 4 heads of 16, over the byte-level tokenizer the
+# builder copies into each folder (`families._llm(runner=True)`).
+BUILT = {
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 16}),
+    # max_position_embeddings equal to the original: Phi-3 mini 4k's short rotary embeddings.
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {"original_max_position_embeddings": 128}),
+    "gemma3-text": ("Gemma3TextConfig", "Gemma3ForCausalLM", {"head_dim": 16, "sliding_window": 4}),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", {}),
+}
+BASE = "onnxruntime/cpu_and_mobile/cpu-fp32"
+
+
+def _build(name: str, folder: Path) -> Path:
+    config, model, sizes = BUILT[name]
+    return families._llm(config, model, runner=True, hidden_size=64, **sizes)(folder)
+
+
+def _export(folder: Path, out: Path) -> dict:
+    result = run_cli("export", str(folder), "--backends", "ort-genai", "--variants", "none", "--out", str(out))
+    report = json.loads((out / "hfexport-report.json").read_text())
+    (backend,) = report["backends"]
+    return {"returncode": result.returncode, "stderr": result.stderr, "report": report, **backend}
+
+
+@pytest.mark.parametrize("family", ["qwen3", "phi3"])
+def test_a_family_the_builder_supports_is_built_and_writes_eagers_ids_in_its_generator(family, tmp_path):
+    """A tiny Qwen 3 and Phi-3 through `hfexport export --backends ort-genai`: the builder's fp32 folder
+    (`model.onnx` + `.data`, `genai_config.json`, the tokenizer) gives eager's logits through the
+    Generator on prompts of other lengths, and the Generator's own greedy search writes eager's 32 ids."""
+    b = _export(_build(family, tmp_path / "model"), tmp_path / "out")
+    assert b["returncode"] == 0 and b["status"] == "ok" and b["layout"] == "onnxruntime-genai", b.get("error")
+    checks = {c["name"]: c for c in b["validation"]["checks"]}
+    assert checks["generation_other_shape"]["tokens_equal"] is True, checks
+    assert checks["generation_other_shape"]["max_abs_diff"]["logits"] < 1e-4, checks
+    generator = checks["onnxruntime_genai"]
+    assert generator["tokens_equal"] is True and len(generator["exported_tokens"][0]) == 32, generator
+    files = {f["path"] for f in b["files"]}
+    wanted = {"model.onnx", "model.onnx.data", "genai_config.json", "tokenizer.json"}
+    assert {f"cpu_and_mobile/cpu-fp32/{name}" for name in wanted} <= files, files
+    assert b["versions"]["onnxruntime_genai"] == "0.18.0", b["versions"]
+    loader, diff = "ONNX Runtime GenAI `og.Generator` (`cpu-fp32/`)", checks["generation_other_shape"]["max_abs_diff"]
+    record(b, loader, "eager's 32 greedy tokens; logits max abs diff", diff["logits"])
+
+
+def test_a_family_the_builder_lacks_is_skipped_with_its_list_and_one_it_breaks_on_with_the_cause(tmp_path):
+    """GPT-2 is not among the builder's architectures: skipped before any model is loaded, naming the
+    builder's list. Gemma 3 is, but the pinned builder fails on the rotary settings transformers 5
+    writes per layer type: refused before it runs, naming that cause and the backend that exports it."""
+    gpt2 = _export(_build("gpt2", tmp_path / "gpt2"), tmp_path / "out-gpt2")
+    assert gpt2["status"] == "skipped", gpt2
+    assert "does not build GPT2LMHeadModel" in gpt2["error"] and "LlamaForCausalLM" in gpt2["error"], gpt2["error"]
+    gemma = _export(_build("gemma3-text", tmp_path / "gemma"), tmp_path / "out-gemma")
+    assert gemma["status"] == "failed" and gemma["returncode"] != 0, gemma
+    assert "one per layer type (full_attention, sliding_attention)" in gemma["error"], gemma["error"]
+    assert "--backends onnx" in gemma["error"] and not gemma["files"], gemma
+
+
+def test_an_llm_is_published_as_onnx_runtime_genai_folders_whose_card_block_generates_eagers_text(hub, tmp_path):
+    """A tiny Qwen 2 pushed with `--backends ort-genai` and its default variants (their floors lifted:
+    random weights say nothing of quality, and a tiny model decodes at dispatch speed): the PR holds
+    the fp32, int8 and int4 folders as onnx-community names them, each whole (graph, weights,
+    `genai_config.json`, tokenizer), judged with their figures in the report; the card's
+    `onnxruntime_genai` block, downloading one folder alone, writes eager `generate()`'s text from the
+    PR in a fresh cache, and again once merged."""
+    from transformers import AutoTokenizer
+
+    folder = _build("qwen2", tmp_path / "model")
+    repo = "genai-owner/tiny-qwen2"
+    lifted = plumbing_only("w8", "q4", "q4-webgpu")
+    api, outcome = push_with_bot(hub, "genai-owner", repo, folder, "ort-genai", "default", *lifted)
+    (b,) = outcome["report"]["backends"]
+    assert b["status"] == "ok" and b["layout"] == "onnxruntime-genai", b["error"]
+    variants = {v["kind"]: v for v in b["variants"]}
+    assert set(variants) == {"w8", "q4", "q4-webgpu"}, variants
+    assert all(v["status"] == "ok" for v in variants.values()), variants
+    assert variants["w8"]["file"] == "cpu_and_mobile/cpu-int8-rtn-block-32-acc-level-4/model.onnx", variants["w8"]
+    assert variants["q4"]["file"].startswith("cpu_and_mobile/cpu-int4-"), variants["q4"]
+    for v in variants.values():
+        assert {"kld_mean", "kld_se", "forced_top1_agreement"} <= set(v["quality"]), v
+        assert v["size_share"] < 1 and v["settings"].startswith("builder -p int"), v
+    assert {"decode_speedup"} <= set(variants["w8"]["quality"]) & set(variants["q4"]["quality"]), variants
+    # WebGPU's folder: every computing node placed on onnxruntime-web's WebGPU provider in Chromium.
+    webgpu = variants["q4-webgpu"]
+    assert webgpu["file"] == "webgpu/webgpu-int4-rtn-block-32/model.onnx" and webgpu["web"]["webgpu"] is True, webgpu
+    pr_files = set(api.list_repo_files(repo, revision=f"refs/pr/{outcome['pr_num']}"))
+    for target in (BASE, *(f"onnxruntime/{Path(v['file']).parent}" for v in variants.values())):
+        each = ("model.onnx", "model.onnx.data", "genai_config.json", "tokenizer.json")
+        assert {f"{target}/{name}" for name in each} <= pr_files, (target, pr_files)
+
+    # The card's block reads the smallest folder published (int4 here: its tokens are a random model's
+    # quantized ones); the same block on the fp32 folder, as the card says, writes eager's text.
+    text = "hfexport validated this file against the original model."
+    eager = AutoTokenizer.from_pretrained(folder).decode(eager_continuation(folder, text), skip_special_tokens=True)
+    pr = f"refs/pr/{outcome['pr_num']}"
+    card = Path(api.hf_hub_download(repo, "README.md", revision=pr)).read_text()
+    (block,) = [block for block in card_blocks(card) if "onnxruntime_genai" in block]
+    int4 = f"onnxruntime/{Path(variants['q4']['file']).parent}"
+    assert f'allow_patterns=["{int4}/*"]' in block and f"`{BASE}/`" in card, block
+    fp32 = block.replace(int4, BASE).replace('"main"  #', f'"{pr}"  #', 1)
+    ran = run_python(fp32, tmp_path / "fp32" / "hf-home")
+    assert ran.returncode == 0 and ran.stdout.strip() == eager.strip(), (ran.stdout, eager, ran.stderr[-3000:])
+    ran_all = run_every_block(api, repo, outcome["pr_num"], tmp_path, r"\S", r"\S")
+    assert sum("onnxruntime_genai" in block for block in ran_all.blocks) == 1, ran_all.blocks
+    record(outcome, "ONNX Runtime GenAI `og.Generator` (`cpu-fp32/`, one folder downloaded)", "eager's text")
