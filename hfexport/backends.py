@@ -514,7 +514,8 @@ def _ort_genai_limits(plan) -> str | None:
     export_format="onnx",
     subfolder="onnxruntime",
     tags=("onnx", "onnxruntime-genai"),
-    packages=("onnxruntime_genai", "onnxruntime"),
+    # The builder writes through onnx and onnx_ir (onnxscript's), and its folders run on onnxruntime.
+    packages=("onnxruntime_genai", "onnxruntime", "onnx", "onnxscript"),
     limits=_ort_genai_limits,
     # Its builder, not transformers' exporter, writes every model it takes (`worker/ort_genai.py`).
     llm_runner="hfexport.worker.ort_genai:run",

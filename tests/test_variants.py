@@ -362,7 +362,7 @@ def test_variant_names_choose_kinds_for_every_backend_or_one_backend():
 
     from hfexport.variants import DEFAULTS
 
-    said = f"default ({' and '.join(DEFAULTS[False])} for one graph, {' and '.join(DEFAULTS[True])} for generation)"
+    said = f"default ({', '.join(DEFAULTS[False])} for one graph; {', '.join(DEFAULTS[True])} for generation)"
     assert said in (Path(__file__).parent.parent / "action.yml").read_text()
     assert [v.file for v in variants_of("onnx", ["default", "fp16"], generates=True)] == [
         "model_w8.onnx",

@@ -26,7 +26,7 @@ from ..hub.retry import refused
 from ..logs import quiet_known_noise
 from ..pipeline.export import DEFAULT_TIMEOUT_S
 from ..pipeline.preflight import Machine
-from ..report import Layout, PublishAction
+from ..report import Layout, PublishAction, VariantKind
 from ..sandbox.identity import worker_user
 from ..sandbox.launch import refusal
 from ..settings import WEB_CHECKS, action_dir, cache_dir, quiet_noise, set_quiet_noise, web_cache_dir, web_checks
@@ -46,9 +46,10 @@ if TYPE_CHECKING:
 VariantsOption = Annotated[
     Optional[str],
     typer.Option(
-        help="Smaller/faster files derived from the fp32 exports: int8, fp16, optimized, w8, q4, q4f16, 8da4w "
+        help="Smaller/faster files derived from the fp32 exports: "
+        f"{', '.join(str(k) for k in VariantKind)} "
         "(every backend offering it), backend:kind (onnx:int8), default "
-        f"({' and '.join(DEFAULTS[False])} for one graph, {' and '.join(DEFAULTS[True])} for generation), or none. "
+        f"({', '.join(DEFAULTS[False])} for one graph; {', '.join(DEFAULTS[True])} for generation), or none. "
         "Each is judged against eager fp32 and kept only if it passes "
         "[default: for push the repo's .hfexport.yaml `variants:`, else $HFEXPORT_VARIANTS, else default].",
         show_default=False,

@@ -388,6 +388,7 @@ def _variants(
             outcome.settings = target.settings
             try:
                 build(model_dir, out_dir, target)
+                stage(f"variant {variant.kind}: judging {target.folder}")
                 figures = quality(reference, folder, prompts, judged, opened)
                 if target.provider == "webgpu":
                     outcome.web = on_webgpu(folder / PROGRAM)
