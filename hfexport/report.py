@@ -83,6 +83,9 @@ class Figure(StrEnum):
     # generation: the variant's greedy decode speed over the fp32 program's, paired rounds on this
     # machine (`VariantResult.speedup`): a small file that decodes slower than fp32 is no small file to offer.
     DECODE_SPEEDUP = "decode_speedup"
+    # generation: the variant's greedy decode tokens per second at batch 1 on the machine that judged
+    # it (ONNX Runtime GenAI's Generator): what its users compare runtimes by; never a gate.
+    DECODE_TOK_S = "decode_tok_s"
 
 
 class Status(StrEnum):

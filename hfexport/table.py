@@ -194,6 +194,8 @@ def format_quality(quality: dict) -> str:
         error = quality.get(Figure.KLD_SE)
         spread = f" ± {_num(error, '.2g')}" if error is not None else ""
         parts.append(f"KLD {_num(quality[Figure.KLD_MEAN], '.3g')}{spread} nats")
+    if Figure.DECODE_TOK_S in quality:
+        parts.append(f"decodes {_num(quality[Figure.DECODE_TOK_S], '.1f')} tok/s at batch 1 where judged")
     return "; ".join(parts) or "-"
 
 

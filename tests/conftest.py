@@ -129,7 +129,29 @@ def pytest_sessionfinish(session, exitstatus):
         shutil.rmtree(_SESSION_ROOT, ignore_errors=True)
 
 
+# The test files that take longest, heaviest first. Under `--dist loadfile` a file runs whole on one
+# worker, and xdist hands files out in collection order (`--no-loadscope-reorder`; its default orders
+# them by test count, which sent the few-test, minutes-long loader files last and left one worker
+# alone at the end). Handing out the longest first leaves the shortest tail; the rest follow as collected.
+HEAVIEST_FIRST = (
+    "test_families.py",
+    "test_loaders_llm.py",
+    "test_card_snippets.py",
+    "test_variants.py",
+    "test_exports.py",
+    "test_loaders_heads.py",
+    "test_publish.py",
+    "test_new_families.py",
+    "test_loaders_seq2seq.py",
+    "test_loaders_executorch_llm.py",
+    "test_web.py",
+    "test_loaders_ort_genai.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
+    rank = {name: place for place, name in enumerate(HEAVIEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest as collected
     import torch
 
     if torch.cuda.is_available():

@@ -39,9 +39,10 @@ def _export(folder: Path, out: Path) -> dict:
     return {"returncode": result.returncode, "stderr": result.stderr, "report": report, **backend}
 
 
-@pytest.mark.parametrize("family", ["qwen3", "phi3"])
+# Qwen 3's through a push `--into` a derived repo (below), Qwen 2's through a PR.
+@pytest.mark.parametrize("family", ["phi3"])
 def test_a_family_the_builder_supports_is_built_and_writes_eagers_ids_in_its_generator(family, tmp_path):
-    """A tiny Qwen 3 and Phi-3 through `hfexport export --backends ort-genai`: the builder's fp32 folder
+    """A tiny Phi-3 through `hfexport export --backends ort-genai`: the builder's fp32 folder
     (`model.onnx` + `.data`, `genai_config.json`, the tokenizer) gives eager's logits through the
     Generator on prompts of other lengths, and the Generator's own greedy search writes eager's 32 ids."""
     b = _export(_build(family, tmp_path / "model"), tmp_path / "out")
@@ -95,7 +96,7 @@ def test_an_llm_is_published_as_onnx_runtime_genai_folders_whose_card_block_gene
     for v in variants.values():
         assert {"kld_mean", "kld_se", "forced_top1_agreement"} <= set(v["quality"]), v
         assert v["size_share"] < 1 and v["settings"].startswith("builder -p int"), v
-    assert {"decode_speedup"} <= set(variants["w8"]["quality"]) & set(variants["q4"]["quality"]), variants
+    assert {"decode_speedup", "decode_tok_s"} <= set(variants["w8"]["quality"]) & set(variants["q4"]["quality"])
     # WebGPU's folder: every computing node placed on onnxruntime-web's WebGPU provider in Chromium.
     webgpu = variants["q4-webgpu"]
     assert webgpu["file"] == "webgpu/webgpu-int4-rtn-block-32/model.onnx" and webgpu["web"]["webgpu"] is True, webgpu
@@ -119,3 +120,41 @@ def test_an_llm_is_published_as_onnx_runtime_genai_folders_whose_card_block_gene
     ran_all = run_every_block(api, repo, outcome["pr_num"], tmp_path, r"\S", r"\S")
     assert sum("onnxruntime_genai" in block for block in ran_all.blocks) == 1, ran_all.blocks
     record(outcome, "ONNX Runtime GenAI `og.Generator` (`cpu-fp32/`, one folder downloaded)", "eager's text")
+
+
+def test_a_derived_repo_holds_the_folders_on_main_and_its_card_block_generates_as_eager(hub, tmp_path):
+    """A tiny Qwen 3, `hfexport push --into` a repo of the bot's own with `--backends ort-genai`: its fp32
+    folder validated (eager's logits, the Generator's own 32 greedy ids) is on the derived repo's
+    `main`, and the derived card's Generator block, run as printed (no PR revision), writes eager's text."""
+    from huggingface_hub import HfApi
+    from transformers import AutoTokenizer
+
+    folder = _build("qwen3", tmp_path / "model")
+    owner, bot = hub.add_user("genai-src"), hub.add_user("genai-bot")
+    HfApi(endpoint=hub.url, token=owner).create_repo("genai-src/tiny")
+    HfApi(endpoint=hub.url, token=owner).upload_folder(repo_id="genai-src/tiny", folder_path=folder)
+    into = "genai-bot/tiny-genai"
+    args = ("push", "genai-src/tiny", "--into", into, "--backends", "ort-genai", "--variants", "none", "--json")
+    pushed = run_cli(*args, env={"HF_TOKEN": bot})
+    assert pushed.returncode == 0, pushed.stderr[-3000:]
+    outcome = json.loads(pushed.stdout)
+    (b,) = outcome["report"]["backends"]
+    checks = {c["name"]: c for c in b["validation"]["checks"]}
+    assert outcome["action"] == "created" and checks["onnxruntime_genai"]["tokens_equal"] is True, checks
+    diff = checks["generation_other_shape"]["max_abs_diff"]["logits"]
+    assert checks["generation_other_shape"]["tokens_equal"] is True and diff < 1e-4, checks
+    record(
+        outcome,
+        "ONNX Runtime GenAI `og.Generator` (`cpu-fp32/`)",
+        "eager's 32 greedy tokens; logits max abs diff",
+        diff,
+    )
+    api = HfApi(endpoint=hub.url, token=bot)
+    assert f"{BASE}/model.onnx" in set(api.list_repo_files(into)) and "onnxruntime-genai" in api.model_info(into).tags
+    card = Path(api.hf_hub_download(into, "README.md")).read_text()
+    (block,) = [block for block in card_blocks(card) if "onnxruntime_genai" in block]
+    assert into in block and "refs/pr" not in block, block
+    text = "hfexport validated this file against the original model."
+    eager = AutoTokenizer.from_pretrained(folder).decode(eager_continuation(folder, text), skip_special_tokens=True)
+    ran = run_python(block, tmp_path / "derived" / "hf-home")
+    assert ran.returncode == 0 and ran.stdout.strip() == eager.strip(), (ran.stdout, eager, ran.stderr[-3000:])

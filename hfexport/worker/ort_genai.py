@@ -35,6 +35,8 @@ import torch
 from ..errors import UnsupportedArchitectureError, describe_error
 from ..report import Check, Figure, Layout, Status, Validation, VariantKind, VariantResult, WebRuntimes
 from ..variants import misses, thresholds_for, variants_of
+from ..web.runtimes import WebRuntimeMissing
+from ..web.webgpu import missing_on_webgpu, placement
 from .derive import reported
 from .llm_runner import compare, quality, rows
 from .validate import Reference
@@ -250,24 +252,24 @@ def decode_seconds(model: Any, ids: list[int], new_tokens: int) -> float:
     return time.perf_counter() - started
 
 
-def paired_decode(base: Any, variant: Any, ids: list[int], rounds: int = 5) -> list[float]:
+def paired_decode(base: Any, variant: Any, ids: list[int], rounds: int = 5) -> tuple[list[float], float]:
     """The fp32 folder's decode time over the variant's (two `og.Model`s) in each of `rounds` paired
     rounds after a warm-up of both, sorted: the median is the figure, the ends its spread (on a shared
-    2-core machine one round swings; the pairs keep what the other load did to both)."""
+    2-core machine one round swings; the pairs keep what the other load did to both). And the variant's
+    median tokens per second, on this machine."""
     decode_seconds(base, ids, GREEDY_TOKENS), decode_seconds(variant, ids, GREEDY_TOKENS)
-    ratios = []
+    ratios, taken = [], []
     for _ in range(rounds):
-        ratios.append(decode_seconds(base, ids, GREEDY_TOKENS) / decode_seconds(variant, ids, GREEDY_TOKENS))
-    return sorted(ratios)
+        baseline, seconds = decode_seconds(base, ids, GREEDY_TOKENS), decode_seconds(variant, ids, GREEDY_TOKENS)
+        ratios.append(baseline / seconds)
+        taken.append(seconds)
+    return sorted(ratios), GREEDY_TOKENS / sorted(taken)[len(taken) // 2]
 
 
 def on_webgpu(graph: Path) -> WebRuntimes:
     """Where WebGPU's folder runs in a browser: opened on onnxruntime-web's WebGPU provider in headless
     Chromium (`web.webgpu`), every node that computes on floats or quantized weights placed on the GPU.
     Not a file transformers.js's wasm backend is given (ONNX Runtime GenAI's web apps run WebGPU)."""
-    from ..web.runtimes import WebRuntimeMissing
-    from ..web.webgpu import missing_on_webgpu, placement
-
     web = WebRuntimes(wasm_note="ONNX Runtime GenAI's WebGPU folder: not a wasm file")
     try:
         (placed,) = placement([graph])
@@ -393,7 +395,7 @@ def _variants(
                 if target.provider == "webgpu":
                     outcome.web = on_webgpu(folder / PROGRAM)
                 else:
-                    speed = paired_decode(base_model, open_model(folder), ids)
+                    speed, figures[Figure.DECODE_TOK_S] = paired_decode(base_model, open_model(folder), ids)
                     figures[Figure.DECODE_SPEEDUP] = speed[len(speed) // 2]
                     outcome.speedup = round(speed[len(speed) // 2], 3)
                     outcome.speedup_range = [round(speed[0], 2), round(speed[-1], 2)]
