@@ -158,3 +158,46 @@ def test_a_derived_repo_holds_the_folders_on_main_and_its_card_block_generates_a
     eager = AutoTokenizer.from_pretrained(folder).decode(eager_continuation(folder, text), skip_special_tokens=True)
     ran = run_python(block, tmp_path / "derived" / "hf-home")
     assert ran.returncode == 0 and ran.stdout.strip() == eager.strip(), (ran.stdout, eager, ran.stderr[-3000:])
+
+
+# A repo's module that, imported by the builder's process, writes a file into the folder it is
+# building (its `-o`), where the folder would publish it; imported anywhere else it is a Qwen 3.
+_BUILDER_PROBE = """
+import sys
+from pathlib import Path
+
+if any("onnxruntime_genai" in a for a in sys.argv):
+    built = Path(sys.argv[sys.argv.index("-o") + 1])
+    built.mkdir(parents=True, exist_ok=True)
+    (built / "repo-code-ran-in-the-builder").write_text("it ran")
+
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+
+class ProbeConfig(Qwen3Config):
+    model_type = "qwen3"
+
+
+class ProbeModel(Qwen3ForCausalLM):
+    config_class = ProbeConfig
+"""
+
+
+def test_the_builder_runs_none_of_the_repos_code_even_where_the_user_trusts_it(tmp_path):
+    """A repo whose config names code of its own (`auto_map`), exported with `--trust-remote-code`: the
+    eager model runs that code in the sandboxed worker, as the user allowed; the builder, run with
+    `hf_remote=false`, builds transformers' own class from the same weights and never imports it (the
+    code would have written a file into the folder being built), and the folder still validates
+    against the trusted eager model."""
+    folder = _build("qwen3", tmp_path / "model")
+    (folder / "probe_model.py").write_text(_BUILDER_PROBE)
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "probe_model.ProbeConfig", "AutoModelForCausalLM": "probe_model.ProbeModel"}
+    (folder / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "out"
+    args = ("export", str(folder), "--backends", "ort-genai", "--variants", "none", "--trust-remote-code")
+    result = run_cli(*args, "--out", str(out))
+    (b,) = json.loads((out / "hfexport-report.json").read_text())["backends"]
+    assert result.returncode == 0 and b["status"] == "ok", (b.get("error"), result.stderr[-2000:])
+    assert not list(out.rglob("repo-code-ran-in-the-builder")), sorted(p.name for p in out.rglob("*"))
+    assert all(f["path"].startswith("cpu_and_mobile/cpu-fp32/") and "probe" not in f["path"] for f in b["files"])
