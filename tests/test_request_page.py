@@ -60,8 +60,11 @@ def asked(hub, tmp_path_factory):
     api.upload_folder(repo_id="form-owner/tiny-choice", folder_path=choice)
     db = tmp_path_factory.mktemp("form-service") / "q.sqlite"
     # Started as docs/service.md says: the page alone, no webhook secret.
+    # An export cache of its own: the session's may hold this tiny BERT's ONNX export from another test
+    # on the same worker, and a push that reuses it runs no stage for the page to show.
+    cache = {"HFEXPORT_CACHE": str(tmp_path_factory.mktemp("form-cache"))}
     service = Service(
-        db, [], service_token, backends="onnx,dynamo", extra=("--request-page", "--warm", "0"), secret=None
+        db, [], service_token, backends="onnx,dynamo", extra=("--request-page", "--warm", "0"), secret=None, env=cache
     ).start()
     yield service, user
     service.stop()

@@ -67,3 +67,40 @@ def test_an_encoders_int8_file_keeps_its_embeddings(tmp_path):
     int8 = _variants(_export(minilm(), tmp_path / "out", "--variants", "int8"))["int8"]
     assert int8["status"] == "ok", int8.get("error")
     assert int8["quality"]["cosine_mean"] >= 0.99
+
+
+def test_smollm2s_onnx_runtime_genai_folders_are_judged_and_the_cards_block_runs_from_the_pr(hub, tmp_path):
+    """SmolLM2-135M pushed with `--backends ort-genai` and its default kinds:
+    - the fp32 folder's Generator writes eager's 32 greedy ids;
+    - int8 is published: same top ≥ 95 %, decoding faster than the fp32 folder;
+    - int4 is refused, with its figures (its weights, dequantized from a 4-bit GGUF, sit off every grid the
+      builder offers);
+    - the card's `onnxruntime_genai` block, run as printed from `refs/pr/N` in a fresh cache, writes text,
+      and on the fp32 folder eager's text."""
+    from card_runs import card_blocks, eager_continuation, push_with_bot, run_python
+    from real_models import smollm2
+    from transformers import AutoTokenizer
+
+    folder = smollm2()
+    api, outcome = push_with_bot(hub, "genai-real", "genai-real/smollm2", folder, "ort-genai", "default")
+    (b,) = outcome["report"]["backends"]
+    checks = {c["name"]: c for c in b["validation"]["checks"]}
+    assert b["status"] == "ok" and checks["onnxruntime_genai"]["tokens_equal"] is True, checks
+    variants = {v["kind"]: v for v in b["variants"]}
+    assert variants["w8"]["status"] == "ok" and variants["w8"]["quality"]["forced_top1_agreement"] >= 0.95
+    assert variants["w8"]["speedup"] > 1, variants["w8"]
+    assert variants["q4"]["status"] == "failed" and "forced_top1_agreement" in variants["q4"]["error"]
+    assert variants["q4"]["quality"]["kld_mean"] > 0.15, variants["q4"]
+    pr = f"refs/pr/{outcome['pr_num']}"
+    card = Path(api.hf_hub_download("genai-real/smollm2", "README.md", revision=pr)).read_text()
+    (block,) = [block for block in card_blocks(card) if "onnxruntime_genai" in block]
+    on_pr = block.replace('"main"  #', f'"{pr}"  #', 1)
+    ran = run_python(on_pr, tmp_path / "int8" / "hf-home")
+    assert ran.returncode == 0 and ran.stdout.strip(), ran.stderr[-3000:]
+    text = "hfexport validated this file against the original model."
+    eager = AutoTokenizer.from_pretrained(folder).decode(eager_continuation(folder, text), skip_special_tokens=True)
+    int8 = Path(variants["w8"]["file"]).parent
+    ran = run_python(
+        on_pr.replace(f"onnxruntime/{int8}", "onnxruntime/cpu_and_mobile/cpu-fp32"), tmp_path / "fp32" / "hf-home"
+    )
+    assert ran.returncode == 0 and ran.stdout.strip() == eager.strip(), (ran.stdout, eager, ran.stderr[-3000:])
