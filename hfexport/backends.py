@@ -18,6 +18,7 @@ backend registered outside hfexport works as long as its module is importable th
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 from collections.abc import Callable
@@ -458,6 +459,7 @@ def _openvino(dynamic_shapes):
     return OpenVINOConfig(dynamic=True, dynamic_shapes=dynamic_shapes)
 
 
+@functools.cache  # read once a process: every plan asks, and the installed builder does not change under it
 def builder_architectures() -> tuple[str, ...]:
     """The architectures ONNX Runtime GenAI's pinned model builder builds: the names its `create_model`
     compares `config.architectures[0]` with, read from its source (not imported: the builder imports

@@ -333,7 +333,7 @@ def _layout(split: ExportSplit) -> CacheLayout | None:
     return getattr(split, "cache_layout", None)
 
 
-def _prefix(split: ExportSplit) -> int:
+def prefix_of(split: ExportSplit) -> int:
     """The masked positions the split's cache holds before a prompt (`CacheLayout.prefix`)."""
     layout = _layout(split)
     return layout.prefix if layout is not None else 0
@@ -344,13 +344,29 @@ def _prefix(split: ExportSplit) -> int:
 OpenRun = Callable[[Path], Callable[..., dict]]
 
 
+def eager_side(
+    split: ExportSplit, model: PreTrainedModel, model_dir: Path, other: dict, judging: bool
+) -> tuple[Reference, list[dict], list[Judged]]:
+    """Eager's side of an LLM runtime's every check, computed once: the reference over `other`'s
+    prompts one by one (the runtime's batch is 1), their greedy loops, and, where variants are judged
+    (`judging`), the teacher-forced prose (`inputs.Judged`) and eager's logits over it."""
+    prompts = rows(other)
+    reference = Reference(model, split, _traced(split))
+    judged = split.judged(model_dir, model.config, other).rows() if judging else []
+    for row in prompts:
+        reference.loop(row, split.plan.validation.new_tokens)
+    for each in judged:
+        reference.forced(each)
+    return reference, prompts, judged
+
+
 def compare(name: str, reference: Reference, path: Path, prompts: list[dict], open_run: OpenRun | None = None) -> Check:
     """The split's greedy-loop check (`validate.compare_generation`) of the program at `path`, prompt
     by prompt (`rows` of a batch), gathered into one check: eager `generate()`'s token ids, and the
     logits' largest diff."""
 
     split = reference.split
-    run = open_run(path) if open_run is not None else program_run(path, _prefix(split))
+    run = open_run(path) if open_run is not None else program_run(path, prefix_of(split))
     checks = [compare_generation(name, reference, split, run, _traced(split), row) for row in prompts]
     gathered = Check(
         name,
@@ -372,7 +388,7 @@ def quality(
     positions it was taken over."""
 
     split = reference.split
-    run = open_run(path) if open_run is not None else program_run(path, _prefix(split))
+    run = open_run(path) if open_run is not None else program_run(path, prefix_of(split))
     if getattr(run, "last_logits_only", False) and split.forces_at_once:
         # A continuation fed at once gives one position's logits here: fed a token at a time instead.
         split = copy.copy(split)
@@ -598,15 +614,9 @@ def run(
     # Eager's side of every check, computed once; the weights go before the program is loaded
     # unless 8da4w re-exports the model.
     stage("eager reference")
-    prompts = rows(other)
-    reference = Reference(model, split, _traced(split))
     wanted = _wanted(split, backend)
     n = plan.validation.new_tokens
-    judged = split.judged(model_dir, model.config, other).rows() if wanted else []
-    for row in prompts:
-        reference.loop(row, n)
-    for each in judged:
-        reference.forced(each)
+    reference, prompts, judged = eager_side(split, model, model_dir, other, bool(wanted))
     expected = runner_expectations(model, model_dir, n)
     if not wanted:
         reference.release()

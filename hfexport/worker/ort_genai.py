@@ -38,7 +38,7 @@ from ..variants import misses, thresholds_for, variants_of
 from ..web.runtimes import WebRuntimeMissing
 from ..web.webgpu import missing_on_webgpu, placement
 from .derive import reported
-from .llm_runner import compare, quality, rows
+from .llm_runner import compare, eager_side, prefix_of, quality
 from .validate import Reference
 
 if TYPE_CHECKING:
@@ -192,9 +192,10 @@ def generator_run(folder: Path, max_length: int, prefix: int = 0) -> Callable[..
     return run
 
 
-def greedy_ids(model: Any, ids: list[int], new_tokens: int) -> list[int]:
+def greedy_search(model: Any, ids: list[int], new_tokens: int) -> tuple[list[int], float]:
     """The ids `onnxruntime_genai`'s own greedy search writes after `ids` (an `og.Model`), exactly
-    `new_tokens` of them (end of sequence held back, as eager's reference holds it back)."""
+    `new_tokens` of them (end of sequence held back, as eager's reference holds it back), and the
+    seconds it took to write them (the prompt's run excluded)."""
     import onnxruntime_genai as og
 
     params = og.GeneratorParams(model)
@@ -202,9 +203,11 @@ def greedy_ids(model: Any, ids: list[int], new_tokens: int) -> list[int]:
     params.set_search_options(max_length=total, min_length=total, do_sample=False)
     generator = og.Generator(model, params)
     generator.append_tokens(ids)
+    started = time.perf_counter()
     while not generator.is_done():
         generator.generate_next_token()
-    return [int(t) for t in generator.get_sequence(0)[len(ids) :]]
+    seconds = time.perf_counter() - started
+    return [int(t) for t in generator.get_sequence(0)[len(ids) :]], seconds
 
 
 def generator_check(model: Any, model_dir: Path, folder: Path) -> Check:
@@ -228,7 +231,7 @@ def generator_check(model: Any, model_dir: Path, folder: Path) -> Check:
             min_new_tokens=GREEDY_TOKENS,
             do_sample=False,
         )[0, len(ids) :].tolist()
-    written = greedy_ids(loaded, ids, GREEDY_TOKENS)
+    written, _ = greedy_search(loaded, ids, GREEDY_TOKENS)
     check.eager_tokens, check.exported_tokens = [expected], [written]
     check.tokens_equal = written == expected
     if not check.tokens_equal:
@@ -237,30 +240,16 @@ def generator_check(model: Any, model_dir: Path, folder: Path) -> Check:
     return check
 
 
-def decode_seconds(model: Any, ids: list[int], new_tokens: int) -> float:
-    """Seconds the Generator takes to write `new_tokens` greedy tokens after `ids` (prompt excluded)."""
-    import onnxruntime_genai as og
-
-    params = og.GeneratorParams(model)
-    total = len(ids) + new_tokens
-    params.set_search_options(max_length=total, min_length=total, do_sample=False)
-    generator = og.Generator(model, params)
-    generator.append_tokens(ids)
-    started = time.perf_counter()
-    while not generator.is_done():
-        generator.generate_next_token()
-    return time.perf_counter() - started
-
-
 def paired_decode(base: Any, variant: Any, ids: list[int], rounds: int = 5) -> tuple[list[float], float]:
     """The fp32 folder's decode time over the variant's (two `og.Model`s) in each of `rounds` paired
     rounds after a warm-up of both, sorted: the median is the figure, the ends its spread (on a shared
     2-core machine one round swings; the pairs keep what the other load did to both). And the variant's
     median tokens per second, on this machine."""
-    decode_seconds(base, ids, GREEDY_TOKENS), decode_seconds(variant, ids, GREEDY_TOKENS)
+    greedy_search(base, ids, GREEDY_TOKENS), greedy_search(variant, ids, GREEDY_TOKENS)
     ratios, taken = [], []
     for _ in range(rounds):
-        baseline, seconds = decode_seconds(base, ids, GREEDY_TOKENS), decode_seconds(variant, ids, GREEDY_TOKENS)
+        _, baseline = greedy_search(base, ids, GREEDY_TOKENS)
+        _, seconds = greedy_search(variant, ids, GREEDY_TOKENS)
         ratios.append(baseline / seconds)
         taken.append(seconds)
     return sorted(ratios), GREEDY_TOKENS / sorted(taken)[len(taken) // 2]
@@ -326,21 +315,13 @@ def run(
 
     stage("eager reference")
     other = split.inputs(model_dir, model.config, plan.validation, seed=1)
-    prompts = rows(other)
-    traced = {c: {"input_ids", "attention_mask", "position_ids", "cache_position", "cache"} for c in split.components}
-    reference = Reference(model, split, traced)
     wanted = [v for v in variants_of(backend.name, plan.variants, generates=True) if v.kind in ATTEMPTS]
-    judged = split.judged(model_dir, model.config, other).rows() if wanted else []
-    for row in prompts:
-        reference.loop(row, plan.validation.new_tokens)
-    for each in judged:
-        reference.forced(each)
+    reference, prompts, judged = eager_side(split, model, model_dir, other, bool(wanted))
 
     stage("validating")
     started = time.perf_counter()
     length = _max_length(model)
-    prefix = getattr(getattr(split, "cache_layout", None), "prefix", 0)
-    opened = lambda folder: generator_run(folder, length, prefix)  # noqa: E731
+    opened = lambda folder: generator_run(folder, length, prefix_of(split))  # noqa: E731
     validation = Validation(tolerance=backend.tolerance[result.dtype or "float32"])
     validation.checks.append(compare("generation_other_shape", reference, base, prompts, opened))
     validation.checks.append(generator_check(model, model_dir, base))
